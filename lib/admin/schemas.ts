@@ -1,0 +1,131 @@
+import type pg from 'pg';
+import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { INTERNAL_SCHEMA } from '#lib/db/migrations';
+import { isPgError } from '#lib/db/pg-errors';
+import { withTransaction } from '#lib/db/pool';
+import { scramVerifier } from '#lib/db/scram';
+import { BadRequest, NotFound } from '#lib/errors';
+
+const SYSTEM_SCHEMAS = new Set([INTERNAL_SCHEMA, 'public', 'pg_catalog', 'information_schema', 'pg_toast']);
+
+export const isProtectedSchema = (name: string) => SYSTEM_SCHEMAS.has(name) || name.startsWith('pg_');
+
+/** The dedicated login role of a schema. */
+export const schemaUser = (schemaName: string) => `${schemaName}_user`;
+
+export async function listSchemas(db: pg.Pool): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT nspname AS name FROM pg_namespace
+      WHERE nspname !~ '^pg_' AND nspname NOT IN ('information_schema', $1)
+      ORDER BY nspname`,
+    [INTERNAL_SCHEMA],
+  );
+  return rows.map((row) => row.name);
+}
+
+/** Serialises create/delete of one schema name across every dbadmin process on this database. */
+async function lockSchemaName(client: pg.ClientBase, schemaName: string): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`dbadmin.schema:${schemaName}`]);
+}
+
+async function schemaExists(client: pg.ClientBase, schemaName: string): Promise<boolean> {
+  const { rowCount } = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schemaName]);
+  return rowCount === 1;
+}
+
+async function roleExists(client: pg.ClientBase, role: string): Promise<boolean> {
+  const { rowCount } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role]);
+  return rowCount === 1;
+}
+
+export interface CreateSchemaInput {
+  schemaName: string;
+  password: string;
+}
+
+/** Creates the schema and its login role `<schemaName>_user`, which owns it. All or nothing. */
+export async function createSchema(db: pg.Pool, { schemaName, password }: CreateSchemaInput) {
+  const username = schemaUser(schemaName);
+  await withTransaction(db, async (client) => {
+    await lockSchemaName(client, schemaName);
+    if (await schemaExists(client, schemaName)) {
+      throw new BadRequest('Schema exists', `schema "${schemaName}" already exists`);
+    }
+    if (await roleExists(client, username)) {
+      throw new BadRequest(
+        'User exists',
+        `database user "${username}" already exists; drop it or choose another schema name`,
+      );
+    }
+    const role = quoteIdent(username);
+    await client.query(`CREATE ROLE ${role} LOGIN PASSWORD ${quoteLiteral(scramVerifier(password))}`);
+    // Membership lets an admin that is not a superuser (RDS) create the schema for the role and
+    // manage what the role owns.
+    await client.query(`GRANT ${role} TO CURRENT_USER`);
+    await client.query(`CREATE SCHEMA ${quoteIdent(schemaName, 'schema name')} AUTHORIZATION ${role}`);
+  });
+  return {
+    success: true,
+    message: `Schema "${schemaName}" created with user "${username}"`,
+    username,
+  };
+}
+
+export interface DeleteSchemaInput {
+  schemaName: string;
+  cascade: boolean;
+}
+
+/** Drops the schema (and with `cascade` its objects) together with its dedicated user. */
+export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteSchemaInput) {
+  if (isProtectedSchema(schemaName)) {
+    throw new BadRequest(
+      'Protected schema',
+      `schema "${schemaName}" is a system schema and cannot be deleted`,
+    );
+  }
+  const username = schemaUser(schemaName);
+  await withTransaction(db, async (client) => {
+    await lockSchemaName(client, schemaName);
+    if (!(await schemaExists(client, schemaName))) {
+      throw new NotFound('Schema not found', `schema "${schemaName}" does not exist`);
+    }
+    await dropSchema(client, schemaName, cascade);
+    if (await roleExists(client, username)) await dropUser(client, username);
+  });
+  return { success: true, message: `Schema "${schemaName}" deleted` };
+}
+
+async function dropSchema(client: pg.ClientBase, schemaName: string, cascade: boolean) {
+  try {
+    await client.query(`DROP SCHEMA ${quoteIdent(schemaName, 'schema name')}${cascade ? ' CASCADE' : ''}`);
+  } catch (error) {
+    if (isPgError(error) && error.code === '2BP01') {
+      throw new BadRequest(
+        'Schema not empty',
+        `schema "${schemaName}" contains objects; pass cascade=true to delete them with it`,
+        error,
+      );
+    }
+    throw error;
+  }
+}
+
+/** Objects the user still owns outside its schema are kept (handed to the admin), not dropped. */
+async function dropUser(client: pg.ClientBase, username: string) {
+  const role = quoteIdent(username);
+  try {
+    await client.query(`REASSIGN OWNED BY ${role} TO CURRENT_USER`);
+    await client.query(`DROP OWNED BY ${role}`);
+    await client.query(`DROP ROLE ${role}`);
+  } catch (error) {
+    if (isPgError(error) && error.code === '2BP01') {
+      throw new BadRequest(
+        'User still in use',
+        `database user "${username}" still owns objects or privileges in another database: ${error.detail ?? error.message}`,
+        error,
+      );
+    }
+    throw error;
+  }
+}

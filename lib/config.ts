@@ -1,0 +1,100 @@
+import type { SSMClient } from '@aws-sdk/client-ssm';
+import { z } from 'zod';
+import { ConfigError } from '#lib/errors';
+
+/** Settings that are secrets: on Lambda they may come from SSM Parameter Store under SSM_PREFIX. */
+export const SECRET_SETTINGS = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS'] as const;
+
+type Env = Record<string, string | undefined>;
+
+/** API Gateway gives up after 30 s, so on Lambda a query must be cancelled before that. */
+const LAMBDA_QUERY_TIMEOUT_CEILING_MS = 29_000;
+
+export const isLambda = (env: Env = process.env) =>
+  Boolean(env.AWS_LAMBDA_FUNCTION_NAME) && env.IS_OFFLINE !== 'true';
+
+const positiveInt = z.coerce.number().int().positive();
+
+const settingsSchema = (lambda: boolean) =>
+  z
+    .object({
+      NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+      DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL'),
+      AUTH_USER: z.string().min(1),
+      AUTH_PASS: z.string().min(1),
+      QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),
+      DB_POOL_MAX: positiveInt.default(lambda ? 2 : 10),
+      DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
+    })
+    .refine((s) => !lambda || s.QUERY_TIMEOUT_MS <= LAMBDA_QUERY_TIMEOUT_CEILING_MS, {
+      path: ['QUERY_TIMEOUT_MS'],
+      message: `must be at most ${LAMBDA_QUERY_TIMEOUT_CEILING_MS} on Lambda (API Gateway stops at 30 s)`,
+    });
+
+export type Config = z.infer<ReturnType<typeof settingsSchema>> & { lambda: boolean };
+
+/** Validates settings and names every missing or malformed one in a single line. */
+export function parseConfig(env: Env): Config {
+  const lambda = isLambda(env);
+  const result = settingsSchema(lambda).safeParse(env);
+  if (result.success) return { ...result.data, lambda };
+
+  const missing: string[] = [];
+  const invalid: string[] = [];
+  for (const issue of result.error.issues) {
+    const name = String(issue.path[0]);
+    if (env[name] === undefined || env[name] === '') missing.push(name);
+    else invalid.push(`${name} (${issue.message})`);
+  }
+  const parts = [
+    missing.length > 0 ? `missing settings: ${missing.join(', ')}` : '',
+    invalid.length > 0 ? `invalid settings: ${invalid.join(', ')}` : '',
+  ];
+  throw new ConfigError(parts.filter(Boolean).join('; '));
+}
+
+/** Reads the secret settings from SSM (decrypted); parameters that do not exist are left out. */
+export async function readSsmSecrets(prefix: string, ssm?: SSMClient): Promise<Env> {
+  // Loaded only when used: most of the bundle's weight, and not needed off Lambda.
+  const { GetParametersCommand, SSMClient } = await import('@aws-sdk/client-ssm');
+  const client = ssm ?? new SSMClient({});
+  const base = prefix.replace(/\/+$/, '');
+  const { Parameters = [] } = await client.send(
+    new GetParametersCommand({
+      Names: SECRET_SETTINGS.map((name) => `${base}/${name}`),
+      WithDecryption: true,
+    }),
+  );
+  const secrets: Env = {};
+  for (const parameter of Parameters) {
+    const name = parameter.Name?.slice(base.length + 1);
+    if (name) secrets[name] = parameter.Value;
+  }
+  return secrets;
+}
+
+/**
+ * Settings from the environment, completed on Lambda from SSM when SSM_PREFIX is set (never under
+ * serverless-offline, which passes serverless.yml's environment on); explicit env wins.
+ */
+export async function loadConfig(env: Env = process.env, ssm?: SSMClient): Promise<Config> {
+  const fromSsm = env.SSM_PREFIX && isLambda(env) ? await readSsmSecrets(env.SSM_PREFIX, ssm) : {};
+  const defined = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined));
+  return parseConfig({ ...fromSsm, ...defined });
+}
+
+let loaded: Promise<Config> | undefined;
+
+/** The process's configuration, read once. A failed read is retried on the next call. */
+export function getConfig(): Promise<Config> {
+  loaded ??= loadConfig().catch((error: unknown) => {
+    loaded = undefined;
+    throw error;
+  });
+  return loaded;
+}
+
+/** For tests that change the environment between cases. */
+export function resetConfig(): void {
+  loaded = undefined;
+}

@@ -1,0 +1,73 @@
+import type pg from 'pg';
+
+/** dbadmin's own schema. Its name cannot be created or dropped through the API (leading `_`). */
+export const INTERNAL_SCHEMA = '_dbadmin';
+
+export interface Migration {
+  id: number;
+  name: string;
+  sql: string;
+}
+
+/** Append only: a migration, once released, is never edited. */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    id: 1,
+    name: 'license cache',
+    sql: `
+      CREATE TABLE _dbadmin.license_cache (
+        machine_id        varchar(64) PRIMARY KEY,
+        license_key_hash  varchar(255),
+        license_type      varchar(20),
+        expires_at        timestamptz,
+        last_validated_at timestamptz,
+        created_at        timestamptz NOT NULL DEFAULT now(),
+        updated_at        timestamptz NOT NULL DEFAULT now()
+      )`,
+  },
+];
+
+/** Any fixed number serves; it only has to be the same in every dbadmin process. */
+const MIGRATION_LOCK = 0x0db_ad_01;
+
+/**
+ * Brings `_dbadmin` up to date. Runs under a session advisory lock so that concurrent cold starts
+ * apply each migration once; each migration commits together with its record.
+ */
+export async function migrate(
+  client: pg.ClientBase,
+  migrations: readonly Migration[] = MIGRATIONS,
+): Promise<number[]> {
+  await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+  try {
+    await client.query(`
+      CREATE SCHEMA IF NOT EXISTS _dbadmin;
+      CREATE TABLE IF NOT EXISTS _dbadmin.migrations (
+        id         integer PRIMARY KEY,
+        name       text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`);
+    const { rows } = await client.query<{ id: number }>('SELECT id FROM _dbadmin.migrations');
+    const done = new Set(rows.map((row) => row.id));
+    const applied: number[] = [];
+    for (const migration of migrations) {
+      if (done.has(migration.id)) continue;
+      await client.query('BEGIN');
+      try {
+        await client.query(migration.sql);
+        await client.query('INSERT INTO _dbadmin.migrations (id, name) VALUES ($1, $2)', [
+          migration.id,
+          migration.name,
+        ]);
+        await client.query('COMMIT');
+      } catch (error) {
+        await client.query('ROLLBACK');
+        throw error;
+      }
+      applied.push(migration.id);
+    }
+    return applied;
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+  }
+}

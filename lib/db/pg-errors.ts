@@ -1,0 +1,101 @@
+import { ApiError, ServiceUnavailable } from '#lib/errors';
+
+/** The fields of a PostgreSQL error that pg exposes. */
+export interface PgError extends Error {
+  code: string;
+  detail?: string;
+  hint?: string;
+  position?: string;
+}
+
+interface Mapping {
+  status: number;
+  title: string;
+}
+
+/** SQLSTATE -> response, in one table. Exact codes first, then whole classes (first two chars). */
+const BY_CODE: Record<string, Mapping> = {
+  '42P01': { status: 404, title: 'Table not found' },
+  '3F000': { status: 404, title: 'Schema not found' },
+  '42703': { status: 400, title: 'Unknown column' },
+  '42601': { status: 400, title: 'Invalid SQL' },
+  '42P06': { status: 400, title: 'Already exists' },
+  '42P07': { status: 400, title: 'Already exists' },
+  '42701': { status: 400, title: 'Already exists' },
+  '42710': { status: 400, title: 'Already exists' },
+  '42501': { status: 403, title: 'Forbidden' },
+  '23502': { status: 400, title: 'Missing value' },
+  '23503': { status: 400, title: 'Foreign key violation' },
+  '23505': { status: 400, title: 'Duplicate value' },
+  '23514': { status: 400, title: 'Check violation' },
+  '2BP01': { status: 400, title: 'Dependent objects exist' },
+  '25006': { status: 403, title: 'Read-only' },
+  '57014': { status: 400, title: 'Query timeout' },
+  '40001': { status: 409, title: 'Conflict' },
+  '40P01': { status: 409, title: 'Conflict' },
+  '57P01': { status: 503, title: 'Database unavailable' },
+  '57P02': { status: 503, title: 'Database unavailable' },
+  '57P03': { status: 503, title: 'Database unavailable' },
+};
+
+const BY_CLASS: Record<string, Mapping> = {
+  '08': { status: 503, title: 'Database unavailable' },
+  '53': { status: 503, title: 'Database unavailable' },
+  '22': { status: 400, title: 'Invalid value' },
+  '23': { status: 400, title: 'Constraint violation' },
+  '42': { status: 400, title: 'Invalid SQL' },
+  '0A': { status: 400, title: 'Not supported' },
+  '54': { status: 400, title: 'Limit exceeded' },
+};
+
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/** Socket-level failures and pg's own messages for a connection it could not make or lost. */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'EHOSTUNREACH',
+]);
+const LOST_CONNECTION =
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/;
+
+export function isPgError(error: unknown): error is PgError {
+  return (
+    error instanceof Error &&
+    typeof (error as PgError).code === 'string' &&
+    SQLSTATE.test((error as PgError).code)
+  );
+}
+
+export function isConnectionError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
+  if (error instanceof AggregateError) return error.errors.some(isConnectionError);
+  return LOST_CONNECTION.test(error.message);
+}
+
+/** The database's reason in plain words: its message, and its detail when it has one. */
+function reason(error: PgError): string {
+  return error.detail ? `${error.message} (${error.detail})` : error.message;
+}
+
+/** Maps a database error to an ApiError, or returns undefined when it is not one we can explain. */
+export function fromDatabaseError(error: unknown): ApiError | undefined {
+  if (isConnectionError(error)) {
+    return new ServiceUnavailable(
+      'Database unavailable',
+      'the database does not answer; try again shortly',
+      error,
+    );
+  }
+  if (!isPgError(error)) return undefined;
+  const mapping = BY_CODE[error.code] ?? BY_CLASS[error.code.slice(0, 2)];
+  if (!mapping) return undefined;
+  const message = mapping.status === 503 ? 'the database does not answer; try again shortly' : reason(error);
+  return new ApiError(mapping.status, mapping.title, message, { cause: error });
+}

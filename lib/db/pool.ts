@@ -1,0 +1,88 @@
+import pg from 'pg';
+import { type Config, getConfig } from '#lib/config';
+import { migrate } from '#lib/db/migrations';
+import { fromDatabaseError } from '#lib/db/pg-errors';
+
+/** Bigint counts (count(*)) as JS numbers; values beyond 2^53 are not expected from catalog counts. */
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => {
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : value;
+});
+
+let pool: pg.Pool | undefined;
+let migrated: Promise<void> | undefined;
+
+export function createPool(config: Config): pg.Pool {
+  const created = new pg.Pool({
+    connectionString: config.DATABASE_URL,
+    max: config.DB_POOL_MAX,
+    connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
+    // Lambda freezes idle containers; short idle times avoid handing out sockets the server closed.
+    idleTimeoutMillis: config.lambda ? 60_000 : 30_000,
+    statement_timeout: config.QUERY_TIMEOUT_MS,
+    application_name: 'dbadmin',
+    keepAlive: true,
+  });
+  // An idle client losing its connection (server restart, frozen container) must not crash us.
+  created.on('error', (error) => console.warn(`dbadmin: idle database connection lost: ${error.message}`));
+  return created;
+}
+
+/** The container's pool, created on first use and reused across invocations. */
+export async function getPool(): Promise<pg.Pool> {
+  pool ??= createPool(await getConfig());
+  return pool;
+}
+
+/**
+ * The pool with `_dbadmin` migrated: applied once per container (cold start), retried on the
+ * next request if the database was not reachable.
+ */
+export async function getDatabase(): Promise<pg.Pool> {
+  const db = await getPool();
+  migrated ??= withClient(db, async (client) => {
+    await migrate(client);
+  }).catch((error: unknown) => {
+    migrated = undefined;
+    throw error;
+  });
+  await migrated;
+  return db;
+}
+
+/** Runs `work` on one pooled connection; a connection that failed is discarded, not reused. */
+export async function withClient<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  let broken: Error | undefined;
+  try {
+    return await work(client);
+  } catch (error) {
+    if (fromDatabaseError(error)?.status === 503) broken = error as Error;
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/** Runs `work` in one transaction: all of it commits, or none of it. */
+export function withTransaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return withClient(db, async (client) => {
+    await client.query('BEGIN');
+    try {
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
+  });
+}
+
+/** Closes the pool (tests, local shutdown). The next getPool() builds a new one. */
+export async function closePool(): Promise<void> {
+  const closing = pool;
+  pool = undefined;
+  migrated = undefined;
+  await closing?.end();
+}

@@ -1,0 +1,77 @@
+/**
+ * The one error family of dbadmin. lib/ throws these; lib/http/error-mapper turns them into
+ * `{error, message}` responses. `error` is a short title, `message` tells the caller what to fix.
+ */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly title: string,
+    message: string,
+    options?: { cause?: unknown; headers?: Record<string, string> },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.headers = options?.headers ?? {};
+  }
+
+  readonly headers: Record<string, string>;
+}
+
+export class BadRequest extends ApiError {
+  constructor(title: string, message: string, cause?: unknown) {
+    super(400, title, message, { cause });
+  }
+}
+
+export class Unauthorized extends ApiError {
+  constructor(message: string) {
+    super(401, 'Unauthorized', message, {
+      headers: { 'WWW-Authenticate': 'Basic realm="dbadmin"' },
+    });
+  }
+}
+
+export class Forbidden extends ApiError {
+  constructor(message: string) {
+    super(403, 'Forbidden', message);
+  }
+}
+
+export class NotFound extends ApiError {
+  constructor(title: string, message: string) {
+    super(404, title, message);
+  }
+}
+
+export class MethodNotAllowed extends ApiError {
+  constructor(method: string, path: string, allowed: readonly string[]) {
+    super(405, 'Method not allowed', `${method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
+      headers: { Allow: allowed.join(', ') },
+    });
+  }
+}
+
+export class PayloadTooLarge extends ApiError {
+  constructor(limitBytes: number) {
+    super(413, 'Payload too large', `request body must be at most ${limitBytes} bytes`);
+  }
+}
+
+export class UnsupportedMediaType extends ApiError {
+  constructor(contentType: string) {
+    super(415, 'Unsupported media type', `send the body as application/json, not ${contentType}`);
+  }
+}
+
+export class ServiceUnavailable extends ApiError {
+  constructor(title: string, message: string, cause?: unknown) {
+    super(503, title, message, { cause });
+  }
+}
+
+/** A setting is missing or malformed: the service cannot start. */
+export class ConfigError extends ApiError {
+  constructor(message: string) {
+    super(500, 'Service misconfigured', message);
+  }
+}

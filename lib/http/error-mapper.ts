@@ -1,0 +1,87 @@
+import type { MiddlewareObj } from '@middy/core';
+import { z } from 'zod';
+import { fromDatabaseError } from '#lib/db/pg-errors';
+import { ApiError, BadRequest } from '#lib/errors';
+import { type HttpResponse, json } from '#lib/http/respond';
+
+/** `schemaName` -> `schema name`, as SPEC.md words its errors ("Invalid schema name"). */
+function fieldLabel(field: string): string {
+  if (field === 'schema') return 'schema name';
+  return field.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase();
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const field = issue.path.map(String).join('.');
+  const subject = field || 'request body';
+  if (issue.code === 'invalid_type') {
+    return issue.message.endsWith('received undefined')
+      ? `${subject} is required`
+      : `${subject} must be ${issue.expected === 'object' ? 'a JSON object' : `a ${issue.expected}`}`;
+  }
+  if (issue.code === 'unrecognized_keys') {
+    return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}${field ? ` in ${field}` : ''}`;
+  }
+  const label = field ? fieldLabel(String(issue.path[0])) : '';
+  return label && !issue.message.startsWith(label) ? `${field}: ${issue.message}` : issue.message;
+}
+
+/** A validation failure names the field and says what it must look like. */
+export function fromValidationError(error: z.ZodError): BadRequest {
+  const first = error.issues[0];
+  const field = first && first.code !== 'unrecognized_keys' ? first.path[0] : undefined;
+  const title = field === undefined ? 'Invalid request' : `Invalid ${fieldLabel(String(field))}`;
+  return new BadRequest(title, error.issues.map(describeIssue).join('; '), error);
+}
+
+/** Errors thrown by Middy packages carry a status and `expose` for client errors. */
+function fromMiddyError(error: unknown): ApiError | undefined {
+  const { statusCode, expose, message } = error as {
+    statusCode?: unknown;
+    expose?: unknown;
+    message?: string;
+  };
+  if (typeof statusCode !== 'number' || expose !== true || statusCode >= 500) return undefined;
+  return new ApiError(statusCode, (error as Error).name, message ?? 'request refused');
+}
+
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof z.ZodError) return fromValidationError(error);
+  const mapped = fromDatabaseError(error) ?? fromMiddyError(error);
+  if (mapped) return mapped;
+  return new ApiError(
+    500,
+    'Internal error',
+    'the request failed unexpectedly; the service log has the details',
+    {
+      cause: error,
+    },
+  );
+}
+
+function log(apiError: ApiError): void {
+  if (apiError.status === 503) {
+    console.warn(
+      `dbadmin: ${apiError.title}: ${(apiError.cause as Error | undefined)?.message ?? apiError.message}`,
+    );
+  } else if (apiError.status >= 500) {
+    // The stack and SQL go to the log only, never into the response.
+    console.error('dbadmin: request failed:', apiError.cause ?? apiError);
+  }
+}
+
+/**
+ * Outermost middleware: every failure becomes `{error, message}` with a status. 5xx bodies never
+ * carry stacks or SQL.
+ */
+export const errorMapper = (): MiddlewareObj<unknown, HttpResponse> => ({
+  onError: (request) => {
+    const apiError = toApiError(request.error);
+    log(apiError);
+    request.response = json(
+      apiError.status,
+      { error: apiError.title, message: apiError.message },
+      apiError.headers,
+    );
+  },
+});

@@ -1,0 +1,64 @@
+import middy from '@middy/core';
+import httpRouterHandler from '@middy/http-router';
+import type { Context } from 'aws-lambda';
+import { MethodNotAllowed, NotFound } from '#lib/errors';
+import { type AuthContext, authenticate } from '#lib/http/authenticate';
+import { errorMapper } from '#lib/http/error-mapper';
+import type { HttpEvent } from '#lib/http/event';
+import { jsonBody } from '#lib/http/json-body';
+import { type HttpResponse, json } from '#lib/http/respond';
+import type { AnyRoute, Method } from '#lib/http/route';
+
+const templateToRegExp = (template: string) => new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`);
+
+/** Unknown path -> 404; known path, other method -> 405 naming the allowed ones. */
+export function routeMiss(routes: readonly AnyRoute[], method: string, path: string): Error {
+  const allowed = routes
+    .filter((route) => templateToRegExp(route.path).test(path))
+    .map((route) => route.method);
+  if (allowed.length === 0) return new NotFound('Not found', `no endpoint at ${path}; see /api/openapi.json`);
+  return new MethodNotAllowed(method, path, [...new Set(allowed)]);
+}
+
+type RouteEvent = HttpEvent & { body?: unknown };
+
+function routeHandler(route: AnyRoute) {
+  const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext>();
+  if (route.access !== 'public') chain.use(authenticate());
+  if (route.body) chain.use(jsonBody());
+  return chain.handler(async (event, context) => {
+    const result = await route.handler({
+      params: route.params?.parse(event.pathParameters ?? {}),
+      query: route.query?.parse(event.queryStringParameters ?? {}),
+      body: route.body?.parse(event.body),
+      principal: context.principal,
+    });
+    return json(route.status ?? 200, result);
+  });
+}
+
+export interface HttpHandlerOptions {
+  /** Routes served elsewhere, consulted only to tell a 405 from a 404. */
+  knownRoutes?: readonly AnyRoute[];
+}
+
+/**
+ * The Lambda handler of one endpoint group: error mapping outermost, then routing; each route
+ * adds authentication and JSON body parsing as it needs them.
+ */
+export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOptions = {}) {
+  const known = [...routes, ...(options.knownRoutes ?? [])];
+  const router = httpRouterHandler({
+    routes: routes.map((route) => ({
+      method: route.method satisfies Method,
+      path: route.path,
+      handler: routeHandler(route),
+    })),
+    notFoundResponse: ({ method, path }: { method: string; path: string }) => {
+      throw routeMiss(known, method, path);
+    },
+  });
+  return middy<HttpEvent, HttpResponse>()
+    .use(errorMapper())
+    .handler(router as never);
+}

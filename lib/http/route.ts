@@ -1,0 +1,44 @@
+import type { z } from 'zod';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** Who may call a route. Later: API keys (read-only `anon`, full `service_role`). */
+export type Access = 'public' | 'admin';
+
+export interface Principal {
+  kind: 'admin';
+}
+
+export interface RouteInput<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  principal: Principal | undefined;
+}
+
+/**
+ * One endpoint: its contract (zod schemas, used for validation and for the OpenAPI document),
+ * who may call it, and the one lib call it makes.
+ */
+export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown> {
+  method: Method;
+  /** API Gateway syntax: `/api/schema/{schemaName}`. */
+  path: string;
+  summary: string;
+  access: Access;
+  params?: z.ZodType<P>;
+  query?: z.ZodType<Q>;
+  body?: z.ZodType<B>;
+  response: z.ZodType<R>;
+  /** Status on success; 200 unless stated. */
+  status?: number;
+  handler: (input: RouteInput<P, Q, B>) => Promise<R>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a table of routes holds routes of every input type.
+export type AnyRoute = Route<any, any, any, any>;
+
+/** Identity at run time; lets TypeScript infer the handler's input types from the schemas. */
+export const defineRoute = <P = undefined, Q = undefined, B = undefined, R = unknown>(
+  route: Route<P, Q, B, R>,
+): Route<P, Q, B, R> => route;

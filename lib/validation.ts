@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { IDENTIFIER_MAX_LENGTH, IDENTIFIER_PATTERN, identifierRule } from '#lib/db/identifiers';
+
+/**
+ * Zod schemas for the values callers send. They validate requests and, through the route tables,
+ * describe them in the OpenAPI document: one source for both.
+ */
+
+export const identifier = (label: string, maxLength = IDENTIFIER_MAX_LENGTH) =>
+  z
+    .string()
+    .max(maxLength, identifierRule(label, maxLength))
+    .regex(IDENTIFIER_PATTERN, identifierRule(label, maxLength));
+
+/** `<schemaName>_user` must fit PostgreSQL's 63-character limit for names too. */
+export const SCHEMA_NAME_MAX_LENGTH = IDENTIFIER_MAX_LENGTH - '_user'.length;
+
+export const schemaName = identifier('schema name', SCHEMA_NAME_MAX_LENGTH)
+  .refine(
+    (name) => !name.toLowerCase().startsWith('pg_'),
+    'schema names starting with pg_ are reserved by PostgreSQL',
+  )
+  .meta({
+    description: 'Letters, digits and underscores, starting with a letter.',
+    example: 'shop',
+  });
+
+/** Characters that have a meaning in SQL text; SPEC.md asks for them to be refused in passwords. */
+const SQL_META = /['"`\\;]|--|\/\*|\*\//;
+
+export const schemaPassword = z
+  .string()
+  .min(8, 'password must be at least 8 characters')
+  .max(128, 'password must be at most 128 characters')
+  .regex(/^[\x20-\x7e]*$/, 'password must use printable ASCII characters only')
+  .refine(
+    (password) => !SQL_META.test(password),
+    'password must not contain quotes, backticks, backslashes, semicolons or SQL comment markers (-- /* */)',
+  )
+  .meta({
+    description:
+      'At least 8 printable ASCII characters; no quotes, backslashes, semicolons or comment markers.',
+  });
+
+/** A boolean in a query string: `true`/`false` (or 1/0); anything else is an error, not `false`. */
+export const queryBoolean = z
+  .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
+  .transform((value) => value === 'true' || value === '1');
+
+/** A reference to an existing schema: any valid identifier (system schemas are refused later, by name). */
+export const schemaRef = identifier('schema name');

@@ -1,0 +1,6 @@
+// Settings every test process starts with; DATABASE_URL comes from the global setup.
+process.env.AUTH_USER = 'test-admin';
+process.env.AUTH_PASS = 'test-admin-password';
+process.env.NODE_ENV = 'test';
+delete process.env.SSM_PREFIX;
+delete process.env.AWS_LAMBDA_FUNCTION_NAME;
