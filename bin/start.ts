@@ -6,7 +6,8 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { freePort, startEmbeddedPostgres } from './embedded-postgres';
+import { startEmbeddedPostgres } from './embedded-postgres';
+import { freePort } from './free-port';
 
 const dataDir = resolve(process.env.DBADMIN_DATA_DIR ?? '.data');
 const production = process.env.NODE_ENV === 'production';

@@ -63,19 +63,19 @@ const NETWORK_CODES = new Set([
 const LOST_CONNECTION =
   /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/;
 
+// Duck-typed rather than `instanceof Error`: errors made by Node's own sockets may come from
+// another realm (jest's sandbox, for one).
+const isErrorLike = (error: unknown): error is Error & { code?: unknown; errors?: unknown } =>
+  typeof error === 'object' && error !== null && typeof (error as Error).message === 'string';
+
 export function isPgError(error: unknown): error is PgError {
-  return (
-    error instanceof Error &&
-    typeof (error as PgError).code === 'string' &&
-    SQLSTATE.test((error as PgError).code)
-  );
+  return isErrorLike(error) && typeof error.code === 'string' && SQLSTATE.test(error.code);
 }
 
 export function isConnectionError(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
-  if (error instanceof AggregateError) return error.errors.some(isConnectionError);
+  if (!isErrorLike(error)) return false;
+  if (typeof error.code === 'string' && NETWORK_CODES.has(error.code)) return true;
+  if (Array.isArray(error.errors)) return error.errors.some(isConnectionError);
   return LOST_CONNECTION.test(error.message);
 }
 

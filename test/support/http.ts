@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 
-// biome-ignore lint/suspicious/noExplicitAny: any Lambda handler, Middy-wrapped or not.
 type Handler = (event: any, context: Context, ...rest: any[]) => Promise<unknown>;
 
 export interface Call {

@@ -1,0 +1,111 @@
+import { GetParametersCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { mockClient } from 'aws-sdk-client-mock';
+import { loadConfig, parseConfig } from '#lib/config';
+
+const complete = {
+  DATABASE_URL: 'postgres://u:p@localhost:5432/db',
+  AUTH_USER: 'admin',
+  AUTH_PASS: 'secret',
+};
+
+describe('parseConfig', () => {
+  it('fills in defaults for the local host', () => {
+    const config = parseConfig(complete);
+
+    expect(config).toMatchObject({
+      NODE_ENV: 'development',
+      QUERY_TIMEOUT_MS: 30_000,
+      DB_POOL_MAX: 10,
+      lambda: false,
+    });
+  });
+
+  it('uses a small pool and a query timeout below API Gateway’s 30 s on Lambda', () => {
+    const config = parseConfig({ ...complete, AWS_LAMBDA_FUNCTION_NAME: 'dbadmin-dev-schemas' });
+
+    expect(config).toMatchObject({ QUERY_TIMEOUT_MS: 25_000, DB_POOL_MAX: 2, lambda: true });
+  });
+
+  it('treats serverless-offline as the local host, not Lambda', () => {
+    const config = parseConfig({ ...complete, AWS_LAMBDA_FUNCTION_NAME: 'f', IS_OFFLINE: 'true' });
+
+    expect(config.lambda).toBe(false);
+  });
+
+  it('names every missing setting in one line', () => {
+    expect(() => parseConfig({ AUTH_USER: 'admin' })).toThrow('missing settings: DATABASE_URL, AUTH_PASS');
+  });
+
+  it('names malformed settings with what was expected', () => {
+    expect(() => parseConfig({ ...complete, DATABASE_URL: 'mysql://x', QUERY_TIMEOUT_MS: '-5' })).toThrow(
+      /invalid settings: DATABASE_URL \(expected a postgres:\/\/ or postgresql:\/\/ URL\), QUERY_TIMEOUT_MS/,
+    );
+  });
+
+  it('refuses a query timeout that API Gateway would cut off on Lambda', () => {
+    expect(() =>
+      parseConfig({ ...complete, AWS_LAMBDA_FUNCTION_NAME: 'f', QUERY_TIMEOUT_MS: '30000' }),
+    ).toThrow(/QUERY_TIMEOUT_MS \(must be at most 29000 on Lambda/);
+  });
+});
+
+describe('loadConfig with SSM_PREFIX', () => {
+  const ssm = mockClient(SSMClient);
+  afterEach(() => ssm.reset());
+
+  const lambdaEnv = { AWS_LAMBDA_FUNCTION_NAME: 'dbadmin-prod-schemas', SSM_PREFIX: '/dbadmin/prod/' };
+
+  it('reads the secrets from Parameter Store, decrypted, on Lambda', async () => {
+    ssm.on(GetParametersCommand).resolves({
+      Parameters: [
+        { Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL },
+        { Name: '/dbadmin/prod/AUTH_USER', Value: 'ssm-admin' },
+        { Name: '/dbadmin/prod/AUTH_PASS', Value: 'ssm-secret' },
+      ],
+    });
+
+    const config = await loadConfig(lambdaEnv, new SSMClient({}));
+
+    expect(config).toMatchObject({
+      AUTH_USER: 'ssm-admin',
+      AUTH_PASS: 'ssm-secret',
+      DATABASE_URL: complete.DATABASE_URL,
+    });
+    expect(ssm.commandCalls(GetParametersCommand)[0]?.args[0].input).toEqual({
+      Names: ['/dbadmin/prod/DATABASE_URL', '/dbadmin/prod/AUTH_USER', '/dbadmin/prod/AUTH_PASS'],
+      WithDecryption: true,
+    });
+  });
+
+  it('lets an explicit environment variable win over the parameter', async () => {
+    ssm.on(GetParametersCommand).resolves({
+      Parameters: [
+        { Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL },
+        { Name: '/dbadmin/prod/AUTH_USER', Value: 'ssm-admin' },
+        { Name: '/dbadmin/prod/AUTH_PASS', Value: 'ssm-secret' },
+      ],
+    });
+
+    const config = await loadConfig({ ...lambdaEnv, AUTH_USER: 'env-admin' }, new SSMClient({}));
+
+    expect(config.AUTH_USER).toBe('env-admin');
+  });
+
+  it('names the settings neither SSM nor the environment has', async () => {
+    ssm.on(GetParametersCommand).resolves({
+      Parameters: [{ Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL }],
+      InvalidParameters: ['/dbadmin/prod/AUTH_USER', '/dbadmin/prod/AUTH_PASS'],
+    });
+
+    await expect(loadConfig(lambdaEnv, new SSMClient({}))).rejects.toThrow(
+      'missing settings: AUTH_USER, AUTH_PASS',
+    );
+  });
+
+  it('does not call SSM under serverless-offline', async () => {
+    const config = await loadConfig({ ...lambdaEnv, ...complete, IS_OFFLINE: 'true' }, new SSMClient({}));
+
+    expect(config.AUTH_USER).toBe('admin');
+    expect(ssm.calls()).toHaveLength(0);
+  });
+});
