@@ -13,9 +13,16 @@ const LAMBDA_QUERY_TIMEOUT_CEILING_MS = 29_000;
 export const isLambda = (env: Env = process.env) =>
   Boolean(env.AWS_LAMBDA_FUNCTION_NAME) && env.IS_OFFLINE !== 'true';
 
+/**
+ * On Lambda and under serverless-offline alike, a container (worker) serves one request at a time
+ * and there may be many of them: each gets a small pool, so together they stay under the
+ * server's max_connections.
+ */
+const servesOneRequestAtATime = (env: Env) => Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+
 const positiveInt = z.coerce.number().int().positive();
 
-const settingsSchema = (lambda: boolean) =>
+const settingsSchema = (lambda: boolean, container: boolean) =>
   z
     .object({
       NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
@@ -23,7 +30,7 @@ const settingsSchema = (lambda: boolean) =>
       AUTH_USER: z.string().min(1),
       AUTH_PASS: z.string().min(1),
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),
-      DB_POOL_MAX: positiveInt.default(lambda ? 2 : 10),
+      DB_POOL_MAX: positiveInt.default(container ? 2 : 10),
       DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
     })
     .refine((s) => !lambda || s.QUERY_TIMEOUT_MS <= LAMBDA_QUERY_TIMEOUT_CEILING_MS, {
@@ -36,7 +43,7 @@ export type Config = z.infer<ReturnType<typeof settingsSchema>> & { lambda: bool
 /** Validates settings and names every missing or malformed one in a single line. */
 export function parseConfig(env: Env): Config {
   const lambda = isLambda(env);
-  const result = settingsSchema(lambda).safeParse(env);
+  const result = settingsSchema(lambda, servesOneRequestAtATime(env)).safeParse(env);
   if (result.success) return { ...result.data, lambda };
 
   const missing: string[] = [];

@@ -14,12 +14,14 @@ export const isProtectedSchema = (name: string) => SYSTEM_SCHEMAS.has(name) || n
 export const schemaUser = (schemaName: string) => `${schemaName}_user`;
 
 export async function listSchemas(db: pg.Pool): Promise<string[]> {
-  const { rows } = await db.query<{ name: string }>(
-    `SELECT nspname AS name FROM pg_namespace
-      WHERE nspname !~ '^pg_' AND nspname NOT IN ('information_schema', $1)
-      ORDER BY nspname`,
-    [INTERNAL_SCHEMA],
-  );
+  // Named: prepared once per connection, so the server skips parsing and planning after that.
+  const { rows } = await db.query<{ name: string }>({
+    name: 'dbadmin.list-schemas',
+    text: `SELECT nspname AS name FROM pg_namespace
+            WHERE nspname !~ '^pg_' AND nspname NOT IN ('information_schema', $1)
+            ORDER BY nspname`,
+    values: [INTERNAL_SCHEMA],
+  });
   return rows.map((row) => row.name);
 }
 

@@ -1,21 +1,22 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
 import { getConfig } from '#lib/config';
 import { Unauthorized } from '#lib/errors';
 import { type HttpEvent, header } from '#lib/http/event';
 import type { Principal } from '#lib/http/route';
 
-const digest = (value: string) => createHash('sha256').update(value).digest();
+const digest = (value: string) => hash('sha256', value, 'buffer');
 
-/** Equal-length digests, so the comparison takes the same time whatever the input. */
-function sameSecret(given: string, expected: string): boolean {
-  return timingSafeEqual(digest(given), digest(expected));
+/** Compared as equal-length digests, so the time taken does not depend on the input. */
+export interface Credentials {
+  user: Buffer;
+  pass: Buffer;
 }
 
-interface Credentials {
-  user: string;
-  pass: string;
-}
+export const adminCredentials = (user: string, pass: string): Credentials => ({
+  user: digest(user),
+  pass: digest(pass),
+});
 
 /** Decides who is calling, from the Authorization header alone. */
 export function authenticateHeader(authorization: string | undefined, admin: Credentials): Principal {
@@ -31,8 +32,8 @@ export function authenticateHeader(authorization: string | undefined, admin: Cre
   const user = colon < 0 ? decoded : decoded.slice(0, colon);
   const pass = colon < 0 ? '' : decoded.slice(colon + 1);
   // Both compared, always: which of the two was wrong is not revealed by timing.
-  const userOk = sameSecret(user, admin.user);
-  const passOk = sameSecret(pass, admin.pass);
+  const userOk = timingSafeEqual(digest(user), admin.user);
+  const passOk = timingSafeEqual(digest(pass), admin.pass);
   if (!(userOk && passOk)) throw new Unauthorized('Invalid credentials');
   return { kind: 'admin' };
 }
@@ -40,6 +41,10 @@ export function authenticateHeader(authorization: string | undefined, admin: Cre
 export interface AuthContext {
   principal?: Principal;
 }
+
+// The admin credentials' digests, computed once per configuration rather than per request.
+let admin: Credentials = adminCredentials('', '');
+let digestedFor: unknown;
 
 /** Basic authentication against AUTH_USER / AUTH_PASS; the principal goes on the context. */
 export const authenticate = (): MiddlewareObj<
@@ -50,9 +55,10 @@ export const authenticate = (): MiddlewareObj<
 > => ({
   before: async (request) => {
     const config = await getConfig();
-    request.context.principal = authenticateHeader(header(request.event, 'authorization'), {
-      user: config.AUTH_USER,
-      pass: config.AUTH_PASS,
-    });
+    if (config !== digestedFor) {
+      admin = adminCredentials(config.AUTH_USER, config.AUTH_PASS);
+      digestedFor = config;
+    }
+    request.context.principal = authenticateHeader(header(request.event, 'authorization'), admin);
   },
 });

@@ -1,7 +1,7 @@
 import type { MiddlewareObj } from '@middy/core';
 import { z } from 'zod';
 import { fromDatabaseError } from '#lib/db/pg-errors';
-import { ApiError, BadRequest } from '#lib/errors';
+import { ApiError, BadRequest, ConfigError } from '#lib/errors';
 import { type HttpResponse, json } from '#lib/http/respond';
 
 /** `schemaName` -> `schema name`, as SPEC.md words its errors ("Invalid schema name"). */
@@ -64,6 +64,8 @@ function log(apiError: ApiError): void {
     console.warn(
       `dbadmin: ${apiError.title}: ${(apiError.cause as Error | undefined)?.message ?? apiError.message}`,
     );
+  } else if (apiError instanceof ConfigError) {
+    console.error(`dbadmin: ${apiError.message}`);
   } else if (apiError.status >= 500) {
     // The stack and SQL go to the log only, never into the response.
     console.error('dbadmin: request failed:', apiError.cause ?? apiError);

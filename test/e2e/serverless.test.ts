@@ -1,12 +1,12 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { routes as healthRoutes } from '#functions/health';
 import { routes as metaRoutes } from '#functions/meta';
 import { routes as schemaRoutes } from '#functions/schemas';
-import { ADMIN, basic } from '#test/support/http';
+import { basic } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { freePort } from '../../bin/free-port';
 
@@ -59,67 +59,93 @@ describe('serverless package', () => {
   });
 });
 
-describe('npm start (serverless-offline) against the test database', () => {
-  let host: ChildProcess;
-  let base: string;
+interface Host {
+  base: string;
+  output: () => string;
+  stop: () => Promise<void>;
+}
 
-  beforeAll(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    host = spawn(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        ...{ AUTH_USER: ADMIN.user, AUTH_PASS: ADMIN.pass },
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    let output = '';
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`offline did not start:\n${output}`)), 120_000);
-      const watch = (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('Server ready')) {
-          clearTimeout(timer);
-          resolve();
-        }
-      };
-      host.stdout?.on('data', watch);
-      host.stderr?.on('data', watch);
-      host.on('exit', (code) => reject(new Error(`offline exited with ${code}:\n${output}`)));
-    });
+/** Runs `npm start`'s entry point as a user would, and waits for serverless-offline to be ready. */
+async function startHost(env: NodeJS.ProcessEnv): Promise<Host> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
+    env: { ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
-
-  afterAll(() => {
-    if (host.pid) process.kill(-host.pid, 'SIGTERM');
+  let output = '';
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`offline did not start:\n${output}`)), 120_000);
+    const watch = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Server ready')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', watch);
+    child.stderr?.on('data', watch);
+    child.on('exit', (code) => reject(new Error(`offline exited with ${code}:\n${output}`)));
   });
+  return {
+    base: `http://127.0.0.1:${port}`,
+    output: () => output,
+    stop: async () => {
+      if (child.pid) process.kill(child.pid, 'SIGTERM');
+      await exited;
+    },
+  };
+}
 
+const printedCredentials = (output: string) => {
+  const match = /user (\S+) {2}password (\S+)/.exec(output);
+  if (!match?.[1] || !match[2]) throw new Error(`no credentials printed:\n${output}`);
+  return { user: match[1], pass: match[2] };
+};
+
+describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () => {
+  const dataRoot = mkdtempSync(join(tmpdir(), 'dbadmin-start-'));
+  // As root the embedded server runs as another user, which must reach the data directory.
+  chmodSync(dataRoot, 0o755);
+  const dataDir = join(dataRoot, '.data');
+  const env: NodeJS.ProcessEnv = { ...process.env, DBADMIN_DATA_DIR: dataDir };
+  for (const name of ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'NODE_ENV'] as const) delete env[name];
+
+  let host: Host;
+  let admin: { user: string; pass: string };
   const request = (path: string, init: RequestInit = {}) =>
-    fetch(`${base}${path}`, { ...init, headers: { authorization: basic(ADMIN), ...init.headers } });
+    fetch(`${host.base}${path}`, { ...init, headers: { authorization: basic(admin), ...init.headers } });
 
-  it('serves health without credentials', async () => {
-    const response = await fetch(`${base}/api/health`);
-
-    expect(response.status).toBe(200);
-    expect(await response.json()).toMatchObject({ status: 'ok', database: 'up' });
+  afterAll(async () => {
+    await host?.stop();
   });
 
-  it('creates, lists and deletes a schema through the HTTP host', async () => {
-    const name = uniqueName('offline');
-
+  it('generates credentials once, prints them, and keeps data across a restart', async () => {
+    const name = uniqueName('kept');
+    host = await startHost(env);
+    admin = printedCredentials(host.output());
     const created = await request('/api/schema/create', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ schemaName: name, password: 'offline-pass-1' }),
     });
-    const listed = await (await request('/api/schemas')).json();
-    const deleted = await request(`/api/schema/${name}`, { method: 'DELETE' });
-
     expect(created.status).toBe(201);
-    expect(listed).toContain(name);
-    expect(deleted.status).toBe(200);
+    await host.stop();
+
+    host = await startHost(env);
+
+    expect(printedCredentials(host.output())).toEqual(admin);
+    expect(admin.pass.length).toBeGreaterThanOrEqual(32);
+    expect(statSync(join(dataDir, 'secrets.json')).mode & 0o777).toBe(0o600);
+    expect(await (await request('/api/schemas')).json()).toContain(name);
+  });
+
+  it('serves health without credentials', async () => {
+    const response = await fetch(`${host.base}/api/health`);
+
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ status: 'ok', database: 'up' });
   });
 
   it('answers unknown paths and methods in the error format', async () => {
@@ -133,9 +159,28 @@ describe('npm start (serverless-offline) against the test database', () => {
   });
 
   it('answers 401 in the error format', async () => {
-    const response = await fetch(`${base}/api/schemas`);
+    const response = await fetch(`${host.base}/api/schemas`);
 
     expect(response.status).toBe(401);
     expect(await response.json()).toEqual({ error: 'Unauthorized', message: 'Authentication required' });
+  });
+});
+
+describe('npm start in production mode', () => {
+  it('refuses to start without its settings, naming them in one line', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production' };
+    for (const name of ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS'] as const) delete env[name];
+
+    const result = await promisify(execFile)(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
+      env,
+    }).then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code: number; stderr: string }) => error,
+    );
+
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toBe(
+      'dbadmin: cannot start in production: missing settings: DATABASE_URL, AUTH_USER, AUTH_PASS',
+    );
   });
 });

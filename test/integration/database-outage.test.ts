@@ -41,7 +41,9 @@ describe('when the database goes away', () => {
     const reply = await call(schemas, { path: '/api/schemas' });
     expect(reply.status).toBe(200);
     expect(reply.body).toContain('public');
-    expect(warnings).toHaveBeenCalledWith(expect.stringMatching(/^dbadmin: Database unavailable: .*ECONNREFUSED/));
+    expect(warnings).toHaveBeenCalledWith(
+      expect.stringMatching(/^dbadmin: Database unavailable: .*ECONNREFUSED/),
+    );
   });
 
   it('answers 503 while it is down and serves again once it is back, without a restart', async () => {

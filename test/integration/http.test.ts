@@ -138,3 +138,24 @@ describe('GET /api/openapi.json', () => {
     ]);
   });
 });
+
+describe('a missing setting', () => {
+  it('answers 500 Service misconfigured naming it, and logs one line', async () => {
+    const { resetConfig } = await import('#lib/config');
+    const saved = process.env.AUTH_PASS;
+    const errors = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    delete process.env.AUTH_PASS;
+    resetConfig();
+    try {
+      const reply = await call(schemas, { path: '/api/schemas' });
+
+      expect(reply.status).toBe(500);
+      expect(reply.body).toEqual({ error: 'Service misconfigured', message: 'missing settings: AUTH_PASS' });
+      expect(errors).toHaveBeenCalledWith('dbadmin: missing settings: AUTH_PASS');
+    } finally {
+      process.env.AUTH_PASS = saved;
+      resetConfig();
+      errors.mockRestore();
+    }
+  });
+});

@@ -1,6 +1,6 @@
-import { authenticateHeader } from '#lib/http/authenticate';
+import { adminCredentials, authenticateHeader } from '#lib/http/authenticate';
 
-const admin = { user: 'admin', pass: 's3cret:with:colons' };
+const admin = adminCredentials('admin', 's3cret:with:colons');
 const basic = (credentials: string) => `Basic ${Buffer.from(credentials).toString('base64')}`;
 
 describe('authenticateHeader', () => {

@@ -30,6 +30,7 @@ describe('parseConfig', () => {
     const config = parseConfig({ ...complete, AWS_LAMBDA_FUNCTION_NAME: 'f', IS_OFFLINE: 'true' });
 
     expect(config.lambda).toBe(false);
+    expect(config.DB_POOL_MAX).toBe(2);
   });
 
   it('names every missing setting in one line', () => {
