@@ -1,0 +1,298 @@
+/**
+ * Foundation benchmark (npm run bench). Prints, next to baselines measured in the same run:
+ *  - req/s and p50/p99 latency through serverless-offline (10 connections, autocannon) for
+ *    GET /api/health and GET /api/schemas, against a trivial handler with no middleware;
+ *  - cold start of each packaged function (fresh node process: load the bundle, answer the
+ *    first invocation), against the trivial handler's;
+ *  - the size of each packaged artifact.
+ * Rounds alternate between targets and medians are reported: these machines are shared.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import autocannon from 'autocannon';
+import { startEmbeddedPostgres } from '../bin/embedded-postgres';
+import { freePort } from '../bin/free-port';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const COLD_STARTS = Number(process.env.BENCH_COLD_STARTS ?? 7);
+const AUTH = { user: 'bench', pass: 'bench-password' };
+const SERVERLESS = require.resolve('serverless/bin/serverless.js');
+const CONFIG = 'serverless.bench.yml';
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+};
+
+/** serverless.yml plus the ceiling function, so both are served by one host. */
+function writeBenchConfig(): void {
+  const base = readFileSync('serverless.yml', 'utf8');
+  const benchFunctions = `
+  ceiling:
+    handler: bench/ceiling.handler
+    events:
+      - httpApi: GET /bench/ceiling
+  chain:
+    handler: bench/chain.handler
+    events:
+      - httpApi: GET /bench/chain
+`;
+  writeFileSync(CONFIG, `${base.trimEnd()}\n${benchFunctions}`);
+}
+
+async function startOffline(env: NodeJS.ProcessEnv) {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    [
+      SERVERLESS,
+      'offline',
+      'start',
+      '--config',
+      CONFIG,
+      '--httpPort',
+      String(port),
+      '--lambdaPort',
+      String(await freePort()),
+    ],
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  await new Promise<void>((ready, fail) => {
+    const watch = (chunk: Buffer) => {
+      output += chunk;
+      if (output.includes('Server ready')) ready();
+    };
+    child.stdout.on('data', watch);
+    child.stderr.on('data', watch);
+    child.on('exit', (code) => fail(new Error(`serverless-offline exited with ${code}\n${output}`)));
+  });
+  // The host logs every request; drain it so its pipes never fill.
+  child.stdout.removeAllListeners('data').resume();
+  child.stderr.removeAllListeners('data').resume();
+  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill('SIGTERM') };
+}
+
+interface Load {
+  rps: number;
+  p50: number;
+  p99: number;
+}
+
+async function load(url: string, headers: Record<string, string> = {}): Promise<Load> {
+  const result = await autocannon({ url, connections: 10, duration: SECONDS, headers });
+  if (result.non2xx > 0 || result.errors > 0)
+    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
+}
+
+async function throughput(base: string) {
+  const authorization = `Basic ${Buffer.from(`${AUTH.user}:${AUTH.pass}`).toString('base64')}`;
+  const targets = {
+    'trivial handler (ceiling)': () => load(`${base}/bench/ceiling`),
+    'our chain, no database': () => load(`${base}/bench/chain`, { authorization }),
+    'GET /api/health': () => load(`${base}/api/health`),
+    'GET /api/schemas': () => load(`${base}/api/schemas`, { authorization }),
+  };
+  const samples: Record<string, Load[]> = Object.fromEntries(Object.keys(targets).map((name) => [name, []]));
+  // Warm every worker instance and pool (serverless-offline starts instances on demand).
+  for (let pass = 0; pass < 2; pass++) for (const run of Object.values(targets)) await run();
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, run] of Object.entries(targets)) samples[name]?.push(await run());
+  }
+  return Object.entries(samples).map(([name, runs]) => ({
+    name,
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+  }));
+}
+
+const COLD_START_PROBE = `
+const t0 = process.hrtime.bigint();
+const { handler } = require(process.argv[1]);
+const event = JSON.parse(process.argv[2]);
+const context = { functionName: 'bench', awsRequestId: 'cold', getRemainingTimeInMillis: () => 29000 };
+Promise.resolve(handler(event, context)).then((response) => {
+  if (response.statusCode >= 300) { console.error(response.statusCode, response.body); process.exit(1); }
+  process.stdout.write(String(Number(process.hrtime.bigint() - t0) / 1e6));
+  process.exit(0);
+});`;
+
+function probeEvents(): Record<string, object> {
+  const authorization = `Basic ${Buffer.from(`${AUTH.user}:${AUTH.pass}`).toString('base64')}`;
+  const event = (method: string, path: string) => ({
+    version: '2.0',
+    rawPath: path,
+    headers: { authorization },
+    requestContext: { http: { method, path } },
+  });
+  return {
+    ceiling: event('GET', '/bench/ceiling'),
+    chain: event('GET', '/bench/chain'),
+    health: event('GET', '/api/health'),
+    schemas: event('GET', '/api/schemas'),
+    meta: event('GET', '/api/openapi.json'),
+  };
+}
+
+const bundlePath = (unpacked: string, name: string) =>
+  ['ceiling', 'chain'].includes(name)
+    ? join(unpacked, name, 'bench', `${name}.js`)
+    : join(unpacked, name, 'functions', `${name}.js`);
+
+function coldStarts(unpacked: string, env: NodeJS.ProcessEnv) {
+  const probes = probeEvents();
+  const times: Record<string, number[]> = Object.fromEntries(Object.keys(probes).map((name) => [name, []]));
+  for (let i = 0; i < COLD_STARTS; i++) {
+    for (const [name, probe] of Object.entries(probes)) {
+      const ms = execFileSync(
+        process.execPath,
+        ['-e', COLD_START_PROBE, bundlePath(unpacked, name), JSON.stringify(probe)],
+        {
+          env,
+        },
+      ).toString();
+      times[name]?.push(Number(ms));
+    }
+  }
+  return Object.fromEntries(Object.entries(times).map(([name, list]) => [name, median(list)]));
+}
+
+const HANDLER_COST_PROBE = `
+const { handler } = require(process.argv[1]);
+const event = JSON.parse(process.argv[2]);
+const context = { functionName: 'bench', awsRequestId: 'warm', getRemainingTimeInMillis: () => 29000 };
+(async () => {
+  const once = async () => {
+    const response = await handler(structuredClone(event), context);
+    if (response.statusCode >= 300) throw new Error(response.statusCode + ' ' + response.body);
+  };
+  for (let i = 0; i < 2000; i++) await once();
+  const n = 20000, t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) await once();
+  process.stdout.write(String(Number(process.hrtime.bigint() - t0) / 1e3 / n));
+  process.exit(0);
+})().catch((e) => { console.error(e); process.exit(1); });`;
+
+/** Microseconds per warm invocation, one process each, sequential: our code's own cost. */
+function handlerCosts(unpacked: string, env: NodeJS.ProcessEnv) {
+  const costs: Record<string, number> = {};
+  for (const [name, probe] of Object.entries(probeEvents())) {
+    if (name === 'meta') continue;
+    costs[name] = Number(
+      execFileSync(
+        process.execPath,
+        ['-e', HANDLER_COST_PROBE, bundlePath(unpacked, name), JSON.stringify(probe)],
+        { env },
+      ).toString(),
+    );
+  }
+  return costs;
+}
+
+function packageFunctions(env: NodeJS.ProcessEnv) {
+  const out = mkdtempSync(join(tmpdir(), 'dbadmin-bench-package-'));
+  execFileSync(process.execPath, [SERVERLESS, 'package', '--config', CONFIG, '--package', out], {
+    env,
+    stdio: 'ignore',
+  });
+  const unpacked = join(out, 'unpacked');
+  const sizes: Record<string, number> = {};
+  for (const zip of readdirSync(out).filter((f) => f.endsWith('.zip'))) {
+    const name = zip.replace(/\.zip$/, '');
+    sizes[name] = statSync(join(out, zip)).size;
+    mkdirSync(join(unpacked, name), { recursive: true });
+    execFileSync('unzip', ['-q', join(out, zip), '-d', join(unpacked, name)]);
+  }
+  return { sizes, unpacked };
+}
+
+async function main() {
+  writeBenchConfig();
+  let stopDatabase: (() => Promise<void>) | undefined;
+  const env: NodeJS.ProcessEnv = { ...process.env, AUTH_USER: AUTH.user, AUTH_PASS: AUTH.pass };
+  try {
+    if (!env.DATABASE_URL) {
+      const dir = mkdtempSync(join(tmpdir(), 'dbadmin-bench-'));
+      chmodSync(dir, 0o755);
+      const database = await startEmbeddedPostgres({
+        dataDir: join(dir, 'pg'),
+        password: 'bench',
+        persistent: false,
+      });
+      env.DATABASE_URL = database.url;
+      stopDatabase = database.stop;
+    }
+
+    const host = await startOffline(env);
+    let rows: Awaited<ReturnType<typeof throughput>>;
+    try {
+      rows = await throughput(host.url);
+    } finally {
+      host.stop();
+    }
+
+    const { sizes, unpacked } = packageFunctions(env);
+    const cold = coldStarts(unpacked, env);
+    const costs = handlerCosts(unpacked, env);
+
+    const ceiling = rows[0] as (typeof rows)[number];
+    console.log(`\nThroughput through serverless-offline, 10 connections, median of ${ROUNDS} x ${SECONDS}s`);
+    console.table(
+      rows.map((r) => ({
+        target: r.name,
+        'req/s': Math.round(r.rps),
+        'p50 ms': r.p50,
+        'p99 ms': r.p99,
+        'vs ceiling': `${(r.rps / ceiling.rps).toFixed(2)}x`,
+      })),
+    );
+    const hostMicros = 1e6 / ceiling.rps;
+    console.log(
+      `Warm handler cost in-process (µs per request), against the host's time per request at the ceiling (${hostMicros.toFixed(0)} µs)`,
+    );
+    console.table(
+      Object.entries(costs).map(([name, micros]) => ({
+        handler: name,
+        'µs/request': Number(micros.toFixed(1)),
+        'share of host time': `${((micros / hostMicros) * 100).toFixed(1)}%`,
+      })),
+    );
+    console.log(
+      `Cold start (fresh node: load bundle + first answer), median of ${COLD_STARTS}; artifact sizes`,
+    );
+    console.table(
+      Object.entries(sizes).map(([name, bytes]) => ({
+        function: name,
+        'cold start ms': Number(cold[name]?.toFixed(1)),
+        'vs trivial': `+${((cold[name] ?? 0) - (cold.ceiling ?? 0)).toFixed(1)} ms`,
+        'artifact KiB': Math.round(bytes / 1024),
+      })),
+    );
+    rmSync(unpacked, { recursive: true, force: true });
+  } finally {
+    rmSync(resolve(CONFIG), { force: true });
+    await stopDatabase?.();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
