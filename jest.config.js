@@ -1,7 +1,7 @@
-/** Jest runs TypeScript through SWC; Middy ships ESM only, so it is transformed too. */
+/** Jest runs TypeScript through esbuild; Middy ships ESM only, so it is transformed too. */
 module.exports = {
   testEnvironment: 'node',
-  transform: { '^.+\\.(t|j)sx?$': ['@swc/jest'] },
+  transform: { '^.+\\.(t|j)sx?$': '<rootDir>/test/support/esbuild-transform.cjs' },
   transformIgnorePatterns: ['/node_modules/(?!@middy/)'],
   moduleNameMapper: {
     '^@middy/([^/]+)$': '<rootDir>/node_modules/@middy/$1/index.js',
