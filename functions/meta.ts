@@ -1,12 +1,21 @@
 import { z } from 'zod';
 import { routes as healthRoutes } from '#functions/health';
+import { routes as queryRoutes } from '#functions/query';
+import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
+import { routes as tableRoutes } from '#functions/tables';
 import { httpHandler } from '#lib/http/handler';
 import { openApiDocument } from '#lib/http/openapi';
 import { type AnyRoute, defineRoute } from '#lib/http/route';
 
 /** Every endpoint group's routes: the OpenAPI document and the 404/405 fallback read them. */
-const apiRoutes: AnyRoute[] = [...healthRoutes, ...schemaRoutes];
+const apiRoutes: AnyRoute[] = [
+  ...healthRoutes,
+  ...schemaRoutes,
+  ...tableRoutes,
+  ...rowRoutes,
+  ...queryRoutes,
+];
 
 let document: ReturnType<typeof openApiDocument> | undefined;
 

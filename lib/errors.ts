@@ -7,14 +7,17 @@ export class ApiError extends Error {
     readonly status: number,
     readonly title: string,
     message: string,
-    options?: { cause?: unknown; headers?: Record<string, string> },
+    options?: { cause?: unknown; headers?: Record<string, string>; details?: Record<string, unknown> },
   ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.headers = options?.headers ?? {};
+    this.details = options?.details ?? {};
   }
 
   readonly headers: Record<string, string>;
+  /** Extra fields for the error body, e.g. the character position of a SQL error. */
+  readonly details: Record<string, unknown>;
 }
 
 export class BadRequest extends ApiError {

@@ -49,3 +49,34 @@ export const queryBoolean = z
 
 /** A reference to an existing schema: any valid identifier (system schemas are refused later, by name). */
 export const schemaRef = identifier('schema name');
+
+/** `schema` in a query string or body: which schema an operation works in. */
+export const inSchema = schemaRef
+  .default('public')
+  .meta({ description: 'Schema to work in; default public.' });
+
+export const tableName = identifier('table name');
+export const columnName = identifier('column name');
+
+/** A positive integer from a query string, within bounds. */
+export const queryInt = (label: string, min: number, max: number) =>
+  z.coerce
+    .number()
+    .int(`${label} must be a whole number`)
+    .min(min, `${label} must be between ${min} and ${max}`)
+    .max(max, `${label} must be between ${min} and ${max}`);
+
+/** A column's default: a literal (string, number, boolean) or one of a few named expressions. */
+export const defaultValue = z
+  .union([z.string().max(10_000), z.number(), z.boolean(), z.null()])
+  .optional()
+  .meta({
+    description:
+      'A literal, or one of now(), CURRENT_TIMESTAMP, CURRENT_DATE, gen_random_uuid(), true, false.',
+  });
+
+export const columnType = z.string().min(1).max(100).meta({
+  description:
+    'SMALLINT, INTEGER, BIGINT, SERIAL, BIGSERIAL, DECIMAL(p,s), NUMERIC(p,s), REAL, DOUBLE PRECISION, BOOLEAN, TEXT, VARCHAR(n), CHAR(n), DATE, TIME, TIMESTAMP, TIMESTAMPTZ, UUID, JSON, JSONB, BYTEA',
+  example: 'VARCHAR(255)',
+});

@@ -25,3 +25,11 @@ export function quoteIdent(name: string, label = 'identifier'): string {
 export function quoteLiteral(value: string): string {
   return pg.escapeLiteral(value);
 }
+
+/**
+ * Quotes a name read from the catalog (never from a caller), which may be any PostgreSQL name:
+ * e.g. a sequence PostgreSQL named after a table.
+ */
+export function quoteCatalogName(name: string): string {
+  return pg.escapeIdentifier(name);
+}

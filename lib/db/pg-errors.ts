@@ -45,6 +45,11 @@ const BY_CLASS: Record<string, Mapping> = {
   '23': { status: 400, title: 'Constraint violation' },
   '42': { status: 400, title: 'Invalid SQL' },
   '0A': { status: 400, title: 'Not supported' },
+  '25': { status: 400, title: 'Invalid transaction state' },
+  '2D': { status: 400, title: 'Invalid transaction state' },
+  '3D': { status: 404, title: 'Database not found' },
+  P0: { status: 400, title: 'Raised by PL/pgSQL' },
+  '44': { status: 400, title: 'Check option violation' },
   '54': { status: 400, title: 'Limit exceeded' },
 };
 
@@ -96,6 +101,14 @@ export function fromDatabaseError(error: unknown): ApiError | undefined {
   if (!isPgError(error)) return undefined;
   const mapping = BY_CODE[error.code] ?? BY_CLASS[error.code.slice(0, 2)];
   if (!mapping) return undefined;
-  const message = mapping.status === 503 ? 'the database does not answer; try again shortly' : reason(error);
-  return new ApiError(mapping.status, mapping.title, message, { cause: error });
+  if (mapping.status === 503) {
+    return new ApiError(503, mapping.title, 'the database does not answer; try again shortly', {
+      cause: error,
+    });
+  }
+  const position = Number(error.position);
+  return new ApiError(mapping.status, mapping.title, reason(error), {
+    cause: error,
+    details: Number.isInteger(position) && position > 0 ? { position } : {},
+  });
 }

@@ -3,16 +3,25 @@ import { type Config, getConfig } from '#lib/config';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
 
-/** Bigint counts (count(*)) as JS numbers; values beyond 2^53 are not expected from catalog counts. */
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => {
+/**
+ * How values leave PostgreSQL for JSON: bigints as numbers while exact (else the exact string);
+ * dates, timestamps without zone, intervals and bytea as PostgreSQL prints them, since a JS Date
+ * would shift a zoneless value by the server's offset and a Buffer serialises as a byte list.
+ */
+const { builtins } = pg.types;
+pg.types.setTypeParser(builtins.INT8, (value) => {
   const n = Number(value);
   return Number.isSafeInteger(n) ? n : value;
 });
+for (const oid of [builtins.DATE, builtins.TIMESTAMP, builtins.INTERVAL, builtins.BYTEA, builtins.TIME]) {
+  pg.types.setTypeParser(oid, (value) => value);
+}
 
 let pool: pg.Pool | undefined;
+let queryPool: pg.Pool | undefined;
 let migrated: Promise<void> | undefined;
 
-export function createPool(config: Config): pg.Pool {
+export function createPool(config: Config, applicationName = 'dbadmin'): pg.Pool {
   const created = new pg.Pool({
     connectionString: config.DATABASE_URL,
     max: config.DB_POOL_MAX,
@@ -20,7 +29,7 @@ export function createPool(config: Config): pg.Pool {
     // Lambda freezes idle containers; short idle times avoid handing out sockets the server closed.
     idleTimeoutMillis: config.lambda ? 60_000 : 30_000,
     statement_timeout: config.QUERY_TIMEOUT_MS,
-    application_name: 'dbadmin',
+    application_name: applicationName,
     keepAlive: true,
   });
   // An idle client losing its connection (server restart, frozen container) must not crash us.
@@ -32,6 +41,16 @@ export function createPool(config: Config): pg.Pool {
 export async function getPool(): Promise<pg.Pool> {
   pool ??= createPool(await getConfig());
   return pool;
+}
+
+/**
+ * Connections that run callers' ad-hoc SQL, and nothing else: such SQL may change session state,
+ * so these connections are reset after every use, which would discard the prepared statements
+ * the main pool relies on.
+ */
+export async function getQueryPool(): Promise<pg.Pool> {
+  queryPool ??= createPool(await getConfig(), 'dbadmin-query');
+  return queryPool;
 }
 
 /**
@@ -81,8 +100,9 @@ export function withTransaction<T>(db: pg.Pool, work: (client: pg.PoolClient) =>
 
 /** Closes the pool (tests, local shutdown). The next getPool() builds a new one. */
 export async function closePool(): Promise<void> {
-  const closing = pool;
+  const closing = [pool, queryPool];
   pool = undefined;
+  queryPool = undefined;
   migrated = undefined;
-  await closing?.end();
+  await Promise.all(closing.map((p) => p?.end()));
 }

@@ -10,19 +10,29 @@ function fieldLabel(field: string): string {
   return field.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase();
 }
 
+const where = (path: PropertyKey[]) => (path.length > 0 ? ` in ${path.join('.')}` : '');
+
+function describeType(issue: z.core.$ZodIssueInvalidType, subject: string): string {
+  // Zod's own wording starts "Invalid input"; a message our schemas set is used as written.
+  if (!issue.message.startsWith('Invalid input')) return issue.message;
+  if (issue.message.endsWith('received undefined')) return `${subject} is required`;
+  return `${subject} must be ${issue.expected === 'object' ? 'a JSON object' : `a ${issue.expected}`}`;
+}
+
 function describeIssue(issue: z.core.$ZodIssue): string {
   const field = issue.path.map(String).join('.');
-  const subject = field || 'request body';
-  if (issue.code === 'invalid_type') {
-    return issue.message.endsWith('received undefined')
-      ? `${subject} is required`
-      : `${subject} must be ${issue.expected === 'object' ? 'a JSON object' : `a ${issue.expected}`}`;
+  switch (issue.code) {
+    case 'invalid_type':
+      return describeType(issue, field || 'request body');
+    case 'invalid_key':
+      return `invalid key ${JSON.stringify(String(issue.path.at(-1)))}${where(issue.path.slice(0, -1))}: ${issue.issues[0]?.message ?? issue.message}`;
+    case 'unrecognized_keys':
+      return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}${where(issue.path)}`;
+    default: {
+      const label = field ? fieldLabel(String(issue.path[0])) : '';
+      return label && !issue.message.startsWith(label) ? `${field}: ${issue.message}` : issue.message;
+    }
   }
-  if (issue.code === 'unrecognized_keys') {
-    return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}${field ? ` in ${field}` : ''}`;
-  }
-  const label = field ? fieldLabel(String(issue.path[0])) : '';
-  return label && !issue.message.startsWith(label) ? `${field}: ${issue.message}` : issue.message;
 }
 
 /** A validation failure names the field and says what it must look like. */
@@ -82,7 +92,7 @@ export const errorMapper = (): MiddlewareObj<unknown, HttpResponse> => ({
     log(apiError);
     request.response = json(
       apiError.status,
-      { error: apiError.title, message: apiError.message },
+      { error: apiError.title, message: apiError.message, ...apiError.details },
       apiError.headers,
     );
   },

@@ -1,12 +1,13 @@
 import middy from '@middy/core';
 import httpRouterHandler from '@middy/http-router';
 import type { Context } from 'aws-lambda';
+import { Download } from '#lib/download';
 import { MethodNotAllowed, NotFound } from '#lib/errors';
 import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
 import type { HttpEvent } from '#lib/http/event';
 import { jsonBody } from '#lib/http/json-body';
-import { type HttpResponse, json } from '#lib/http/respond';
+import { download, type HttpResponse, json } from '#lib/http/respond';
 import type { AnyRoute, Method } from '#lib/http/route';
 
 const templateToRegExp = (template: string) => new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`);
@@ -27,14 +28,15 @@ function routeHandler(route: AnyRoute) {
   const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext>({ timeoutEarlyInMillis: 0 });
   if (route.access !== 'public') chain.use(authenticate());
   if (route.body) chain.use(jsonBody());
-  return chain.handler(async (event, context) => {
+  return chain.handler(async (event, context, { signal }) => {
     const result = await route.handler({
       params: route.params?.parse(event.pathParameters ?? {}),
       query: route.query?.parse(event.queryStringParameters ?? {}),
       body: route.body?.parse(event.body),
       principal: context.principal,
+      signal,
     });
-    return json(route.status ?? 200, result);
+    return result instanceof Download ? download(result) : json(route.status ?? 200, result);
   });
 }
 

@@ -71,7 +71,10 @@ function operation(route: AnyRoute) {
     responses: {
       [String(route.status ?? 200)]: {
         description: 'Success',
-        content: { 'application/json': { schema: toSchema(route.response, 'output') } },
+        content: {
+          'application/json': { schema: toSchema(route.response, 'output') },
+          ...(route.alsoProduces ? { [route.alsoProduces]: { schema: { type: 'string' } } } : {}),
+        },
       },
       ...Object.fromEntries(
         errors.map(([status, description]) => [

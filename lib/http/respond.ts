@@ -1,3 +1,5 @@
+import type { Download } from '#lib/download';
+
 export interface HttpResponse {
   statusCode: number;
   headers: Record<string, string>;
@@ -12,4 +14,18 @@ const JSON_HEADERS = {
 
 export function json(statusCode: number, data: unknown, headers: Record<string, string> = {}): HttpResponse {
   return { statusCode, headers: { ...JSON_HEADERS, ...headers }, body: JSON.stringify(data) };
+}
+
+/** A file download (an export) as an attachment. */
+export function download(file: Download): HttpResponse {
+  return {
+    statusCode: 200,
+    headers: {
+      'content-type': file.contentType,
+      'content-disposition': `attachment; filename="${file.filename.replace(/["\\\r\n]/g, '_')}"`,
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+    },
+    body: file.body,
+  };
 }

@@ -14,6 +14,8 @@ export interface RouteInput<P, Q, B> {
   query: Q;
   body: B;
   principal: Principal | undefined;
+  /** Aborted when the request must end early (Lambda about to time out). */
+  signal: AbortSignal | undefined;
 }
 
 /**
@@ -32,6 +34,8 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown> {
   response: z.ZodType<R>;
   /** Status on success; 200 unless stated. */
   status?: number;
+  /** A non-JSON media type the route may answer with instead (see lib/download). */
+  alsoProduces?: string;
   handler: (input: RouteInput<P, Q, B>) => Promise<R>;
 }
 

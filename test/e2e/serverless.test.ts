@@ -5,7 +5,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { routes as healthRoutes } from '#functions/health';
 import { routes as metaRoutes } from '#functions/meta';
+import { routes as queryRoutes } from '#functions/query';
+import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
+import { routes as tableRoutes } from '#functions/tables';
 import { basic } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { freePort } from '../../bin/free-port';
@@ -14,7 +17,14 @@ import { freePort } from '../../bin/free-port';
 jest.setTimeout(180_000);
 
 const SERVERLESS = require.resolve('serverless/bin/serverless.js');
-const byFunction = { health: healthRoutes, schemas: schemaRoutes, meta: metaRoutes };
+const byFunction = {
+  health: healthRoutes,
+  schemas: schemaRoutes,
+  tables: tableRoutes,
+  rows: rowRoutes,
+  query: queryRoutes,
+  meta: metaRoutes,
+};
 
 describe('serverless package', () => {
   const out = mkdtempSync(join(tmpdir(), 'dbadmin-package-'));

@@ -1,0 +1,194 @@
+import { z } from 'zod';
+import { exportTable } from '#lib/admin/export';
+import { describeSchema } from '#lib/admin/structure';
+import { addColumn, cloneTable, createTable, deleteTable, listTables, readTable } from '#lib/admin/tables';
+import { getDatabase } from '#lib/db/pool';
+import { httpHandler } from '#lib/http/handler';
+import { defineRoute } from '#lib/http/route';
+import {
+  columnName,
+  columnType,
+  defaultValue,
+  identifier,
+  inSchema,
+  queryBoolean,
+  queryInt,
+  tableName,
+} from '#lib/validation';
+
+const Outcome = z.object({ success: z.boolean(), message: z.string() });
+const TablePath = z.object({ tableName });
+const Row = z.record(z.string(), z.unknown());
+
+const ColumnDefinition = z.strictObject({
+  name: identifier('column name'),
+  type: columnType,
+  length: z.number().int().positive().optional(),
+  primaryKey: z.boolean().optional(),
+  nullable: z.boolean().optional(),
+  defaultValue,
+});
+
+const StructureEntry = z.object({
+  table: z.string(),
+  columns: z.array(
+    z.object({
+      name: z.string(),
+      type: z.string(),
+      maxLength: z.number().nullable(),
+      nullable: z.boolean(),
+      defaultValue: z.string().nullable(),
+      primaryKey: z.boolean(),
+    }),
+  ),
+  foreignKeys: z.array(
+    z.object({
+      column: z.string(),
+      referencedTable: z.string(),
+      referencedColumn: z.string(),
+      constraintName: z.string(),
+    }),
+  ),
+});
+
+export const routes = [
+  defineRoute({
+    method: 'GET',
+    path: '/api/tables',
+    summary: 'List the tables of a schema, sorted',
+    access: 'admin',
+    query: z.strictObject({ schema: inSchema }),
+    response: z.array(z.string()),
+    handler: async ({ query }) => listTables(await getDatabase(), query.schema),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/table/{tableName}',
+    summary: 'One page of a table, in primary-key order, with the exact row count',
+    access: 'admin',
+    params: TablePath,
+    query: z.strictObject({
+      schema: inSchema,
+      page: queryInt('page', 1, 10_000_000).default(1),
+      limit: queryInt('limit', 1, 1000).default(50),
+    }),
+    response: z.object({
+      data: z.array(Row),
+      columns: z.array(z.string()),
+      total: z.number(),
+      page: z.number(),
+    }),
+    handler: async ({ params, query }) =>
+      readTable(await getDatabase(), {
+        schema: query.schema,
+        table: params.tableName,
+        page: query.page,
+        limit: query.limit,
+      }),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/table/create',
+    summary: 'Create a table from column definitions',
+    access: 'admin',
+    body: z.strictObject({
+      tableName,
+      schema: inSchema,
+      columns: z
+        .array(ColumnDefinition)
+        .min(1, 'columns must define at least 1 column')
+        .max(1600, 'columns may define at most 1600 columns'),
+    }),
+    response: Outcome,
+    status: 201,
+    handler: async ({ body }) => createTable(await getDatabase(), body),
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/api/table/{tableName}',
+    summary: 'Delete a table; cascade=true also deletes what depends on it',
+    access: 'admin',
+    params: TablePath,
+    query: z.strictObject({ schema: inSchema, cascade: queryBoolean.default(false) }),
+    response: Outcome,
+    handler: async ({ params, query }) =>
+      deleteTable(await getDatabase(), {
+        schema: query.schema,
+        table: params.tableName,
+        cascade: query.cascade,
+      }),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/table/{tableName}/clone',
+    summary: 'Copy a table (columns, defaults, primary key, indexes; optionally rows) under a new name',
+    access: 'admin',
+    params: TablePath,
+    body: z.strictObject({ newTableName: tableName, copyData: z.boolean().default(false), schema: inSchema }),
+    response: Outcome,
+    status: 201,
+    handler: async ({ params, body }) =>
+      cloneTable(await getDatabase(), {
+        schema: body.schema,
+        table: params.tableName,
+        newTableName: body.newTableName,
+        copyData: body.copyData,
+      }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/table/{tableName}/export',
+    summary: 'Export rows as JSON or CSV (text/csv attachment)',
+    access: 'admin',
+    params: TablePath,
+    query: z.strictObject({
+      schema: inSchema,
+      format: z.enum(['json', 'csv'], { message: 'format must be json or csv' }).default('json'),
+      limit: queryInt('limit', 1, 10_000).default(10_000),
+    }),
+    response: z.object({ table: z.string(), count: z.number(), data: z.array(Row) }),
+    alsoProduces: 'text/csv',
+    handler: async ({ params, query }) =>
+      exportTable(await getDatabase(), { table: params.tableName, ...query }),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/table/{tableName}/column',
+    summary: 'Add a column',
+    access: 'admin',
+    params: TablePath,
+    body: z.strictObject({
+      columnName,
+      dataType: columnType,
+      length: z.number().int().positive().optional(),
+      nullable: z.boolean().optional(),
+      defaultValue,
+      schema: inSchema,
+    }),
+    response: Outcome,
+    status: 201,
+    handler: async ({ params, body }) =>
+      addColumn(await getDatabase(), {
+        schema: body.schema,
+        table: params.tableName,
+        column: {
+          name: body.columnName,
+          type: body.dataType,
+          length: body.length,
+          nullable: body.nullable,
+          defaultValue: body.defaultValue,
+        },
+      }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/schema',
+    summary: 'Structure of a schema: tables, columns, foreign keys',
+    access: 'admin',
+    query: z.strictObject({ schema: inSchema }),
+    response: z.object({ schema: z.array(StructureEntry) }),
+    handler: async ({ query }) => describeSchema(await getDatabase(), query.schema),
+  }),
+];
+
+export const handler = httpHandler(routes);

@@ -1,0 +1,116 @@
+import type pg from 'pg';
+import { qualified } from '#lib/admin/tables';
+import { type TableInfo, tableInfo } from '#lib/db/catalog';
+import { quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
+import { BadRequest, NotFound } from '#lib/errors';
+
+/** The single-column primary key `:rowId` is matched against. */
+function rowKey(info: TableInfo) {
+  const [key, ...rest] = info.primaryKey;
+  if (!key || rest.length > 0) {
+    throw new BadRequest(
+      'No single-column primary key',
+      `table "${info.table}" has ${key ? 'a composite' : 'no'} primary key; rows are addressed by a single-column primary key`,
+    );
+  }
+  const column = info.columns.find((c) => c.name === key);
+  return { column: quoteCatalogName(key), type: column?.type ?? 'text' };
+}
+
+function column(info: TableInfo, name: string) {
+  const found = info.columns.find((c) => c.name === name);
+  if (!found)
+    throw new BadRequest('Unknown column', `column "${name}" does not exist in table "${info.table}"`);
+  return found;
+}
+
+/**
+ * A JSON value as a bind parameter. json/jsonb columns take any JSON (pg would send a JS array as
+ * a PostgreSQL array literal); other objects go as JSON text for PostgreSQL to judge.
+ */
+function parameter(type: string, value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  if (type === 'json' || type === 'jsonb') return JSON.stringify(value);
+  if (typeof value === 'object' && !Array.isArray(value)) return JSON.stringify(value);
+  return value;
+}
+
+export interface InsertRowInput {
+  schema: string;
+  table: string;
+  data: Record<string, unknown>;
+}
+
+/** Inserts one row and returns it as stored, defaults filled in. */
+export async function insertRow(db: pg.Pool, { schema, table, data }: InsertRowInput) {
+  const info = await tableInfo(db, schema, table);
+  const entries = Object.entries(data);
+  const names = entries.map(([name]) => quoteIdent(column(info, name).name, 'column name'));
+  const values = entries.map(([name, value]) => parameter(column(info, name).type, value));
+  const sql =
+    entries.length === 0
+      ? `INSERT INTO ${qualified(schema, table)} DEFAULT VALUES RETURNING *`
+      : `INSERT INTO ${qualified(schema, table)} (${names.join(', ')}) VALUES (${values.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`;
+  const { rows } = await db.query(sql, values);
+  return { success: true, row: rows[0], message: `Row inserted into "${table}"` };
+}
+
+const rowNotFound = (table: string, rowId: string) =>
+  new NotFound('Row not found', `no row with primary key ${JSON.stringify(rowId)} in table "${table}"`);
+
+export interface UpdateRowInput {
+  schema: string;
+  table: string;
+  rowId: string;
+  column: string;
+  value: unknown;
+}
+
+export async function updateRow(db: pg.Pool, input: UpdateRowInput) {
+  const info = await tableInfo(db, input.schema, input.table);
+  const key = rowKey(info);
+  const target = column(info, input.column);
+  const { rows } = await db.query(
+    `UPDATE ${qualified(input.schema, input.table)} SET ${quoteIdent(target.name, 'column name')} = $1
+      WHERE ${key.column} = $2 RETURNING *`,
+    [parameter(target.type, input.value), input.rowId],
+  );
+  if (rows.length === 0) throw rowNotFound(input.table, input.rowId);
+  return { row: rows[0] };
+}
+
+export interface DeleteRowInput {
+  schema: string;
+  table: string;
+  rowId: string;
+}
+
+export async function deleteRow(db: pg.Pool, { schema, table, rowId }: DeleteRowInput) {
+  const key = rowKey(await tableInfo(db, schema, table));
+  const { rowCount } = await db.query(`DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = $1`, [
+    rowId,
+  ]);
+  if (!rowCount) throw rowNotFound(table, rowId);
+  return { success: true, message: `Row ${JSON.stringify(rowId)} deleted from "${table}"` };
+}
+
+export interface DeleteRowsInput {
+  schema: string;
+  table: string;
+  rowIds: Array<string | number>;
+}
+
+export async function deleteRows(db: pg.Pool, { schema, table, rowIds }: DeleteRowsInput) {
+  const key = rowKey(await tableInfo(db, schema, table));
+  // The key's type comes from the catalog (format_type), so the array binds with the index usable.
+  const { rowCount } = await db.query(
+    `DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = ANY($1::${key.type}[])`,
+    [rowIds.map(String)],
+  );
+  const deletedCount = rowCount ?? 0;
+  return {
+    success: true,
+    deletedCount,
+    message: `${deletedCount} row${deletedCount === 1 ? '' : 's'} deleted from "${table}"`,
+  };
+}

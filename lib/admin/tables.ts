@@ -1,0 +1,207 @@
+import type pg from 'pg';
+import { schemaInfo, type TableInfo, tableInfo } from '#lib/db/catalog';
+import { columnTypeSql, defaultSql } from '#lib/db/column-types';
+import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { isPgError } from '#lib/db/pg-errors';
+import { withTransaction } from '#lib/db/pool';
+import { BadRequest } from '#lib/errors';
+
+export const qualified = (schema: string, table: string) =>
+  `${quoteIdent(schema, 'schema name')}.${quoteIdent(table, 'table name')}`;
+
+/** Stable page order: the primary key, else the physical row order. */
+export const orderBy = (info: TableInfo) =>
+  info.primaryKey.length > 0 ? info.primaryKey.map((c) => quoteIdent(c, 'column name')).join(', ') : 'ctid';
+
+export async function listTables(db: pg.Pool, schema: string): Promise<string[]> {
+  await schemaInfo(db, schema);
+  const { rows } = await db.query<{ name: string }>({
+    name: 'dbadmin.list-tables',
+    text: `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') ORDER BY c.relname`,
+    values: [schema],
+  });
+  return rows.map((row) => row.name);
+}
+
+export interface ReadTableInput {
+  schema: string;
+  table: string;
+  page: number;
+  limit: number;
+}
+
+/** One page of rows in primary-key order, with the exact row count. */
+export async function readTable(db: pg.Pool, { schema, table, page, limit }: ReadTableInput) {
+  const info = await tableInfo(db, schema, table);
+  const from = qualified(schema, table);
+  const [data, count] = await Promise.all([
+    db.query(`SELECT * FROM ${from} ORDER BY ${orderBy(info)} LIMIT $1 OFFSET $2`, [
+      limit,
+      (page - 1) * limit,
+    ]),
+    db.query<{ total: number }>(`SELECT count(*) AS total FROM ${from}`),
+  ]);
+  return {
+    data: data.rows,
+    columns: info.columns.map((c) => c.name),
+    total: count.rows[0]?.total ?? 0,
+    page,
+  };
+}
+
+export interface ColumnDefinition {
+  name: string;
+  type: string;
+  length?: number | undefined;
+  primaryKey?: boolean | undefined;
+  nullable?: boolean | undefined;
+  defaultValue?: string | number | boolean | null | undefined;
+}
+
+/** `"name" type [NOT NULL] [DEFAULT ...]`, from the allow-lists only. */
+export function columnSql(column: ColumnDefinition, { inPrimaryKey = false } = {}): string {
+  const parts = [quoteIdent(column.name, 'column name'), columnTypeSql(column.type, column.length)];
+  if (column.nullable === false || inPrimaryKey) parts.push('NOT NULL');
+  if (column.defaultValue !== undefined && column.defaultValue !== null) {
+    parts.push(`DEFAULT ${defaultSql(column.defaultValue)}`);
+  }
+  return parts.join(' ');
+}
+
+/** Tables in a schema made through the API belong to the schema's user, like the schema. */
+async function handOver(client: pg.ClientBase, schema: string, table: string, schemaUser: string | null) {
+  if (schemaUser)
+    await client.query(`ALTER TABLE ${qualified(schema, table)} OWNER TO ${quoteIdent(schemaUser)}`);
+}
+
+async function assertNoTable(client: pg.ClientBase, schema: string, table: string) {
+  const { rowCount } = await client.query(
+    `SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
+    [schema, table],
+  );
+  if (rowCount)
+    throw new BadRequest(
+      'Table exists',
+      `a table or other relation "${table}" already exists in schema "${schema}"`,
+    );
+}
+
+export interface CreateTableInput {
+  schema: string;
+  tableName: string;
+  columns: ColumnDefinition[];
+}
+
+export async function createTable(db: pg.Pool, { schema, tableName, columns }: CreateTableInput) {
+  const seen = new Set<string>();
+  for (const column of columns) {
+    if (seen.has(column.name))
+      throw new BadRequest('Invalid columns', `column "${column.name}" is defined twice`);
+    seen.add(column.name);
+  }
+  const primaryKey = columns.filter((c) => c.primaryKey).map((c) => quoteIdent(c.name, 'column name'));
+  const definitions = columns.map((c) => columnSql(c, { inPrimaryKey: Boolean(c.primaryKey) }));
+  if (primaryKey.length > 0) definitions.push(`PRIMARY KEY (${primaryKey.join(', ')})`);
+
+  await withTransaction(db, async (client) => {
+    const { schemaUser } = await schemaInfo(client, schema);
+    await assertNoTable(client, schema, tableName);
+    await client.query(`CREATE TABLE ${qualified(schema, tableName)} (${definitions.join(', ')})`);
+    await handOver(client, schema, tableName, schemaUser);
+  });
+  return { success: true, message: `Table "${tableName}" created in schema "${schema}"` };
+}
+
+export interface CloneTableInput {
+  schema: string;
+  table: string;
+  newTableName: string;
+  copyData: boolean;
+}
+
+/** Serial columns of the source whose default is nextval() of a sequence the source owns. */
+const SERIAL_COLUMNS = `
+  SELECT a.attname AS column_name, s.relname AS sequence_name
+    FROM pg_depend d
+    JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+    JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+   WHERE d.refobjid = $1::regclass AND d.deptype = 'a' AND d.classid = 'pg_class'::regclass`;
+
+/**
+ * A new table with the source's columns, defaults, constraints and indexes (LIKE ... INCLUDING
+ * ALL), and optionally its rows. Serial columns get sequences of their own, set past the copied
+ * values, so the clone and the source never hand out the same id.
+ */
+export async function cloneTable(db: pg.Pool, { schema, table, newTableName, copyData }: CloneTableInput) {
+  await withTransaction(db, async (client) => {
+    const source = await tableInfo(client, schema, table);
+    await assertNoTable(client, schema, newTableName);
+    const from = qualified(schema, table);
+    const to = qualified(schema, newTableName);
+    await client.query(`CREATE TABLE ${to} (LIKE ${from} INCLUDING ALL)`);
+    const serials = await client.query<{ column_name: string; sequence_name: string }>(SERIAL_COLUMNS, [
+      `${quoteIdent(schema)}.${quoteIdent(table)}`,
+    ]);
+    if (copyData) await client.query(`INSERT INTO ${to} OVERRIDING SYSTEM VALUE SELECT * FROM ${from}`);
+    for (const { column_name: column } of serials.rows) {
+      const sequence = `${newTableName}_${column}_seq`.slice(0, 63);
+      const seq = `${quoteIdent(schema)}.${quoteCatalogName(sequence)}`;
+      const col = quoteCatalogName(column);
+      await client.query(`CREATE SEQUENCE ${seq} OWNED BY ${to}.${col}`);
+      await client.query(
+        `ALTER TABLE ${to} ALTER COLUMN ${col} SET DEFAULT nextval(${quoteLiteral(seq)}::regclass)`,
+      );
+      await client.query(
+        `SELECT setval(${quoteLiteral(seq)}::regclass, coalesce(max(${col}), 0) + 1, false) FROM ${to}`,
+      );
+    }
+    await handOver(client, schema, newTableName, source.schemaUser);
+  });
+  return {
+    success: true,
+    message: `Table "${table}" cloned to "${newTableName}"${copyData ? ' with its data' : ''}`,
+  };
+}
+
+export interface DeleteTableInput {
+  schema: string;
+  table: string;
+  cascade: boolean;
+}
+
+export async function deleteTable(db: pg.Pool, { schema, table, cascade }: DeleteTableInput) {
+  await withTransaction(db, async (client) => {
+    await tableInfo(client, schema, table);
+    try {
+      await client.query(`DROP TABLE ${qualified(schema, table)}${cascade ? ' CASCADE' : ''}`);
+    } catch (error) {
+      if (isPgError(error) && error.code === '2BP01') {
+        throw new BadRequest(
+          'Table has dependants',
+          `table "${table}" cannot be deleted while other objects depend on it (${(error.detail ?? '').replace(/\n/g, '; ')}); pass cascade=true to delete them too`,
+          error,
+        );
+      }
+      throw error;
+    }
+  });
+  return { success: true, message: `Table "${table}" deleted from schema "${schema}"` };
+}
+
+export interface AddColumnInput {
+  schema: string;
+  table: string;
+  column: ColumnDefinition;
+}
+
+export async function addColumn(db: pg.Pool, { schema, table, column }: AddColumnInput) {
+  await withTransaction(db, async (client) => {
+    const info = await tableInfo(client, schema, table);
+    if (info.columns.some((c) => c.name === column.name)) {
+      throw new BadRequest('Column exists', `column "${column.name}" already exists in table "${table}"`);
+    }
+    await client.query(`ALTER TABLE ${qualified(schema, table)} ADD COLUMN ${columnSql(column)}`);
+  });
+  return { success: true, message: `Column "${column.name}" added to table "${table}"` };
+}

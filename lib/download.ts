@@ -1,0 +1,8 @@
+/** A result that is a file rather than JSON data (CSV export); lib/http sends it as an attachment. */
+export class Download {
+  constructor(
+    readonly body: string,
+    readonly contentType: string,
+    readonly filename: string,
+  ) {}
+}

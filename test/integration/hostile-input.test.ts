@@ -1,0 +1,173 @@
+import { handler as query, routes as queryRoutes } from '#functions/query';
+import { routes as rowRoutes, handler as rows } from '#functions/rows';
+import { routes as schemaRoutes, handler as schemas } from '#functions/schemas';
+import { routes as tableRoutes, handler as tables } from '#functions/tables';
+import { closePool } from '#lib/db/pool';
+import { withAdminClient } from '#test/support/db';
+import { type Call, call } from '#test/support/http';
+import { freshSchema } from '#test/support/tables';
+
+afterAll(closePool);
+
+const HOSTILE_NAMES = [
+  'x"; DROP TABLE victim; --',
+  "x' OR '1'='1",
+  'victim; DELETE FROM victim',
+  '../../etc/passwd',
+  'a b',
+  'Ωmega',
+  '1leading_digit',
+  '_dbadmin',
+  `a${'b'.repeat(70)}`,
+  'pg_catalog.pg_class',
+  '$1',
+  '',
+];
+
+let schema: string;
+beforeAll(async () => {
+  schema = await freshSchema('hostile');
+  await withAdminClient((c) =>
+    c.query(
+      `CREATE TABLE "${schema}".victim (id int PRIMARY KEY, a text); INSERT INTO "${schema}".victim VALUES (1, 'x')`,
+    ),
+  );
+});
+
+/** Names of every schema, relation and role, and the victim's rows: what must not change. */
+const catalog = () =>
+  withAdminClient(async (c) => {
+    const { rows: found } = await c.query(`
+      SELECT (SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace) AS schemas,
+             (SELECT string_agg(oid::regclass::text, ',' ORDER BY oid) FROM pg_class) AS relations,
+             (SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles) AS roles,
+             (SELECT string_agg(a, ',') FROM "${schema}".victim) AS victim_rows`);
+    return found[0];
+  });
+
+type Handler = Parameters<typeof call>[0];
+type Probe = [Handler, string, string, Omit<Call, 'method' | 'path'>?];
+
+/** Every endpoint, with the hostile name in each place a name goes. */
+function probes(h: string): Probe[] {
+  const p = encodeURIComponent(h);
+  const column = [{ name: 'a', type: 'TEXT' }];
+  return [
+    [tables, 'GET', '/api/tables', { query: { schema: h } }],
+    [tables, 'GET', `/api/table/${p}`, { query: { schema } }],
+    [tables, 'GET', '/api/table/victim', { query: { schema: h } }],
+    [tables, 'POST', '/api/table/create', { body: { tableName: h, schema, columns: column } }],
+    [tables, 'POST', '/api/table/create', { body: { tableName: 't', schema: h, columns: column } }],
+    [
+      tables,
+      'POST',
+      '/api/table/create',
+      { body: { tableName: 't', schema, columns: [{ name: h, type: 'TEXT' }] } },
+    ],
+    [
+      tables,
+      'POST',
+      '/api/table/create',
+      { body: { tableName: 't', schema, columns: [{ name: 'a', type: h }] } },
+    ],
+    [tables, 'DELETE', `/api/table/${p}`, { query: { schema, cascade: 'true' } }],
+    [tables, 'DELETE', '/api/table/victim', { query: { schema: h, cascade: 'true' } }],
+    [tables, 'POST', `/api/table/${p}/clone`, { body: { newTableName: 'copy', schema } }],
+    [tables, 'POST', '/api/table/victim/clone', { body: { newTableName: h, schema } }],
+    [tables, 'GET', `/api/table/${p}/export`, { query: { schema } }],
+    [tables, 'GET', '/api/table/victim/export', { query: { schema: h, format: 'csv' } }],
+    [tables, 'POST', `/api/table/${p}/column`, { body: { columnName: 'c', dataType: 'TEXT', schema } }],
+    [tables, 'POST', '/api/table/victim/column', { body: { columnName: h, dataType: 'TEXT', schema } }],
+    [tables, 'POST', '/api/table/victim/column', { body: { columnName: 'c', dataType: h, schema } }],
+    [tables, 'GET', '/api/schema', { query: { schema: h } }],
+    [rows, 'POST', `/api/table/${p}/row`, { body: { data: { a: 'v' }, schema } }],
+    [rows, 'POST', '/api/table/victim/row', { body: { data: { [h]: 'v' }, schema } }],
+    [rows, 'PATCH', `/api/table/${p}/1`, { body: { column: 'a', value: 'v', schema } }],
+    [rows, 'PATCH', '/api/table/victim/1', { body: { column: h, value: 'v', schema } }],
+    [rows, 'DELETE', `/api/table/${p}/row/1`, { query: { schema } }],
+    [rows, 'POST', `/api/table/${p}/rows/delete`, { body: { rowIds: [1], schema } }],
+    [rows, 'POST', '/api/table/victim/rows/delete', { body: { rowIds: [1], schema: h } }],
+    [schemas, 'POST', '/api/schema/create', { body: { schemaName: h, password: 'long-enough-1' } }],
+    [schemas, 'DELETE', `/api/schema/${p}`, { query: { cascade: 'true' } }],
+    [query, 'POST', '/api/query', { body: { sql: 'SELECT 1', schema: h } }],
+  ];
+}
+
+const template = (path: string) => path.replace(/\{[^}]+\}/g, '[^/]+');
+
+describe('hostile identifiers', () => {
+  it('reach every endpoint that takes a name', () => {
+    const probed = probes('x').map(([, method, path]) => `${method} ${path}`);
+    const routes = [...tableRoutes, ...rowRoutes, ...schemaRoutes, ...queryRoutes].filter(
+      (r) => r.path !== '/api/schemas',
+    );
+
+    for (const route of routes) {
+      const pattern = new RegExp(`^${route.method} ${template(route.path)}$`);
+      expect(
+        probed.some((p) => pattern.test(p)) ? route.path : `${route.method} ${route.path} is not probed`,
+      ).toBe(route.path);
+    }
+  });
+
+  it.each(HOSTILE_NAMES)('%j gets 400 (never 500) everywhere and changes nothing', async (hostile) => {
+    const before = await catalog();
+
+    for (const [handler, method, path, rest] of probes(hostile)) {
+      const reply = await call(handler, { method, path, ...rest });
+      const where = `${method} ${path} ${JSON.stringify(rest)}`;
+      // An empty path segment is a different route: 404/405 from the router is the honest answer.
+      const expected = hostile === '' && /\/\/|\/$/.test(path) ? [404, 405] : [400];
+      // The request, its status and body together, so a failure says which probe broke.
+      expect({
+        where,
+        status: expected.includes(reply.status) ? 'as expected' : reply.status,
+        body: reply.body,
+      }).toEqual({
+        where,
+        status: 'as expected',
+        body: reply.body,
+      });
+      expect(typeof reply.body.error).toBe('string');
+      expect(typeof reply.body.message).toBe('string');
+    }
+
+    expect(await catalog()).toEqual(before);
+  });
+});
+
+describe('hostile values', () => {
+  it.each(["'); DROP TABLE victim; --", 'x"; DROP TABLE victim; --', '\\x00\u0000nul', '1 OR 1=1'])(
+    '%j is stored or refused as a value, never run',
+    async (value) => {
+      const replies = [
+        await call(rows, {
+          method: 'POST',
+          path: '/api/table/victim/row',
+          body: { data: { id: 1000 + value.length, a: value }, schema },
+        }),
+        await call(rows, {
+          method: 'PATCH',
+          path: `/api/table/victim/${encodeURIComponent(value)}`,
+          body: { column: 'a', value, schema },
+        }),
+        await call(rows, {
+          method: 'DELETE',
+          path: `/api/table/victim/row/${encodeURIComponent(value)}`,
+          query: { schema },
+        }),
+        await call(rows, {
+          method: 'POST',
+          path: '/api/table/victim/rows/delete',
+          body: { rowIds: [value], schema },
+        }),
+      ];
+
+      for (const reply of replies) expect(reply.status).toBeLessThan(500);
+      const { rows: left } = await withAdminClient((c) =>
+        c.query(`SELECT count(*)::int AS n FROM "${schema}".victim WHERE id = 1`),
+      );
+      expect(left[0].n).toBe(1);
+    },
+  );
+});

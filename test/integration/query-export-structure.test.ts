@@ -1,0 +1,259 @@
+import { handler as query } from '#functions/query';
+import { handler as tables } from '#functions/tables';
+import { runQuery } from '#lib/admin/query';
+import { closePool, getDatabase, getQueryPool } from '#lib/db/pool';
+import { withAdminClient } from '#test/support/db';
+import { call } from '#test/support/http';
+import { freshSchema } from '#test/support/tables';
+
+afterAll(closePool);
+
+let schema: string;
+beforeAll(async () => {
+  schema = await freshSchema('qes');
+  await withAdminClient((c) =>
+    c.query(`
+      CREATE TABLE "${schema}".authors (id serial PRIMARY KEY, name varchar(80) NOT NULL, born date);
+      CREATE TABLE "${schema}".books (
+        id bigint PRIMARY KEY, title text NOT NULL DEFAULT 'untitled',
+        author_id int CONSTRAINT books_author_fk REFERENCES "${schema}".authors (id),
+        published timestamp, price numeric(8,2), data bytea);
+      INSERT INTO "${schema}".authors (name, born) VALUES ('Ann "the" Writer', '1970-05-01'), ('Bob, Jr.', NULL);
+      INSERT INTO "${schema}".books VALUES
+        (1, E'Line one\\nline two', 1, '2020-01-02 03:04:05', 12.5, '\\xdeadbeef'),
+        (2, 'Plain', 2, NULL, NULL, NULL);
+      CREATE TABLE "${schema}".empty (id int PRIMARY KEY);`),
+  );
+});
+
+const sql = (text: string, inSchema = schema) =>
+  call(query, { method: 'POST', path: '/api/query', body: { sql: text, schema: inSchema } });
+
+describe('POST /api/query', () => {
+  it('answers rows, fields, rowCount and an integer duration, with the schema on the search path', async () => {
+    const reply = await sql('SELECT id, name FROM authors ORDER BY id');
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.rows).toEqual([
+      { id: 1, name: 'Ann "the" Writer' },
+      { id: 2, name: 'Bob, Jr.' },
+    ]);
+    expect(reply.body.fields).toEqual([
+      { name: 'id', dataTypeID: 23 },
+      { name: 'name', dataTypeID: 1043 },
+    ]);
+    expect(reply.body.rowCount).toBe(2);
+    expect(Number.isInteger(reply.body.duration)).toBe(true);
+  });
+
+  it('runs a script in one transaction and describes the last result', async () => {
+    const reply = await sql(
+      'CREATE TEMP TABLE scratch (a int); INSERT INTO scratch VALUES (1), (2); SELECT count(*) AS n FROM scratch',
+    );
+
+    expect(reply.body.rows).toEqual([{ n: 2 }]);
+  });
+
+  it('rolls the whole script back when a statement fails', async () => {
+    const reply = await sql('CREATE TABLE half_done (a int); SELECT nope FROM half_done');
+
+    expect(reply.status).toBe(400);
+    const exists = await withAdminClient((c) =>
+      c.query('SELECT to_regclass($1) AS t', [`"${schema}".half_done`]),
+    );
+    expect(exists.rows[0].t).toBeNull();
+  });
+
+  it('answers a SQL error with 400, the database message and the position', async () => {
+    const reply = await sql('SELECT * FROM authors WHERE idd = 1');
+
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({
+      error: 'Unknown column',
+      message: 'column "idd" does not exist',
+      position: 29,
+    });
+  });
+
+  it('answers a missing table inside SQL with 400, not 404', async () => {
+    const reply = await sql('SELECT 1 FROM ghosts');
+
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toBe('relation "ghosts" does not exist');
+  });
+
+  it('keeps the search path to this request only', async () => {
+    await sql("SET search_path TO pg_catalog; SELECT set_config('statement_timeout', '1', false)");
+
+    const reply = await sql(
+      'SELECT current_setting($$search_path$$) AS path, current_setting($$statement_timeout$$) AS timeout',
+      'public',
+    );
+
+    expect(reply.body.rows[0].path).toBe('public');
+    expect(reply.body.rows[0].timeout).not.toBe('1ms');
+  });
+
+  it('cancels at the statement timeout, in PostgreSQL, and the connection serves the next query', async () => {
+    const queryDb = await getQueryPool();
+    const started = Date.now();
+
+    await expect(
+      runQuery(queryDb, await getDatabase(), { sql: 'SELECT pg_sleep(5)', schema: 'public', timeoutMs: 200 }),
+    ).rejects.toMatchObject({ status: 400, title: 'Query timeout' });
+
+    expect(Date.now() - started).toBeLessThan(3000);
+    const after = await runQuery(queryDb, await getDatabase(), {
+      sql: 'SELECT 41 + 1 AS n',
+      schema: 'public',
+      timeoutMs: 1000,
+    });
+    expect(after.rows).toEqual([{ n: 42 }]);
+  });
+
+  it('cancels the running statement when the request is aborted', async () => {
+    const abort = new AbortController();
+    const started = Date.now();
+    const running = runQuery(await getQueryPool(), await getDatabase(), {
+      sql: 'SELECT pg_sleep(5)',
+      schema: 'public',
+      timeoutMs: 10_000,
+      signal: abort.signal,
+    });
+    setTimeout(() => abort.abort(), 100);
+
+    await expect(running).rejects.toMatchObject({ status: 499, title: 'Query cancelled' });
+    expect(Date.now() - started).toBeLessThan(3000);
+    const sleeping = await withAdminClient((c) =>
+      c.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)' AND state = 'active'`,
+      ),
+    );
+    expect(sleeping.rows[0].n).toBe(0);
+  });
+
+  it('refuses an empty statement with 400', async () => {
+    const reply = await sql('');
+
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toBe('sql must not be empty');
+  });
+});
+
+describe('GET /api/table/:tableName/export', () => {
+  const exportTable = (table: string, extra: Record<string, string> = {}) =>
+    call(tables, { path: `/api/table/${table}/export`, query: { schema, ...extra } });
+
+  it('exports JSON as {table, count, data} in key order', async () => {
+    const reply = await exportTable('books');
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.table).toBe('books');
+    expect(reply.body.count).toBe(2);
+    expect(reply.body.data[0]).toEqual({
+      id: 1,
+      title: 'Line one\nline two',
+      author_id: 1,
+      published: '2020-01-02 03:04:05',
+      price: '12.50',
+      data: '\\xdeadbeef',
+    });
+  });
+
+  it('exports CSV with a header, RFC 4180 quoting and a download name', async () => {
+    const reply = await exportTable('authors', { format: 'csv' });
+
+    expect(reply.status).toBe(200);
+    expect(reply.headers['content-type']).toBe('text/csv; charset=utf-8');
+    expect(reply.headers['content-disposition']).toBe('attachment; filename="authors.csv"');
+    expect(reply.text).toBe('id,name,born\n1,"Ann ""the"" Writer",1970-05-01\n2,"Bob, Jr.",\n');
+  });
+
+  it('keeps line breaks inside quoted CSV fields', async () => {
+    const reply = await exportTable('books', { format: 'csv', limit: '1' });
+
+    expect(reply.text).toBe(
+      'id,title,author_id,published,price,data\n1,"Line one\nline two",1,2020-01-02 03:04:05,12.50,\\xdeadbeef\n',
+    );
+  });
+
+  it('answers 404 when there is nothing to export, in either format', async () => {
+    expect((await exportTable('empty')).status).toBe(404);
+    expect((await exportTable('empty', { format: 'csv' })).body.error).toBe('No data to export');
+  });
+
+  it.each([
+    [{ format: 'xml' }, /format must be json or csv/],
+    [{ limit: '10001' }, /limit must be between 1 and 10000/],
+    [{ limit: '0' }, /limit must be between 1 and 10000/],
+  ])('refuses %o with 400', async (extra, message) => {
+    const reply = await exportTable('books', extra);
+
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toMatch(message);
+  });
+});
+
+describe('GET /api/schema', () => {
+  it('describes tables, columns with PostgreSQL type names, and foreign keys by constraint name', async () => {
+    const reply = await call(tables, { path: '/api/schema', query: { schema } });
+
+    expect(reply.status).toBe(200);
+    const books = reply.body.schema.find((e: { table: string }) => e.table === 'books');
+    expect(reply.body.schema.map((e: { table: string }) => e.table)).toEqual(['authors', 'books', 'empty']);
+    expect(books.columns).toEqual([
+      { name: 'id', type: 'bigint', maxLength: null, nullable: false, defaultValue: null, primaryKey: true },
+      {
+        name: 'title',
+        type: 'text',
+        maxLength: null,
+        nullable: false,
+        defaultValue: "'untitled'::text",
+        primaryKey: false,
+      },
+      {
+        name: 'author_id',
+        type: 'integer',
+        maxLength: null,
+        nullable: true,
+        defaultValue: null,
+        primaryKey: false,
+      },
+      {
+        name: 'published',
+        type: 'timestamp without time zone',
+        maxLength: null,
+        nullable: true,
+        defaultValue: null,
+        primaryKey: false,
+      },
+      {
+        name: 'price',
+        type: 'numeric',
+        maxLength: null,
+        nullable: true,
+        defaultValue: null,
+        primaryKey: false,
+      },
+      { name: 'data', type: 'bytea', maxLength: null, nullable: true, defaultValue: null, primaryKey: false },
+    ]);
+    expect(books.foreignKeys).toEqual([
+      {
+        column: 'author_id',
+        referencedTable: 'authors',
+        referencedColumn: 'id',
+        constraintName: 'books_author_fk',
+      },
+    ]);
+    const authors = reply.body.schema.find((e: { table: string }) => e.table === 'authors');
+    expect(authors.columns[1]).toMatchObject({ name: 'name', type: 'character varying', maxLength: 80 });
+    expect(authors.columns[0].defaultValue).toMatch(/^nextval\(/);
+  });
+
+  it('answers 404 for a schema that does not exist and 400 for an invalid name', async () => {
+    expect((await call(tables, { path: '/api/schema', query: { schema: 'nope_nope' } })).status).toBe(404);
+    const invalid = await call(tables, { path: '/api/schema', query: { schema: 'x;y' } });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error).toBe('Invalid schema name');
+  });
+});
