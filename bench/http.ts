@@ -7,111 +7,37 @@
  *  - the size of each packaged artifact.
  * Rounds alternate between targets and medians are reported: these machines are shared.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import autocannon from 'autocannon';
+import { join } from 'node:path';
 import { startTemporaryPostgres } from '../bin/embedded-postgres';
-import { freePort } from '../bin/free-port';
+import {
+  AUTH,
+  basicAuth,
+  CONFIG,
+  compare,
+  load,
+  median,
+  removeBenchConfig,
+  SECONDS,
+  SERVERLESS,
+  startOffline,
+  writeBenchConfig,
+} from './support';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const COLD_STARTS = Number(process.env.BENCH_COLD_STARTS ?? 7);
-const AUTH = { user: 'bench', pass: 'bench-password' };
-const SERVERLESS = require.resolve('serverless/bin/serverless.js');
-const CONFIG = 'serverless.bench.yml';
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-};
-
-/** serverless.yml plus the ceiling function, so both are served by one host. */
-function writeBenchConfig(): void {
-  const base = readFileSync('serverless.yml', 'utf8');
-  const benchFunctions = `
-  ceiling:
-    handler: bench/ceiling.handler
-    events:
-      - httpApi: GET /bench/ceiling
-  chain:
-    handler: bench/chain.handler
-    events:
-      - httpApi: GET /bench/chain
-`;
-  writeFileSync(CONFIG, `${base.trimEnd()}\n${benchFunctions}`);
-}
-
-async function startOffline(env: NodeJS.ProcessEnv) {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      SERVERLESS,
-      'offline',
-      'start',
-      '--config',
-      CONFIG,
-      '--httpPort',
-      String(port),
-      '--lambdaPort',
-      String(await freePort()),
-    ],
-    { env, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
-  await new Promise<void>((ready, fail) => {
-    const watch = (chunk: Buffer) => {
-      output += chunk;
-      if (output.includes('Server ready')) ready();
-    };
-    child.stdout.on('data', watch);
-    child.stderr.on('data', watch);
-    child.on('exit', (code) => fail(new Error(`serverless-offline exited with ${code}\n${output}`)));
-  });
-  // The host logs every request; drain it so its pipes never fill.
-  child.stdout.removeAllListeners('data').resume();
-  child.stderr.removeAllListeners('data').resume();
-  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill('SIGTERM') };
-}
-
-interface Load {
-  rps: number;
-  p50: number;
-  p99: number;
-}
-
-async function load(url: string, headers: Record<string, string> = {}): Promise<Load> {
-  const result = await autocannon({ url, connections: 10, duration: SECONDS, headers });
-  if (result.non2xx > 0 || result.errors > 0)
-    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
-}
 
 async function throughput(base: string) {
-  const authorization = `Basic ${Buffer.from(`${AUTH.user}:${AUTH.pass}`).toString('base64')}`;
+  const authorization = basicAuth;
   const targets = {
     'trivial handler (ceiling)': () => load(`${base}/bench/ceiling`),
     'our chain, no database': () => load(`${base}/bench/chain`, { authorization }),
     'GET /api/health': () => load(`${base}/api/health`),
     'GET /api/schemas': () => load(`${base}/api/schemas`, { authorization }),
   };
-  const samples: Record<string, Load[]> = Object.fromEntries(Object.keys(targets).map((name) => [name, []]));
-  // Warm every worker instance and pool (serverless-offline starts instances on demand).
-  for (let pass = 0; pass < 2; pass++) for (const run of Object.values(targets)) await run();
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const [name, run] of Object.entries(targets)) samples[name]?.push(await run());
-  }
-  return Object.entries(samples).map(([name, runs]) => ({
-    name,
-    rps: median(runs.map((r) => r.rps)),
-    p50: median(runs.map((r) => r.p50)),
-    p99: median(runs.map((r) => r.p99)),
-  }));
+  return compare(targets, ROUNDS);
 }
 
 const COLD_START_PROBE = `
@@ -126,7 +52,7 @@ Promise.resolve(handler(event, context)).then((response) => {
 });`;
 
 function probeEvents(): Record<string, object> {
-  const authorization = `Basic ${Buffer.from(`${AUTH.user}:${AUTH.pass}`).toString('base64')}`;
+  const authorization = basicAuth;
   const event = (method: string, path: string) => ({
     version: '2.0',
     rawPath: path,
@@ -272,7 +198,7 @@ async function main() {
     );
     rmSync(unpacked, { recursive: true, force: true });
   } finally {
-    rmSync(resolve(CONFIG), { force: true });
+    removeBenchConfig();
     await stopDatabase?.();
   }
 }

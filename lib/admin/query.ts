@@ -37,15 +37,40 @@ function queryError(error: unknown, cancelled: boolean): unknown {
 }
 
 /**
+ * Undoes whatever a caller's SQL did to the session (SET, SET ROLE, PREPARE, LISTEN, cursors,
+ * advisory locks, temporary tables): DISCARD ALL, spelled out, because DISCARD ALL itself cannot
+ * share a query string with the COMMIT before it.
+ */
+const RESET_STATEMENTS = [
+  'CLOSE ALL',
+  'SET SESSION AUTHORIZATION DEFAULT',
+  'RESET ALL',
+  'DEALLOCATE ALL',
+  'UNLISTEN *',
+  'SELECT pg_advisory_unlock_all()',
+  'DISCARD PLANS',
+  'DISCARD TEMP',
+  'DISCARD SEQUENCES',
+];
+const RESET_SESSION = RESET_STATEMENTS.join('; ');
+/** The epilogue's statements: COMMIT and the reset. */
+const EPILOGUE = `\n;COMMIT; ${RESET_SESSION}`;
+const EPILOGUE_RESULTS = 1 + RESET_STATEMENTS.length;
+
+/**
  * Runs a caller's SQL (one statement or a script) in one transaction, with the schema first on
  * the search path and a statement timeout enforced by PostgreSQL; the response describes the last
- * statement's result. The connection is reset afterwards whatever the SQL did to its session.
+ * statement's result. One round trip: prelude, SQL, COMMIT and the session reset travel as one
+ * simple query, so the connection goes back to the pool as it came. When a statement fails,
+ * PostgreSQL skips the rest of the string, and a second round trip rolls back and resets.
  */
 export async function runQuery(
   queryDb: pg.Pool,
   adminDb: pg.Pool,
   { sql, schema, timeoutMs, signal }: RunQueryInput,
 ): Promise<QueryResult> {
+  const searchPath = schema === 'public' ? 'public' : `${quoteIdent(schema, 'schema name')}, public`;
+  const prelude = `BEGIN; SET LOCAL search_path TO ${searchPath}; SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)};\n`;
   const client = await queryDb.connect();
   const pid = (client as unknown as { processID: number }).processID;
   let cancelled = false;
@@ -55,21 +80,13 @@ export async function runQuery(
   };
   let broken: Error | undefined;
   const started = performance.now();
+  signal?.addEventListener('abort', cancel, { once: true });
   try {
-    const searchPath = schema === 'public' ? 'public' : `${quoteIdent(schema, 'schema name')}, public`;
-    await client.query(
-      `BEGIN; SET LOCAL search_path TO ${searchPath}; SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
-    );
-    signal?.addEventListener('abort', cancel, { once: true });
-    let result: pg.QueryResult | pg.QueryResult[];
-    try {
-      result = (await client.query(sql)) as pg.QueryResult | pg.QueryResult[];
-      await client.query('COMMIT');
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw queryError(error, cancelled);
-    }
-    const last = Array.isArray(result) ? (result.at(-1) as pg.QueryResult) : result;
+    const results = (await client.query(prelude + sql + EPILOGUE).catch(async (error: unknown) => {
+      await client.query(`ROLLBACK; ${RESET_SESSION}`).catch(() => undefined);
+      throw queryError(shiftPosition(error, prelude.length), cancelled);
+    })) as unknown as pg.QueryResult[];
+    const last = results.at(-1 - EPILOGUE_RESULTS) as pg.QueryResult;
     return {
       rows: last.rows,
       fields: (last.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID })),
@@ -81,8 +98,12 @@ export async function runQuery(
     throw error;
   } finally {
     signal?.removeEventListener('abort', cancel);
-    // Whatever the SQL SET, PREPAREd, LISTENed or locked is dropped before the next caller.
-    if (!broken) await client.query('DISCARD ALL').catch((error: Error) => (broken = error));
     client.release(broken);
   }
+}
+
+/** Positions count from the start of the caller's SQL, not of the prelude sent before it. */
+function shiftPosition(error: unknown, by: number): unknown {
+  if (isPgError(error) && error.position) error.position = String(Number(error.position) - by);
+  return error;
 }

@@ -54,6 +54,18 @@ describe('POST /api/query', () => {
     expect(reply.body.rows).toEqual([{ n: 2 }]);
   });
 
+  it.each([
+    ['a trailing semicolon', 'SELECT 7 AS n;', [{ n: 7 }]],
+    ['a trailing line comment', 'SELECT 7 AS n -- the answer', [{ n: 7 }]],
+    ['a statement without rows', 'CREATE TEMP TABLE t_no_rows (a int)', []],
+    ['blank lines and comments around it', '\n/* lead */\nSELECT 7 AS n\n\n', [{ n: 7 }]],
+  ])('answers SQL with %s', async (_, text, expected) => {
+    const reply = await sql(text);
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.rows).toEqual(expected);
+  });
+
   it('rolls the whole script back when a statement fails', async () => {
     const reply = await sql('CREATE TABLE half_done (a int); SELECT nope FROM half_done');
 
@@ -92,6 +104,19 @@ describe('POST /api/query', () => {
 
     expect(reply.body.rows[0].path).toBe('public');
     expect(reply.body.rows[0].timeout).not.toBe('1ms');
+  });
+
+  it('releases what the SQL took for its session: advisory locks, roles, temporary tables', async () => {
+    await sql('SELECT pg_advisory_lock(424242); CREATE TEMP TABLE mine (a int); SET ROLE pg_monitor');
+
+    const locks = await withAdminClient((c) =>
+      c.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = 424242`),
+    );
+    const temps = await withAdminClient((c) =>
+      c.query(`SELECT count(*)::int AS n FROM pg_class WHERE relname = 'mine' AND relpersistence = 't'`),
+    );
+    expect(locks.rows[0].n).toBe(0);
+    expect(temps.rows[0].n).toBe(0);
   });
 
   it('cancels at the statement timeout, in PostgreSQL, and the connection serves the next query', async () => {

@@ -1,0 +1,171 @@
+/**
+ * Tables benchmark (npm run bench:data). Through serverless-offline, next to baselines measured in
+ * the same run:
+ *  - page reads of 100,000- and 1,000,000-row tables: req/s and p50 (10 connections);
+ *  - POST /api/query `select 1`: req/s as a ratio to the trivial handler (the host's ceiling);
+ *  - export of 10,000 rows as CSV and JSON: time, as a ratio to COPY (...) TO STDOUT of the same
+ *    rows over one pg connection;
+ *  - structure of a schema with 50 tables: p50.
+ */
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
+import { startTemporaryPostgres } from '../bin/embedded-postgres';
+import { handler as tables } from '../functions/tables';
+import { closePool } from '../lib/db/pool';
+import { call } from '../test/support/http';
+import {
+  basicAuth,
+  compare,
+  load,
+  median,
+  removeBenchConfig,
+  SECONDS,
+  startOffline,
+  writeBenchConfig,
+} from './support';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const EXPORTS = Number(process.env.BENCH_EXPORTS ?? 15);
+
+async function seed(url: string) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const started = performance.now();
+  await client.query(`
+    DROP SCHEMA IF EXISTS bench CASCADE; CREATE SCHEMA bench;
+    CREATE TABLE bench.rows_100k (id serial PRIMARY KEY, name text, qty int, price numeric(10,2), created timestamptz DEFAULT now());
+    INSERT INTO bench.rows_100k (name, qty, price) SELECT 'item "' || g || '", size ' || (g % 7), g % 1000, g / 100.0 FROM generate_series(1, 100000) g;
+    CREATE TABLE bench.rows_1m (LIKE bench.rows_100k INCLUDING ALL);
+    INSERT INTO bench.rows_1m (id, name, qty, price) SELECT g, 'item ' || g, g % 1000, g / 100.0 FROM generate_series(1, 1000000) g;
+    DROP SCHEMA IF EXISTS shop50 CASCADE; CREATE SCHEMA shop50;`);
+  for (let i = 1; i <= 50; i++) {
+    const parent = i > 1 ? `, parent_id int REFERENCES shop50.t${i - 1} (id)` : '';
+    await client.query(
+      `CREATE TABLE shop50.t${i} (id serial PRIMARY KEY, name varchar(80) NOT NULL, note text, amount numeric(12,2) DEFAULT 0, created timestamptz DEFAULT now()${parent})`,
+    );
+  }
+  await client.query('VACUUM ANALYZE bench.rows_100k');
+  await client.query('VACUUM ANALYZE bench.rows_1m');
+  console.log(`seeded 1.1M rows and 50 tables in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  return client;
+}
+
+/** Sequential wall time of `run`, median of EXPORTS runs after one warm-up. */
+async function timed(run: () => Promise<unknown>): Promise<number> {
+  await run();
+  const times: number[] = [];
+  for (let i = 0; i < EXPORTS; i++) {
+    const started = performance.now();
+    await run();
+    times.push(performance.now() - started);
+  }
+  return median(times);
+}
+
+async function copyBaseline(client: pg.Client): Promise<number> {
+  return timed(async () => {
+    const chunks: Buffer[] = [];
+    const sql =
+      'COPY (SELECT * FROM bench.rows_100k ORDER BY id LIMIT 10000) TO STDOUT WITH (FORMAT csv, HEADER true)';
+    for await (const chunk of client.query(copyTo(sql))) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  });
+}
+
+async function main() {
+  writeBenchConfig();
+  let stopDatabase: (() => Promise<void>) | undefined;
+  const env: NodeJS.ProcessEnv = { ...process.env, AUTH_USER: 'bench', AUTH_PASS: 'bench-password' };
+  try {
+    if (!env.DATABASE_URL) {
+      const database = await startTemporaryPostgres('bench-data');
+      env.DATABASE_URL = database.url;
+      stopDatabase = database.stop;
+    }
+    const client = await seed(env.DATABASE_URL as string);
+    Object.assign(process.env, {
+      DATABASE_URL: env.DATABASE_URL,
+      AUTH_USER: env.AUTH_USER,
+      AUTH_PASS: env.AUTH_PASS,
+    });
+    const host = await startOffline(env);
+    const headers = { authorization: basicAuth, 'content-type': 'application/json' };
+    const api = (path: string) => `${host.url}${path}`;
+    try {
+      const rows = await compare(
+        {
+          'trivial handler (ceiling)': () => load(api('/bench/ceiling')),
+          'POST /api/query select 1': () =>
+            load(api('/api/query'), headers, { method: 'POST', body: JSON.stringify({ sql: 'select 1' }) }),
+          'page 1 of 100k rows': () => load(api('/api/table/rows_100k?schema=bench'), headers),
+          'page 1 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench'), headers),
+          'page 10000 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench&page=10000'), headers),
+          'structure, 50 tables': () => load(api('/api/schema?schema=shop50'), headers),
+        },
+        ROUNDS,
+      );
+      const ceiling = rows[0]?.rps ?? 1;
+      console.log(`\nThrough serverless-offline, 10 connections, median of ${ROUNDS} x ${SECONDS}s`);
+      console.table(
+        rows.map((r) => ({
+          target: r.name,
+          'req/s': Math.round(r.rps),
+          'p50 ms': r.p50,
+          'p99 ms': r.p99,
+          'vs ceiling': `${(r.rps / ceiling).toFixed(2)}x`,
+        })),
+      );
+
+      const get = (path: string) => async () => {
+        const response = await fetch(api(path), { headers });
+        if (!response.ok) throw new Error(`${path}: ${response.status}`);
+        return response.text();
+      };
+      const direct = (format: string) => async () => {
+        const reply = await call(tables, {
+          path: '/api/table/rows_100k/export',
+          query: { schema: 'bench', format, limit: '10000' },
+          auth: { user: 'bench', pass: 'bench-password' },
+        });
+        if (reply.status !== 200) throw new Error(`export ${format}: ${reply.status}`);
+      };
+      const baseline = await copyBaseline(client);
+      const results = {
+        'handler in this process, csv': await timed(direct('csv')),
+        'handler in this process, json': await timed(direct('json')),
+        'GET through serverless-offline, csv': await timed(
+          get('/api/table/rows_100k/export?schema=bench&format=csv&limit=10000'),
+        ),
+        'GET through serverless-offline, json': await timed(
+          get('/api/table/rows_100k/export?schema=bench&format=json&limit=10000'),
+        ),
+      };
+      console.log(`Export of 10,000 rows, sequential, median of ${EXPORTS}`);
+      console.table([
+        {
+          what: 'COPY ... TO STDOUT, one pg connection (baseline)',
+          ms: Number(baseline.toFixed(1)),
+          ratio: '1.00x',
+        },
+        ...Object.entries(results).map(([what, ms]) => ({
+          what,
+          ms: Number(ms.toFixed(1)),
+          ratio: `${(ms / baseline).toFixed(2)}x`,
+        })),
+      ]);
+    } finally {
+      host.stop();
+      await client.end();
+      await closePool();
+    }
+  } finally {
+    removeBenchConfig();
+    await stopDatabase?.();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
