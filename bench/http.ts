@@ -46,18 +46,19 @@ const { handler } = require(process.argv[1]);
 const event = JSON.parse(process.argv[2]);
 const context = { functionName: 'bench', awsRequestId: 'cold', getRemainingTimeInMillis: () => 29000 };
 Promise.resolve(handler(event, context)).then((response) => {
-  if (response.statusCode >= 300) { console.error(response.statusCode, response.body); process.exit(1); }
+  if (response.statusCode >= 500) { console.error(response.statusCode, response.body); process.exit(1); }
   process.stdout.write(String(Number(process.hrtime.bigint() - t0) / 1e6));
   process.exit(0);
 });`;
 
 function probeEvents(): Record<string, object> {
   const authorization = basicAuth;
-  const event = (method: string, path: string) => ({
+  const event = (method: string, path: string, body?: object) => ({
     version: '2.0',
     rawPath: path,
-    headers: { authorization },
+    headers: { authorization, 'content-type': 'application/json' },
     requestContext: { http: { method, path } },
+    body: body === undefined ? undefined : JSON.stringify(body),
   });
   return {
     ceiling: event('GET', '/bench/ceiling'),
@@ -65,6 +66,9 @@ function probeEvents(): Record<string, object> {
     health: event('GET', '/api/health'),
     schemas: event('GET', '/api/schemas'),
     meta: event('GET', '/api/openapi.json'),
+    tables: event('GET', '/api/tables'),
+    query: event('POST', '/api/query', { sql: 'select 1' }),
+    rows: event('POST', '/api/table/bench_probe/rows/delete', { rowIds: [1] }),
   };
 }
 
@@ -111,7 +115,7 @@ const context = { functionName: 'bench', awsRequestId: 'warm', getRemainingTimeI
 function handlerCosts(unpacked: string, env: NodeJS.ProcessEnv) {
   const costs: Record<string, number> = {};
   for (const [name, probe] of Object.entries(probeEvents())) {
-    if (name === 'meta') continue;
+    if (['meta', 'tables', 'rows'].includes(name)) continue;
     costs[name] = Number(
       execFileSync(
         process.execPath,

@@ -151,6 +151,32 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
     expect(await (await request('/api/schemas')).json()).toContain(name);
   });
 
+  it('creates a table, inserts a row and exports it as a CSV download through the host', async () => {
+    const post = (path: string, body: unknown) =>
+      request(path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+
+    const created = await post('/api/table/create', {
+      tableName: 'notes',
+      columns: [
+        { name: 'id', type: 'SERIAL', primaryKey: true },
+        { name: 'body', type: 'TEXT' },
+      ],
+    });
+    const inserted = await post('/api/table/notes/row', { data: { body: 'hello, "world"' } });
+    const csv = await request('/api/table/notes/export?format=csv');
+
+    expect(created.status).toBe(201);
+    expect(inserted.status).toBe(201);
+    expect(csv.status).toBe(200);
+    expect(csv.headers.get('content-type')).toBe('text/csv; charset=utf-8');
+    expect(csv.headers.get('content-disposition')).toBe('attachment; filename="notes.csv"');
+    expect(await csv.text()).toBe('id,body\n1,"hello, ""world"""\n');
+  });
+
   it('serves health without credentials', async () => {
     const response = await fetch(`${host.base}/api/health`);
 

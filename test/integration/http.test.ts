@@ -1,6 +1,9 @@
 import { handler as health } from '#functions/health';
 import { handler as meta, routes as metaRoutes } from '#functions/meta';
+import { routes as queryRoutes } from '#functions/query';
+import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes, handler as schemas } from '#functions/schemas';
+import { routes as tableRoutes } from '#functions/tables';
 import { closePool } from '#lib/db/pool';
 import { call } from '#test/support/http';
 
@@ -122,7 +125,7 @@ describe('GET /api/openapi.json', () => {
 
     expect(reply.status).toBe(200);
     expect(reply.body.openapi).toBe('3.1.0');
-    for (const route of [...schemaRoutes, ...metaRoutes]) {
+    for (const route of [...schemaRoutes, ...tableRoutes, ...rowRoutes, ...queryRoutes, ...metaRoutes]) {
       expect(reply.body.paths[route.path]?.[route.method.toLowerCase()]).toBeDefined();
     }
     const create = reply.body.paths['/api/schema/create'].post;
