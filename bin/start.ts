@@ -16,25 +16,32 @@ interface LocalSecrets {
   authUser: string;
   authPass: string;
   postgresPassword: string;
+  serviceSecret?: string;
 }
 
 /** Generated once and kept in .data/secrets.json (mode 600), so restarts keep them. */
-function localSecrets(): LocalSecrets {
+function localSecrets(): Required<LocalSecrets> {
   const file = join(dataDir, 'secrets.json');
-  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as LocalSecrets;
-  const secrets: LocalSecrets = {
-    authUser: 'admin',
-    authPass: randomBytes(24).toString('base64url'),
-    postgresPassword: randomBytes(24).toString('base64url'),
+  const kept = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as LocalSecrets) : undefined;
+  const secrets: Required<LocalSecrets> = {
+    authUser: kept?.authUser ?? 'admin',
+    authPass: kept?.authPass ?? randomBytes(24).toString('base64url'),
+    postgresPassword: kept?.postgresPassword ?? randomBytes(24).toString('base64url'),
+    // Added after the first release: files written before it gain it on the next start.
+    serviceSecret: kept?.serviceSecret ?? randomBytes(32).toString('hex'),
   };
-  mkdirSync(dataDir, { recursive: true });
-  writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
+  if (JSON.stringify(kept) !== JSON.stringify(secrets)) {
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+    chmodSync(file, 0o600);
+  }
   return secrets;
 }
 
 function requireProductionSettings(): void {
-  const missing = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS'].filter((name) => !process.env[name]);
+  const missing = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET'].filter(
+    (name) => !process.env[name],
+  );
   if (missing.length > 0) {
     console.error(`dbadmin: cannot start in production: missing settings: ${missing.join(', ')}`);
     process.exit(1);
@@ -54,6 +61,8 @@ async function main(): Promise<void> {
     console.error('dbadmin: set both AUTH_USER and AUTH_PASS, or neither to use generated ones');
     process.exit(1);
   }
+
+  env.DBADMIN_SECRET ??= secrets?.serviceSecret;
 
   let database: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
   if (!env.DATABASE_URL && secrets) {

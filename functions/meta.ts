@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { routes as healthRoutes } from '#functions/health';
+import { routes as keyRoutes } from '#functions/keys';
 import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
@@ -15,6 +16,7 @@ const apiRoutes: AnyRoute[] = [
   ...tableRoutes,
   ...rowRoutes,
   ...queryRoutes,
+  ...keyRoutes,
 ];
 
 let document: ReturnType<typeof openApiDocument> | undefined;

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { runQuery } from '#lib/admin/query';
 import { getConfig } from '#lib/config';
-import { getDatabase, getQueryPool } from '#lib/db/pool';
+import { queryDatabaseFor } from '#lib/db/access';
+import { getDatabase } from '#lib/db/pool';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { inSchema } from '#lib/validation';
@@ -10,8 +11,9 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/query',
-    summary: 'Run SQL (a statement or a script, in one transaction); describes the last result',
-    access: 'admin',
+    summary:
+      'Run SQL in one transaction (admin: a statement or a script, described by its last result; API keys: one statement, read-only for anon)',
+    access: 'read',
     body: z.strictObject({
       sql: z
         .string()
@@ -25,11 +27,13 @@ export const routes = [
       rowCount: z.number(),
       duration: z.number().meta({ description: 'milliseconds' }),
     }),
-    handler: async ({ body, signal }) =>
-      runQuery(await getQueryPool(), await getDatabase(), {
+    handler: async ({ body, signal, principal }) =>
+      runQuery(await queryDatabaseFor(principal), await getDatabase(), {
         ...body,
         timeoutMs: (await getConfig()).QUERY_TIMEOUT_MS,
         signal,
+        // A key's SQL: exactly one statement (extended protocol), read-only for anon keys.
+        asKey: principal?.kind === 'key' ? { readOnly: principal.keyType === 'anon' } : undefined,
       }),
   }),
 ];

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { deleteRow, deleteRows, insertRow, updateRow } from '#lib/admin/rows';
-import { getDatabase } from '#lib/db/pool';
+import { databaseFor } from '#lib/db/access';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { columnName, inSchema, tableName } from '#lib/validation';
@@ -13,24 +13,28 @@ export const routes = [
     method: 'POST',
     path: '/api/table/{tableName}/row',
     summary: 'Insert a row; answers the stored row, defaults filled in',
-    access: 'admin',
+    access: 'write',
     params: z.object({ tableName }),
     body: z.strictObject({ data: z.record(columnName, z.unknown()), schema: inSchema }),
     response: z.object({ success: z.boolean(), row: Row, message: z.string() }),
     status: 201,
-    handler: async ({ params, body }) =>
-      insertRow(await getDatabase(), { schema: body.schema, table: params.tableName, data: body.data }),
+    handler: async ({ params, body, principal }) =>
+      insertRow(await databaseFor(principal), {
+        schema: body.schema,
+        table: params.tableName,
+        data: body.data,
+      }),
   }),
   defineRoute({
     method: 'PATCH',
     path: '/api/table/{tableName}/{rowId}',
     summary: 'Set one column of the row whose single-column primary key is rowId',
-    access: 'admin',
+    access: 'write',
     params: z.object({ tableName, rowId }),
     body: z.strictObject({ column: columnName, value: z.unknown(), schema: inSchema }),
     response: z.object({ row: Row }),
-    handler: async ({ params, body }) =>
-      updateRow(await getDatabase(), {
+    handler: async ({ params, body, principal }) =>
+      updateRow(await databaseFor(principal), {
         schema: body.schema,
         table: params.tableName,
         rowId: params.rowId,
@@ -42,18 +46,22 @@ export const routes = [
     method: 'DELETE',
     path: '/api/table/{tableName}/row/{rowId}',
     summary: 'Delete the row whose single-column primary key is rowId',
-    access: 'admin',
+    access: 'write',
     params: z.object({ tableName, rowId }),
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ success: z.boolean(), message: z.string() }),
-    handler: async ({ params, query }) =>
-      deleteRow(await getDatabase(), { schema: query.schema, table: params.tableName, rowId: params.rowId }),
+    handler: async ({ params, query, principal }) =>
+      deleteRow(await databaseFor(principal), {
+        schema: query.schema,
+        table: params.tableName,
+        rowId: params.rowId,
+      }),
   }),
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/rows/delete',
     summary: 'Delete the rows whose primary keys are listed',
-    access: 'admin',
+    access: 'write',
     params: z.object({ tableName }),
     body: z.strictObject({
       rowIds: z
@@ -63,8 +71,12 @@ export const routes = [
       schema: inSchema,
     }),
     response: z.object({ success: z.boolean(), deletedCount: z.number(), message: z.string() }),
-    handler: async ({ params, body }) =>
-      deleteRows(await getDatabase(), { schema: body.schema, table: params.tableName, rowIds: body.rowIds }),
+    handler: async ({ params, body, principal }) =>
+      deleteRows(await databaseFor(principal), {
+        schema: body.schema,
+        table: params.tableName,
+        rowIds: body.rowIds,
+      }),
   }),
 ];
 

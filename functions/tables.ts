@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { exportTable } from '#lib/admin/export';
 import { describeSchema } from '#lib/admin/structure';
 import { addColumn, cloneTable, createTable, deleteTable, listTables, readTable } from '#lib/admin/tables';
-import { getDatabase } from '#lib/db/pool';
+import { databaseFor } from '#lib/db/access';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import {
@@ -56,16 +56,16 @@ export const routes = [
     method: 'GET',
     path: '/api/tables',
     summary: 'List the tables of a schema, sorted',
-    access: 'admin',
+    access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.array(z.string()),
-    handler: async ({ query }) => listTables(await getDatabase(), query.schema),
+    handler: async ({ query, principal }) => listTables(await databaseFor(principal), query.schema),
   }),
   defineRoute({
     method: 'GET',
     path: '/api/table/{tableName}',
     summary: 'One page of a table, in primary-key order, with the exact row count',
-    access: 'admin',
+    access: 'read',
     params: TablePath,
     query: z.strictObject({
       schema: inSchema,
@@ -78,8 +78,8 @@ export const routes = [
       total: z.number(),
       page: z.number(),
     }),
-    handler: async ({ params, query }) =>
-      readTable(await getDatabase(), {
+    handler: async ({ params, query, principal }) =>
+      readTable(await databaseFor(principal), {
         schema: query.schema,
         table: params.tableName,
         page: query.page,
@@ -90,7 +90,7 @@ export const routes = [
     method: 'POST',
     path: '/api/table/create',
     summary: 'Create a table from column definitions',
-    access: 'admin',
+    access: 'write',
     body: z.strictObject({
       tableName,
       schema: inSchema,
@@ -101,18 +101,18 @@ export const routes = [
     }),
     response: Outcome,
     status: 201,
-    handler: async ({ body }) => createTable(await getDatabase(), body),
+    handler: async ({ body, principal }) => createTable(await databaseFor(principal), body),
   }),
   defineRoute({
     method: 'DELETE',
     path: '/api/table/{tableName}',
     summary: 'Delete a table; cascade=true also deletes what depends on it',
-    access: 'admin',
+    access: 'write',
     params: TablePath,
     query: z.strictObject({ schema: inSchema, cascade: queryBoolean.default(false) }),
     response: Outcome,
-    handler: async ({ params, query }) =>
-      deleteTable(await getDatabase(), {
+    handler: async ({ params, query, principal }) =>
+      deleteTable(await databaseFor(principal), {
         schema: query.schema,
         table: params.tableName,
         cascade: query.cascade,
@@ -122,13 +122,13 @@ export const routes = [
     method: 'POST',
     path: '/api/table/{tableName}/clone',
     summary: 'Copy a table (columns, defaults, primary key, indexes; optionally rows) under a new name',
-    access: 'admin',
+    access: 'write',
     params: TablePath,
     body: z.strictObject({ newTableName: tableName, copyData: z.boolean().default(false), schema: inSchema }),
     response: Outcome,
     status: 201,
-    handler: async ({ params, body }) =>
-      cloneTable(await getDatabase(), {
+    handler: async ({ params, body, principal }) =>
+      cloneTable(await databaseFor(principal), {
         schema: body.schema,
         table: params.tableName,
         newTableName: body.newTableName,
@@ -139,7 +139,7 @@ export const routes = [
     method: 'GET',
     path: '/api/table/{tableName}/export',
     summary: 'Export rows as JSON or CSV (text/csv attachment)',
-    access: 'admin',
+    access: 'read',
     params: TablePath,
     query: z.strictObject({
       schema: inSchema,
@@ -148,14 +148,14 @@ export const routes = [
     }),
     response: z.object({ table: z.string(), count: z.number(), data: z.array(Row) }),
     alsoProduces: 'text/csv',
-    handler: async ({ params, query }) =>
-      exportTable(await getDatabase(), { table: params.tableName, ...query }),
+    handler: async ({ params, query, principal }) =>
+      exportTable(await databaseFor(principal), { table: params.tableName, ...query }),
   }),
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/column',
     summary: 'Add a column',
-    access: 'admin',
+    access: 'write',
     params: TablePath,
     body: z.strictObject({
       columnName,
@@ -167,8 +167,8 @@ export const routes = [
     }),
     response: Outcome,
     status: 201,
-    handler: async ({ params, body }) =>
-      addColumn(await getDatabase(), {
+    handler: async ({ params, body, principal }) =>
+      addColumn(await databaseFor(principal), {
         schema: body.schema,
         table: params.tableName,
         column: {
@@ -184,10 +184,10 @@ export const routes = [
     method: 'GET',
     path: '/api/schema',
     summary: 'Structure of a schema: tables, columns, foreign keys',
-    access: 'admin',
+    access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ schema: z.array(StructureEntry) }),
-    handler: async ({ query }) => describeSchema(await getDatabase(), query.schema),
+    handler: async ({ query, principal }) => describeSchema(await databaseFor(principal), query.schema),
   }),
 ];
 

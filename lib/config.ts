@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ConfigError } from '#lib/errors';
 
 /** Settings that are secrets: on Lambda they may come from SSM Parameter Store under SSM_PREFIX. */
-export const SECRET_SETTINGS = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS'] as const;
+export const SECRET_SETTINGS = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET'] as const;
 
 type Env = Record<string, string | undefined>;
 
@@ -29,6 +29,8 @@ const settingsSchema = (lambda: boolean, container: boolean) =>
       DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL'),
       AUTH_USER: z.string().min(1),
       AUTH_PASS: z.string().min(1),
+      // Derives the passwords of the roles API keys run as (and, later, license file keys).
+      DBADMIN_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)'),
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),
       DB_POOL_MAX: positiveInt.default(container ? 2 : 10),
       DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),

@@ -10,6 +10,11 @@ export interface RunQueryInput {
   timeoutMs: number;
   /** Aborted when the caller is gone (or the function is about to time out): cancels the statement. */
   signal?: AbortSignal | undefined;
+  /**
+   * SQL on behalf of an API key: sent as exactly one statement (extended protocol, so a `;` cannot
+   * smuggle in a second one), in a READ ONLY transaction for anon keys.
+   */
+  asKey?: { readOnly: boolean } | undefined;
 }
 
 export interface QueryResult {
@@ -67,10 +72,11 @@ const EPILOGUE_RESULTS = 1 + RESET_STATEMENTS.length;
 export async function runQuery(
   queryDb: pg.Pool,
   adminDb: pg.Pool,
-  { sql, schema, timeoutMs, signal }: RunQueryInput,
+  { sql, schema, timeoutMs, signal, asKey }: RunQueryInput,
 ): Promise<QueryResult> {
   const searchPath = schema === 'public' ? 'public' : `${quoteIdent(schema, 'schema name')}, public`;
-  const prelude = `BEGIN; SET LOCAL search_path TO ${searchPath}; SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)};\n`;
+  const begin = asKey?.readOnly ? 'BEGIN READ ONLY' : 'BEGIN';
+  const prelude = `${begin}; SET LOCAL search_path TO ${searchPath}; SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)};\n`;
   const client = await queryDb.connect();
   const pid = (client as unknown as { processID: number }).processID;
   let cancelled = false;
@@ -82,11 +88,23 @@ export async function runQuery(
   const started = performance.now();
   signal?.addEventListener('abort', cancel, { once: true });
   try {
-    const results = (await client.query(prelude + sql + EPILOGUE).catch(async (error: unknown) => {
+    const fail = async (error: unknown, offset: number) => {
       await client.query(`ROLLBACK; ${RESET_SESSION}`).catch(() => undefined);
-      throw queryError(shiftPosition(error, prelude.length), cancelled);
-    })) as unknown as pg.QueryResult[];
-    const last = results.at(-1 - EPILOGUE_RESULTS) as pg.QueryResult;
+      throw queryError(shiftPosition(error, offset), cancelled);
+    };
+    let last: pg.QueryResult;
+    if (asKey) {
+      await client.query(prelude);
+      last = await client
+        .query({ text: sql, queryMode: 'extended' } as pg.QueryConfig)
+        .catch((e) => fail(e, 0));
+      await client.query(EPILOGUE);
+    } else {
+      const results = (await client
+        .query(prelude + sql + EPILOGUE)
+        .catch((e) => fail(e, prelude.length))) as unknown as pg.QueryResult[];
+      last = results.at(-1 - EPILOGUE_RESULTS) as pg.QueryResult;
+    }
     return {
       rows: last.rows,
       fields: (last.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID })),

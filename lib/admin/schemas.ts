@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { dropKeyRoles } from '#lib/db/key-roles';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
@@ -93,6 +94,9 @@ export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteS
       throw new NotFound('Schema not found', `schema "${schemaName}" does not exist`);
     }
     await dropSchema(client, schemaName, cascade);
+    // The schema's API keys and the roles they ran as go with it.
+    await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
+    await dropKeyRoles(client, schemaName);
     if (await roleExists(client, username)) await dropUser(client, username);
   });
   return { success: true, message: `Schema "${schemaName}" deleted` };

@@ -25,6 +25,23 @@ export const MIGRATIONS: readonly Migration[] = [
         updated_at        timestamptz NOT NULL DEFAULT now()
       )`,
   },
+  {
+    id: 2,
+    name: 'api keys',
+    sql: `
+      CREATE TABLE _dbadmin.api_keys (
+        id           serial PRIMARY KEY,
+        schema_name  text NOT NULL,
+        key_name     text NOT NULL,
+        key_type     text NOT NULL CHECK (key_type IN ('anon', 'service_role')),
+        key_hash     bytea NOT NULL UNIQUE,
+        key_prefix   varchar(8) NOT NULL,
+        created_at   timestamptz NOT NULL DEFAULT now(),
+        last_used_at timestamptz,
+        is_active    boolean NOT NULL DEFAULT true,
+        UNIQUE (schema_name, key_name)
+      )`,
+  },
 ];
 
 /** Any fixed number serves; it only has to be the same in every dbadmin process. */

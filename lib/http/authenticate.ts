@@ -1,9 +1,12 @@
 import { hash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
+import type { Context } from 'aws-lambda';
+import { resolveKey, touchKey } from '#lib/admin/keys';
 import { getConfig } from '#lib/config';
+import { getDatabase } from '#lib/db/pool';
 import { Unauthorized } from '#lib/errors';
 import { type HttpEvent, header } from '#lib/http/event';
-import type { Principal } from '#lib/http/route';
+import type { Principal } from '#lib/principal';
 
 const digest = (value: string) => hash('sha256', value, 'buffer');
 
@@ -18,12 +21,14 @@ export const adminCredentials = (user: string, pass: string): Credentials => ({
   pass: digest(pass),
 });
 
-/** Decides who is calling, from the Authorization header alone. */
-export function authenticateHeader(authorization: string | undefined, admin: Credentials): Principal {
-  if (authorization?.startsWith('Bearer ')) {
-    // API keys come with their own issue; until then no key is valid.
-    throw new Unauthorized('Invalid API key');
-  }
+export type Presented = { kind: 'admin' } | { kind: 'bearer'; token: string };
+
+/**
+ * Reads the Authorization header: `Bearer <key>` is an API key (checked against the database
+ * next); anything else must be the admin's Basic credentials.
+ */
+export function authenticateHeader(authorization: string | undefined, admin: Credentials): Presented {
+  if (authorization?.startsWith('Bearer ')) return { kind: 'bearer', token: authorization.slice(7).trim() };
   const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
   if (!match?.[1]) throw new Unauthorized('Authentication required');
 
@@ -46,19 +51,23 @@ export interface AuthContext {
 let admin: Credentials = adminCredentials('', '');
 let digestedFor: unknown;
 
-/** Basic authentication against AUTH_USER / AUTH_PASS; the principal goes on the context. */
-export const authenticate = (): MiddlewareObj<
-  HttpEvent,
-  unknown,
-  Error,
-  AuthContext & import('aws-lambda').Context
-> => ({
+async function keyPrincipal(token: string): Promise<Principal> {
+  const db = await getDatabase();
+  const key = await resolveKey(db, token);
+  if (!key) throw new Unauthorized('Invalid API key');
+  touchKey(db, key.id);
+  return { kind: 'key', id: key.id, schema: key.schema, keyType: key.keyType };
+}
+
+/** Basic (AUTH_USER / AUTH_PASS) or Bearer (API key); the principal goes on the context. */
+export const authenticate = (): MiddlewareObj<HttpEvent, unknown, Error, AuthContext & Context> => ({
   before: async (request) => {
     const config = await getConfig();
     if (config !== digestedFor) {
       admin = adminCredentials(config.AUTH_USER, config.AUTH_PASS);
       digestedFor = config;
     }
-    request.context.principal = authenticateHeader(header(request.event, 'authorization'), admin);
+    const presented = authenticateHeader(header(request.event, 'authorization'), admin);
+    request.context.principal = presented.kind === 'bearer' ? await keyPrincipal(presented.token) : presented;
   },
 });

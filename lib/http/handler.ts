@@ -7,6 +7,7 @@ import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
 import type { HttpEvent } from '#lib/http/event';
 import { jsonBody } from '#lib/http/json-body';
+import { keyScope } from '#lib/http/key-scope';
 import { download, type HttpResponse, json } from '#lib/http/respond';
 import type { AnyRoute, Method } from '#lib/http/route';
 
@@ -28,6 +29,7 @@ function routeHandler(route: AnyRoute) {
   const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext>({ timeoutEarlyInMillis: 0 });
   if (route.access !== 'public') chain.use(authenticate());
   if (route.body) chain.use(jsonBody());
+  if (route.access !== 'public') chain.use(keyScope(route));
   return chain.handler(async (event, context, { signal }) => {
     const result = await route.handler({
       params: route.params?.parse(event.pathParameters ?? {}),

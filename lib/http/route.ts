@@ -1,13 +1,13 @@
 import type { z } from 'zod';
+import type { Principal } from '#lib/principal';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-/** Who may call a route. Later: API keys (read-only `anon`, full `service_role`). */
-export type Access = 'public' | 'admin';
-
-export interface Principal {
-  kind: 'admin';
-}
+/**
+ * Who may call a route: anyone; the admin only; any key of the schema (reads); or the admin and
+ * `service_role` keys (writes).
+ */
+export type Access = 'public' | 'admin' | 'read' | 'write';
 
 export interface RouteInput<P, Q, B> {
   params: P;

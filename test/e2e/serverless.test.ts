@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { routes as healthRoutes } from '#functions/health';
+import { routes as keyRoutes } from '#functions/keys';
 import { routes as metaRoutes } from '#functions/meta';
 import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
@@ -23,6 +24,7 @@ const byFunction = {
   tables: tableRoutes,
   rows: rowRoutes,
   query: queryRoutes,
+  keys: keyRoutes,
   meta: metaRoutes,
 };
 
@@ -120,7 +122,8 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
   chmodSync(dataRoot, 0o755);
   const dataDir = join(dataRoot, '.data');
   const env: NodeJS.ProcessEnv = { ...process.env, DBADMIN_DATA_DIR: dataDir };
-  for (const name of ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'NODE_ENV'] as const) delete env[name];
+  for (const name of ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET', 'NODE_ENV'] as const)
+    delete env[name];
 
   let host: Host;
   let admin: { user: string; pass: string };
@@ -205,7 +208,8 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
 describe('npm start in production mode', () => {
   it('refuses to start without its settings, naming them in one line', async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production' };
-    for (const name of ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS'] as const) delete env[name];
+    for (const name of ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET'] as const)
+      delete env[name];
 
     const result = await promisify(execFile)(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
       env,
@@ -216,7 +220,7 @@ describe('npm start in production mode', () => {
 
     expect(result.code).toBe(1);
     expect(result.stderr.trim()).toBe(
-      'dbadmin: cannot start in production: missing settings: DATABASE_URL, AUTH_USER, AUTH_PASS',
+      'dbadmin: cannot start in production: missing settings: DATABASE_URL, AUTH_USER, AUTH_PASS, DBADMIN_SECRET',
     );
   });
 });

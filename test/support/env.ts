@@ -1,6 +1,7 @@
 // Settings every test process starts with; DATABASE_URL comes from the global setup.
 process.env.AUTH_USER = 'test-admin';
 process.env.AUTH_PASS = 'test-admin-password';
+process.env.DBADMIN_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
 process.env.NODE_ENV = 'test';
 delete process.env.SSM_PREFIX;
 delete process.env.AWS_LAMBDA_FUNCTION_NAME;

@@ -6,6 +6,7 @@ const complete = {
   DATABASE_URL: 'postgres://u:p@localhost:5432/db',
   AUTH_USER: 'admin',
   AUTH_PASS: 'secret',
+  DBADMIN_SECRET: 's'.repeat(32),
 };
 
 describe('parseConfig', () => {
@@ -34,7 +35,9 @@ describe('parseConfig', () => {
   });
 
   it('names every missing setting in one line', () => {
-    expect(() => parseConfig({ AUTH_USER: 'admin' })).toThrow('missing settings: DATABASE_URL, AUTH_PASS');
+    expect(() => parseConfig({ AUTH_USER: 'admin' })).toThrow(
+      'missing settings: DATABASE_URL, AUTH_PASS, DBADMIN_SECRET',
+    );
   });
 
   it('names malformed settings with what was expected', () => {
@@ -62,6 +65,7 @@ describe('loadConfig with SSM_PREFIX', () => {
         { Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL },
         { Name: '/dbadmin/prod/AUTH_USER', Value: 'ssm-admin' },
         { Name: '/dbadmin/prod/AUTH_PASS', Value: 'ssm-secret' },
+        { Name: '/dbadmin/prod/DBADMIN_SECRET', Value: 'x'.repeat(40) },
       ],
     });
 
@@ -73,7 +77,12 @@ describe('loadConfig with SSM_PREFIX', () => {
       DATABASE_URL: complete.DATABASE_URL,
     });
     expect(ssm.commandCalls(GetParametersCommand)[0]?.args[0].input).toEqual({
-      Names: ['/dbadmin/prod/DATABASE_URL', '/dbadmin/prod/AUTH_USER', '/dbadmin/prod/AUTH_PASS'],
+      Names: [
+        '/dbadmin/prod/DATABASE_URL',
+        '/dbadmin/prod/AUTH_USER',
+        '/dbadmin/prod/AUTH_PASS',
+        '/dbadmin/prod/DBADMIN_SECRET',
+      ],
       WithDecryption: true,
     });
   });
@@ -84,6 +93,7 @@ describe('loadConfig with SSM_PREFIX', () => {
         { Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL },
         { Name: '/dbadmin/prod/AUTH_USER', Value: 'ssm-admin' },
         { Name: '/dbadmin/prod/AUTH_PASS', Value: 'ssm-secret' },
+        { Name: '/dbadmin/prod/DBADMIN_SECRET', Value: 'x'.repeat(40) },
       ],
     });
 
@@ -95,11 +105,15 @@ describe('loadConfig with SSM_PREFIX', () => {
   it('names the settings neither SSM nor the environment has', async () => {
     ssm.on(GetParametersCommand).resolves({
       Parameters: [{ Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL }],
-      InvalidParameters: ['/dbadmin/prod/AUTH_USER', '/dbadmin/prod/AUTH_PASS'],
+      InvalidParameters: [
+        '/dbadmin/prod/AUTH_USER',
+        '/dbadmin/prod/AUTH_PASS',
+        '/dbadmin/prod/DBADMIN_SECRET',
+      ],
     });
 
     await expect(loadConfig(lambdaEnv, new SSMClient({}))).rejects.toThrow(
-      'missing settings: AUTH_USER, AUTH_PASS',
+      'missing settings: AUTH_USER, AUTH_PASS, DBADMIN_SECRET',
     );
   });
 

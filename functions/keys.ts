@@ -1,0 +1,72 @@
+import { z } from 'zod';
+import { createKey, deleteKey, listKeys } from '#lib/admin/keys';
+import { getConfig } from '#lib/config';
+import { getDatabase } from '#lib/db/pool';
+import { httpHandler } from '#lib/http/handler';
+import { defineRoute } from '#lib/http/route';
+import { schemaRef } from '#lib/validation';
+
+const ProjectPath = z.object({ schema: schemaRef });
+const keyType = z.enum(['anon', 'service_role'], { message: 'keyType must be anon or service_role' });
+
+export const routes = [
+  defineRoute({
+    method: 'POST',
+    path: '/api/project/{schema}/keys',
+    summary: 'Create an API key for a schema; the key is in this response only',
+    access: 'admin',
+    params: ProjectPath,
+    body: z.strictObject({
+      keyName: z
+        .string()
+        .trim()
+        .min(1, 'keyName must not be empty')
+        .max(100, 'keyName must be at most 100 characters'),
+      keyType: keyType.default('anon'),
+    }),
+    response: z.object({
+      id: z.number(),
+      key: z.string().meta({ description: '64 hex characters; shown once' }),
+      keyPrefix: z.string(),
+      keyName: z.string(),
+      keyType,
+      schemaName: z.string(),
+      createdAt: z.string(),
+    }),
+    status: 201,
+    handler: async ({ params, body }) =>
+      createKey(await getDatabase(), (await getConfig()).DBADMIN_SECRET, { schema: params.schema, ...body }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/project/{schema}/keys',
+    summary: "List a schema's API keys (never the keys themselves)",
+    access: 'admin',
+    params: ProjectPath,
+    response: z.array(
+      z.object({
+        id: z.number(),
+        key_name: z.string(),
+        key_type: keyType,
+        key_prefix: z.string(),
+        created_at: z.unknown(),
+        last_used_at: z.unknown(),
+        is_active: z.boolean(),
+      }),
+    ),
+    handler: async ({ params }) => listKeys(await getDatabase(), params.schema),
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/api/project/{schema}/keys/{keyId}',
+    summary: 'Delete an API key; it stops working at once',
+    access: 'admin',
+    params: ProjectPath.extend({
+      keyId: z.coerce.number().int('keyId must be a whole number').positive('keyId must be positive'),
+    }),
+    response: z.object({ success: z.boolean(), message: z.string() }),
+    handler: async ({ params }) => deleteKey(await getDatabase(), params.schema, params.keyId),
+  }),
+];
+
+export const handler = httpHandler(routes);

@@ -1,0 +1,51 @@
+import type { MiddlewareObj } from '@middy/core';
+import type { Context } from 'aws-lambda';
+import { z } from 'zod';
+import { Forbidden } from '#lib/errors';
+import type { AuthContext } from '#lib/http/authenticate';
+import type { HttpEvent } from '#lib/http/event';
+import type { AnyRoute } from '#lib/http/route';
+import type { Principal } from '#lib/principal';
+
+const takesSchema = (schema: unknown) => schema instanceof z.ZodObject && 'schema' in schema.shape;
+
+/** A key's requests work in its schema: `schema` defaults to it, and naming another is refused. */
+function scoped(
+  values: unknown,
+  key: Extract<Principal, { kind: 'key' }>,
+): Record<string, unknown> | unknown {
+  if (values !== undefined && (typeof values !== 'object' || values === null || Array.isArray(values)))
+    return values;
+  const given = (values as Record<string, unknown> | undefined)?.schema;
+  if (given !== undefined && given !== key.schema) {
+    throw new Forbidden(`this API key belongs to schema "${key.schema}" and cannot reach "${String(given)}"`);
+  }
+  return { ...(values as Record<string, unknown> | undefined), schema: key.schema };
+}
+
+/**
+ * What an API key may do: nothing admin-only (schemas, keys), no writes with an `anon` key, and
+ * nothing outside its schema. The database enforces the same again through the key's role.
+ */
+export const keyScope = (
+  route: AnyRoute,
+): MiddlewareObj<HttpEvent, unknown, Error, AuthContext & Context> => ({
+  before: (request) => {
+    const principal = request.context.principal;
+    if (principal?.kind !== 'key') return;
+    if (route.access === 'admin') {
+      throw new Forbidden('API keys cannot use this endpoint; it needs the admin credentials');
+    }
+    if (route.access === 'write' && principal.keyType === 'anon') {
+      throw new Forbidden('anon keys are read-only; use a service_role key to change data');
+    }
+    const event = request.event as HttpEvent & { body?: unknown };
+    if (takesSchema(route.query)) {
+      event.queryStringParameters = scoped(event.queryStringParameters ?? undefined, principal) as Record<
+        string,
+        string
+      >;
+    }
+    if (takesSchema(route.body)) event.body = scoped(event.body, principal);
+  },
+});
