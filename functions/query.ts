@@ -32,8 +32,7 @@ export const routes = [
         ...body,
         timeoutMs: (await getConfig()).QUERY_TIMEOUT_MS,
         signal,
-        // A key's SQL: exactly one statement (extended protocol), read-only for anon keys.
-        asKey: principal?.kind === 'key' ? { readOnly: principal.keyType === 'anon' } : undefined,
+        asKey: principal?.kind === 'key',
       }),
   }),
 ];

@@ -63,14 +63,14 @@ export async function listKeys(db: pg.Pool, schema: string) {
 }
 
 export async function deleteKey(db: pg.Pool, schema: string, keyId: number) {
-  const { rows } = await db.query<{ key_hash: Buffer }>(
-    'DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2 RETURNING key_hash',
+  const { rows } = await db.query<{ key_hash: string }>(
+    `DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2 RETURNING encode(key_hash, 'hex') AS key_hash`,
     [schema, keyId],
   );
   const deleted = rows[0];
   if (!deleted) throw new NotFound('Key not found', `schema "${schema}" has no key with id ${keyId}`);
   // This process stops accepting the key now; others within KEY_CACHE_MS.
-  keyCache.delete(deleted.key_hash.toString('hex'));
+  keyCache.delete(deleted.key_hash);
   return { success: true, message: `Key ${keyId} deleted` };
 }
 

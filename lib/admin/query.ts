@@ -12,9 +12,9 @@ export interface RunQueryInput {
   signal?: AbortSignal | undefined;
   /**
    * SQL on behalf of an API key: sent as exactly one statement (extended protocol, so a `;` cannot
-   * smuggle in a second one), in a READ ONLY transaction for anon keys.
+   * smuggle in a second one) on the key role's pool.
    */
-  asKey?: { readOnly: boolean } | undefined;
+  asKey?: boolean | undefined;
 }
 
 export interface QueryResult {
@@ -75,8 +75,7 @@ export async function runQuery(
   { sql, schema, timeoutMs, signal, asKey }: RunQueryInput,
 ): Promise<QueryResult> {
   const searchPath = schema === 'public' ? 'public' : `${quoteIdent(schema, 'schema name')}, public`;
-  const begin = asKey?.readOnly ? 'BEGIN READ ONLY' : 'BEGIN';
-  const prelude = `${begin}; SET LOCAL search_path TO ${searchPath}; SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)};\n`;
+  const prelude = `BEGIN; SET LOCAL search_path TO ${searchPath}; SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)};\n`;
   const client = await queryDb.connect();
   const pid = (client as unknown as { processID: number }).processID;
   let cancelled = false;
@@ -94,11 +93,12 @@ export async function runQuery(
     };
     let last: pg.QueryResult;
     if (asKey) {
-      await client.query(prelude);
+      // One statement in its own (implicit) transaction; the key role's session defaults give it
+      // its schema, read-only mode for anon, and the pool's statement_timeout.
       last = await client
         .query({ text: sql, queryMode: 'extended' } as pg.QueryConfig)
         .catch((e) => fail(e, 0));
-      await client.query(EPILOGUE);
+      await client.query(RESET_SESSION);
     } else {
       const results = (await client
         .query(prelude + sql + EPILOGUE)

@@ -57,6 +57,11 @@ export async function ensureKeyRoles(client: pg.ClientBase, secret: string, sche
     [schema],
   );
   const schemaUser = rows[0]?.owner === `${schema}_user` ? quoteIdent(`${schema}_user`) : undefined;
+  // Session defaults, so a key's statement needs no prelude: its schema first, and for anon,
+  // read-only transactions (its privileges forbid writes anyway).
+  await client.query(`ALTER ROLE ${svc} SET search_path = ${s}, public`);
+  await client.query(`ALTER ROLE ${anon} SET search_path = ${s}, public`);
+  await client.query(`ALTER ROLE ${anon} SET default_transaction_read_only = on`);
   // svc acts as the schema's owner where there is one, so it can alter the tables the owner has.
   if (schemaUser) await client.query(`GRANT ${schemaUser} TO ${svc}`);
   await client.query(`

@@ -1,3 +1,4 @@
+import { routes as keyRoutes, handler as keys } from '#functions/keys';
 import { handler as query, routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes, handler as rows } from '#functions/rows';
 import { routes as schemaRoutes, handler as schemas } from '#functions/schemas';
@@ -90,6 +91,9 @@ function probes(h: string): Probe[] {
     [schemas, 'POST', '/api/schema/create', { body: { schemaName: h, password: 'long-enough-1' } }],
     [schemas, 'DELETE', `/api/schema/${p}`, { query: { cascade: 'true' } }],
     [query, 'POST', '/api/query', { body: { sql: 'SELECT 1', schema: h } }],
+    [keys, 'POST', `/api/project/${p}/keys`, { body: { keyName: 'k' } }],
+    [keys, 'GET', `/api/project/${p}/keys`],
+    [keys, 'DELETE', `/api/project/${p}/keys/1`],
   ];
 }
 
@@ -98,7 +102,7 @@ const template = (path: string) => path.replace(/\{[^}]+\}/g, '[^/]+');
 describe('hostile identifiers', () => {
   it('reach every endpoint that takes a name', () => {
     const probed = probes('x').map(([, method, path]) => `${method} ${path}`);
-    const routes = [...tableRoutes, ...rowRoutes, ...schemaRoutes, ...queryRoutes].filter(
+    const routes = [...tableRoutes, ...rowRoutes, ...schemaRoutes, ...queryRoutes, ...keyRoutes].filter(
       (r) => r.path !== '/api/schemas',
     );
 
