@@ -5,7 +5,8 @@
  *  - POST /api/query `select 1`: req/s as a ratio to the trivial handler (the host's ceiling);
  *  - export of 10,000 rows as CSV and JSON: time, as a ratio to COPY (...) TO STDOUT of the same
  *    rows over one pg connection;
- *  - structure of a schema with 50 tables: p50.
+ *  - structure of a schema with 50 tables: p50;
+ *  - the same table read and `select 1` with a Bearer (service_role) key next to Basic.
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
@@ -15,6 +16,7 @@ import { handler as tables } from '../functions/tables';
 import { closePool } from '../lib/db/pool';
 import { call } from '../test/support/http';
 import {
+  BENCH_SETTINGS,
   basicAuth,
   compare,
   load,
@@ -38,6 +40,8 @@ async function seed(url: string) {
     INSERT INTO bench.rows_100k (name, qty, price) SELECT 'item "' || g || '", size ' || (g % 7), g % 1000, g / 100.0 FROM generate_series(1, 100000) g;
     CREATE TABLE bench.rows_1m (LIKE bench.rows_100k INCLUDING ALL);
     INSERT INTO bench.rows_1m (id, name, qty, price) SELECT g, 'item ' || g, g % 1000, g / 100.0 FROM generate_series(1, 1000000) g;
+    CREATE TABLE bench.small (id int PRIMARY KEY, name text);
+    INSERT INTO bench.small SELECT g, 'row ' || g FROM generate_series(1, 100) g;
     DROP SCHEMA IF EXISTS shop50 CASCADE; CREATE SCHEMA shop50;`);
   for (let i = 1; i <= 50; i++) {
     const parent = i > 1 ? `, parent_id int REFERENCES shop50.t${i - 1} (id)` : '';
@@ -73,10 +77,20 @@ async function copyBaseline(client: pg.Client): Promise<number> {
   });
 }
 
+async function createServiceKey(url: string, headers: Record<string, string>): Promise<string> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ keyName: `bench-${Date.now()}`, keyType: 'service_role' }),
+  });
+  if (response.status !== 201) throw new Error(`key creation: ${response.status} ${await response.text()}`);
+  return ((await response.json()) as { key: string }).key;
+}
+
 async function main() {
   writeBenchConfig();
   let stopDatabase: (() => Promise<void>) | undefined;
-  const env: NodeJS.ProcessEnv = { ...process.env, AUTH_USER: 'bench', AUTH_PASS: 'bench-password' };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...BENCH_SETTINGS };
   try {
     if (!env.DATABASE_URL) {
       const database = await startTemporaryPostgres('bench-data');
@@ -84,20 +98,21 @@ async function main() {
       stopDatabase = database.stop;
     }
     const client = await seed(env.DATABASE_URL as string);
-    Object.assign(process.env, {
-      DATABASE_URL: env.DATABASE_URL,
-      AUTH_USER: env.AUTH_USER,
-      AUTH_PASS: env.AUTH_PASS,
-    });
+    Object.assign(process.env, { DATABASE_URL: env.DATABASE_URL, ...BENCH_SETTINGS });
     const host = await startOffline(env);
     const headers = { authorization: basicAuth, 'content-type': 'application/json' };
     const api = (path: string) => `${host.url}${path}`;
     try {
+      const key = await createServiceKey(api('/api/project/bench/keys'), headers);
+      const asKey = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+      const selectOne = { method: 'POST' as const, body: JSON.stringify({ sql: 'select 1' }) };
       const rows = await compare(
         {
           'trivial handler (ceiling)': () => load(api('/bench/ceiling')),
-          'POST /api/query select 1': () =>
-            load(api('/api/query'), headers, { method: 'POST', body: JSON.stringify({ sql: 'select 1' }) }),
+          'POST /api/query select 1': () => load(api('/api/query'), headers, selectOne),
+          'POST /api/query select 1, Bearer key': () => load(api('/api/query'), asKey, selectOne),
+          'GET /api/table/small (100 rows)': () => load(api('/api/table/small?schema=bench'), headers),
+          'GET /api/table/small, Bearer key': () => load(api('/api/table/small'), asKey),
           'page 1 of 100k rows': () => load(api('/api/table/rows_100k?schema=bench'), headers),
           'page 1 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench'), headers),
           'page 10000 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench&page=10000'), headers),

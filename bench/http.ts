@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import {
-  AUTH,
+  BENCH_SETTINGS,
   basicAuth,
   CONFIG,
   compare,
@@ -147,7 +147,7 @@ function packageFunctions(env: NodeJS.ProcessEnv) {
 async function main() {
   writeBenchConfig();
   let stopDatabase: (() => Promise<void>) | undefined;
-  const env: NodeJS.ProcessEnv = { ...process.env, AUTH_USER: AUTH.user, AUTH_PASS: AUTH.pass };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...BENCH_SETTINGS };
   try {
     if (!env.DATABASE_URL) {
       const database = await startTemporaryPostgres('bench');

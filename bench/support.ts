@@ -84,6 +84,13 @@ export async function load(
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
 }
 
+/** The settings every bench host and probe runs with. */
+export const BENCH_SETTINGS = {
+  AUTH_USER: AUTH.user,
+  AUTH_PASS: AUTH.pass,
+  DBADMIN_SECRET: 'bench-secret-0123456789abcdef0123456789abcdef',
+};
+
 export const basicAuth = `Basic ${Buffer.from(`${AUTH.user}:${AUTH.pass}`).toString('base64')}`;
 
 export function removeBenchConfig(): void {

@@ -100,10 +100,17 @@ export function openApiDocument(routes: readonly AnyRoute[], info: { title: stri
     openapi: '3.1.0',
     info,
     servers: [{ url: '/' }],
-    security: [{ basicAuth: [] }],
+    security: [{ basicAuth: [] }, { bearerAuth: [] }],
     paths,
     components: {
-      securitySchemes: { basicAuth: { type: 'http', scheme: 'basic' } },
+      securitySchemes: {
+        basicAuth: { type: 'http', scheme: 'basic' },
+        bearerAuth: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'API key of one schema (anon: read-only)',
+        },
+      },
       schemas: { Error: toSchema(ErrorBody, 'output') },
     },
   };
