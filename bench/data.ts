@@ -11,21 +11,10 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import { handler as tables } from '../functions/tables';
 import { closePool } from '../lib/db/pool';
 import { call } from '../test/support/http';
-import {
-  BENCH_SETTINGS,
-  basicAuth,
-  compare,
-  load,
-  median,
-  removeBenchConfig,
-  SECONDS,
-  startOffline,
-  writeBenchConfig,
-} from './support';
+import { BENCH_SETTINGS, basicAuth, compare, load, median, runBench, SECONDS, startOffline } from './support';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const EXPORTS = Number(process.env.BENCH_EXPORTS ?? 15);
@@ -87,100 +76,82 @@ async function createServiceKey(url: string, headers: Record<string, string>): P
   return ((await response.json()) as { key: string }).key;
 }
 
-async function main() {
-  writeBenchConfig();
-  let stopDatabase: (() => Promise<void>) | undefined;
-  const env: NodeJS.ProcessEnv = { ...process.env, ...BENCH_SETTINGS };
+runBench('bench-data', async (env) => {
+  const client = await seed(env.DATABASE_URL as string);
+  Object.assign(process.env, { DATABASE_URL: env.DATABASE_URL, ...BENCH_SETTINGS });
+  const host = await startOffline(env);
+  const headers = { authorization: basicAuth, 'content-type': 'application/json' };
+  const api = (path: string) => `${host.url}${path}`;
   try {
-    if (!env.DATABASE_URL) {
-      const database = await startTemporaryPostgres('bench-data');
-      env.DATABASE_URL = database.url;
-      stopDatabase = database.stop;
-    }
-    const client = await seed(env.DATABASE_URL as string);
-    Object.assign(process.env, { DATABASE_URL: env.DATABASE_URL, ...BENCH_SETTINGS });
-    const host = await startOffline(env);
-    const headers = { authorization: basicAuth, 'content-type': 'application/json' };
-    const api = (path: string) => `${host.url}${path}`;
-    try {
-      const key = await createServiceKey(api('/api/project/bench/keys'), headers);
-      const asKey = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-      const selectOne = { method: 'POST' as const, body: JSON.stringify({ sql: 'select 1' }) };
-      const rows = await compare(
-        {
-          'trivial handler (ceiling)': () => load(api('/bench/ceiling')),
-          'POST /api/query select 1': () => load(api('/api/query'), headers, selectOne),
-          'POST /api/query select 1, Bearer key': () => load(api('/api/query'), asKey, selectOne),
-          'GET /api/table/small (100 rows)': () => load(api('/api/table/small?schema=bench'), headers),
-          'GET /api/table/small, Bearer key': () => load(api('/api/table/small'), asKey),
-          'page 1 of 100k rows': () => load(api('/api/table/rows_100k?schema=bench'), headers),
-          'page 1 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench'), headers),
-          'page 10000 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench&page=10000'), headers),
-          'structure, 50 tables': () => load(api('/api/schema?schema=shop50'), headers),
-        },
-        ROUNDS,
-      );
-      const ceiling = rows[0]?.rps ?? 1;
-      console.log(`\nThrough serverless-offline, 10 connections, median of ${ROUNDS} x ${SECONDS}s`);
-      console.table(
-        rows.map((r) => ({
-          target: r.name,
-          'req/s': Math.round(r.rps),
-          'p50 ms': r.p50,
-          'p99 ms': r.p99,
-          'vs ceiling': `${(r.rps / ceiling).toFixed(2)}x`,
-        })),
-      );
+    const key = await createServiceKey(api('/api/project/bench/keys'), headers);
+    const asKey = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const selectOne = { method: 'POST' as const, body: JSON.stringify({ sql: 'select 1' }) };
+    const rows = await compare(
+      {
+        'trivial handler (ceiling)': () => load(api('/bench/ceiling')),
+        'POST /api/query select 1': () => load(api('/api/query'), headers, selectOne),
+        'POST /api/query select 1, Bearer key': () => load(api('/api/query'), asKey, selectOne),
+        'GET /api/table/small (100 rows)': () => load(api('/api/table/small?schema=bench'), headers),
+        'GET /api/table/small, Bearer key': () => load(api('/api/table/small'), asKey),
+        'page 1 of 100k rows': () => load(api('/api/table/rows_100k?schema=bench'), headers),
+        'page 1 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench'), headers),
+        'page 10000 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench&page=10000'), headers),
+        'structure, 50 tables': () => load(api('/api/schema?schema=shop50'), headers),
+      },
+      ROUNDS,
+    );
+    const ceiling = rows[0]?.rps ?? 1;
+    console.log(`\nThrough serverless-offline, 10 connections, median of ${ROUNDS} x ${SECONDS}s`);
+    console.table(
+      rows.map((r) => ({
+        target: r.name,
+        'req/s': Math.round(r.rps),
+        'p50 ms': r.p50,
+        'p99 ms': r.p99,
+        'vs ceiling': `${(r.rps / ceiling).toFixed(2)}x`,
+      })),
+    );
 
-      const get = (path: string) => async () => {
-        const response = await fetch(api(path), { headers });
-        if (!response.ok) throw new Error(`${path}: ${response.status}`);
-        return response.text();
-      };
-      const direct = (format: string) => async () => {
-        const reply = await call(tables, {
-          path: '/api/table/rows_100k/export',
-          query: { schema: 'bench', format, limit: '10000' },
-          auth: { user: 'bench', pass: 'bench-password' },
-        });
-        if (reply.status !== 200) throw new Error(`export ${format}: ${reply.status}`);
-      };
-      const baseline = await copyBaseline(client);
-      const results = {
-        'handler in this process, csv': await timed(direct('csv')),
-        'handler in this process, json': await timed(direct('json')),
-        'GET through serverless-offline, csv': await timed(
-          get('/api/table/rows_100k/export?schema=bench&format=csv&limit=10000'),
-        ),
-        'GET through serverless-offline, json': await timed(
-          get('/api/table/rows_100k/export?schema=bench&format=json&limit=10000'),
-        ),
-      };
-      console.log(`Export of 10,000 rows, sequential, median of ${EXPORTS}`);
-      console.table([
-        {
-          what: 'COPY ... TO STDOUT, one pg connection (baseline)',
-          ms: Number(baseline.toFixed(1)),
-          ratio: '1.00x',
-        },
-        ...Object.entries(results).map(([what, ms]) => ({
-          what,
-          ms: Number(ms.toFixed(1)),
-          ratio: `${(ms / baseline).toFixed(2)}x`,
-        })),
-      ]);
-    } finally {
-      host.stop();
-      await client.end();
-      await closePool();
-    }
+    const get = (path: string) => async () => {
+      const response = await fetch(api(path), { headers });
+      if (!response.ok) throw new Error(`${path}: ${response.status}`);
+      return response.text();
+    };
+    const direct = (format: string) => async () => {
+      const reply = await call(tables, {
+        path: '/api/table/rows_100k/export',
+        query: { schema: 'bench', format, limit: '10000' },
+        auth: { user: 'bench', pass: 'bench-password' },
+      });
+      if (reply.status !== 200) throw new Error(`export ${format}: ${reply.status}`);
+    };
+    const baseline = await copyBaseline(client);
+    const results = {
+      'handler in this process, csv': await timed(direct('csv')),
+      'handler in this process, json': await timed(direct('json')),
+      'GET through serverless-offline, csv': await timed(
+        get('/api/table/rows_100k/export?schema=bench&format=csv&limit=10000'),
+      ),
+      'GET through serverless-offline, json': await timed(
+        get('/api/table/rows_100k/export?schema=bench&format=json&limit=10000'),
+      ),
+    };
+    console.log(`Export of 10,000 rows, sequential, median of ${EXPORTS}`);
+    console.table([
+      {
+        what: 'COPY ... TO STDOUT, one pg connection (baseline)',
+        ms: Number(baseline.toFixed(1)),
+        ratio: '1.00x',
+      },
+      ...Object.entries(results).map(([what, ms]) => ({
+        what,
+        ms: Number(ms.toFixed(1)),
+        ratio: `${(ms / baseline).toFixed(2)}x`,
+      })),
+    ]);
   } finally {
-    removeBenchConfig();
-    await stopDatabase?.();
+    host.stop();
+    await client.end();
+    await closePool();
   }
-}
-
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
 });

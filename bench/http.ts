@@ -11,19 +11,16 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import {
-  BENCH_SETTINGS,
   basicAuth,
   CONFIG,
   compare,
   load,
   median,
-  removeBenchConfig,
+  runBench,
   SECONDS,
   SERVERLESS,
   startOffline,
-  writeBenchConfig,
 } from './support';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -67,6 +64,7 @@ function probeEvents(): Record<string, object> {
     schemas: event('GET', '/api/schemas'),
     meta: event('GET', '/api/openapi.json'),
     tables: event('GET', '/api/tables'),
+    keys: event('GET', '/api/project/public/keys'),
     query: event('POST', '/api/query', { sql: 'select 1' }),
     rows: event('POST', '/api/table/bench_probe/rows/delete', { rowIds: [1] }),
   };
@@ -115,7 +113,7 @@ const context = { functionName: 'bench', awsRequestId: 'warm', getRemainingTimeI
 function handlerCosts(unpacked: string, env: NodeJS.ProcessEnv) {
   const costs: Record<string, number> = {};
   for (const [name, probe] of Object.entries(probeEvents())) {
-    if (['meta', 'tables', 'rows'].includes(name)) continue;
+    if (['meta', 'tables', 'rows', 'keys'].includes(name)) continue;
     costs[name] = Number(
       execFileSync(
         process.execPath,
@@ -144,70 +142,51 @@ function packageFunctions(env: NodeJS.ProcessEnv) {
   return { sizes, unpacked };
 }
 
-async function main() {
-  writeBenchConfig();
-  let stopDatabase: (() => Promise<void>) | undefined;
-  const env: NodeJS.ProcessEnv = { ...process.env, ...BENCH_SETTINGS };
+runBench('bench', async (env) => {
+  const host = await startOffline(env);
+  let rows: Awaited<ReturnType<typeof throughput>>;
   try {
-    if (!env.DATABASE_URL) {
-      const database = await startTemporaryPostgres('bench');
-      env.DATABASE_URL = database.url;
-      stopDatabase = database.stop;
-    }
-
-    const host = await startOffline(env);
-    let rows: Awaited<ReturnType<typeof throughput>>;
-    try {
-      rows = await throughput(host.url);
-    } finally {
-      host.stop();
-    }
-
-    const { sizes, unpacked } = packageFunctions(env);
-    const cold = coldStarts(unpacked, env);
-    const costs = handlerCosts(unpacked, env);
-
-    const ceiling = rows[0] as (typeof rows)[number];
-    console.log(`\nThroughput through serverless-offline, 10 connections, median of ${ROUNDS} x ${SECONDS}s`);
-    console.table(
-      rows.map((r) => ({
-        target: r.name,
-        'req/s': Math.round(r.rps),
-        'p50 ms': r.p50,
-        'p99 ms': r.p99,
-        'vs ceiling': `${(r.rps / ceiling.rps).toFixed(2)}x`,
-      })),
-    );
-    const hostMicros = 1e6 / ceiling.rps;
-    console.log(
-      `Warm handler cost in-process (µs per request), against the host's time per request at the ceiling (${hostMicros.toFixed(0)} µs)`,
-    );
-    console.table(
-      Object.entries(costs).map(([name, micros]) => ({
-        handler: name,
-        'µs/request': Number(micros.toFixed(1)),
-        'share of host time': `${((micros / hostMicros) * 100).toFixed(1)}%`,
-      })),
-    );
-    console.log(
-      `Cold start (fresh node: load bundle + first answer), median of ${COLD_STARTS}; artifact sizes`,
-    );
-    console.table(
-      Object.entries(sizes).map(([name, bytes]) => ({
-        function: name,
-        'cold start ms': Number(cold[name]?.toFixed(1)),
-        'vs trivial': `+${((cold[name] ?? 0) - (cold.ceiling ?? 0)).toFixed(1)} ms`,
-        'artifact KiB': Math.round(bytes / 1024),
-      })),
-    );
-    rmSync(unpacked, { recursive: true, force: true });
+    rows = await throughput(host.url);
   } finally {
-    removeBenchConfig();
-    await stopDatabase?.();
+    host.stop();
   }
-}
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
+  const { sizes, unpacked } = packageFunctions(env);
+  const cold = coldStarts(unpacked, env);
+  const costs = handlerCosts(unpacked, env);
+
+  const ceiling = rows[0] as (typeof rows)[number];
+  console.log(`\nThroughput through serverless-offline, 10 connections, median of ${ROUNDS} x ${SECONDS}s`);
+  console.table(
+    rows.map((r) => ({
+      target: r.name,
+      'req/s': Math.round(r.rps),
+      'p50 ms': r.p50,
+      'p99 ms': r.p99,
+      'vs ceiling': `${(r.rps / ceiling.rps).toFixed(2)}x`,
+    })),
+  );
+  const hostMicros = 1e6 / ceiling.rps;
+  console.log(
+    `Warm handler cost in-process (µs per request), against the host's time per request at the ceiling (${hostMicros.toFixed(0)} µs)`,
+  );
+  console.table(
+    Object.entries(costs).map(([name, micros]) => ({
+      handler: name,
+      'µs/request': Number(micros.toFixed(1)),
+      'share of host time': `${((micros / hostMicros) * 100).toFixed(1)}%`,
+    })),
+  );
+  console.log(
+    `Cold start (fresh node: load bundle + first answer), median of ${COLD_STARTS}; artifact sizes`,
+  );
+  console.table(
+    Object.entries(sizes).map(([name, bytes]) => ({
+      function: name,
+      'cold start ms': Number(cold[name]?.toFixed(1)),
+      'vs trivial': `+${((cold[name] ?? 0) - (cold.ceiling ?? 0)).toFixed(1)} ms`,
+      'artifact KiB': Math.round(bytes / 1024),
+    })),
+  );
+  rmSync(unpacked, { recursive: true, force: true });
 });

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import autocannon from 'autocannon';
+import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import { freePort } from '../bin/free-port';
 
 export const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -111,4 +112,31 @@ export async function compare(targets: Record<string, () => Promise<Load>>, roun
     p50: median(runs.map((r) => r.p50)),
     p99: median(runs.map((r) => r.p99)),
   }));
+}
+
+/**
+ * Runs a benchmark against DATABASE_URL or a throw-away embedded PostgreSQL, with the bench
+ * host's serverless config written for the run and removed after it.
+ */
+export function runBench(purpose: string, body: (env: NodeJS.ProcessEnv) => Promise<void>): void {
+  const run = async () => {
+    writeBenchConfig();
+    const env: NodeJS.ProcessEnv = { ...process.env, ...BENCH_SETTINGS };
+    let stopDatabase: (() => Promise<void>) | undefined;
+    try {
+      if (!env.DATABASE_URL) {
+        const database = await startTemporaryPostgres(purpose);
+        env.DATABASE_URL = database.url;
+        stopDatabase = database.stop;
+      }
+      await body(env);
+    } finally {
+      removeBenchConfig();
+      await stopDatabase?.();
+    }
+  };
+  run().catch((error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  });
 }

@@ -57,16 +57,17 @@ describe('loadConfig with SSM_PREFIX', () => {
   const ssm = mockClient(SSMClient);
   afterEach(() => ssm.reset());
 
+  const everyParameter = [
+    { Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL },
+    { Name: '/dbadmin/prod/AUTH_USER', Value: 'ssm-admin' },
+    { Name: '/dbadmin/prod/AUTH_PASS', Value: 'ssm-secret' },
+    { Name: '/dbadmin/prod/DBADMIN_SECRET', Value: 'x'.repeat(40) },
+  ];
   const lambdaEnv = { AWS_LAMBDA_FUNCTION_NAME: 'dbadmin-prod-schemas', SSM_PREFIX: '/dbadmin/prod/' };
 
   it('reads the secrets from Parameter Store, decrypted, on Lambda', async () => {
     ssm.on(GetParametersCommand).resolves({
-      Parameters: [
-        { Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL },
-        { Name: '/dbadmin/prod/AUTH_USER', Value: 'ssm-admin' },
-        { Name: '/dbadmin/prod/AUTH_PASS', Value: 'ssm-secret' },
-        { Name: '/dbadmin/prod/DBADMIN_SECRET', Value: 'x'.repeat(40) },
-      ],
+      Parameters: everyParameter,
     });
 
     const config = await loadConfig(lambdaEnv, new SSMClient({}));
@@ -89,12 +90,7 @@ describe('loadConfig with SSM_PREFIX', () => {
 
   it('lets an explicit environment variable win over the parameter', async () => {
     ssm.on(GetParametersCommand).resolves({
-      Parameters: [
-        { Name: '/dbadmin/prod/DATABASE_URL', Value: complete.DATABASE_URL },
-        { Name: '/dbadmin/prod/AUTH_USER', Value: 'ssm-admin' },
-        { Name: '/dbadmin/prod/AUTH_PASS', Value: 'ssm-secret' },
-        { Name: '/dbadmin/prod/DBADMIN_SECRET', Value: 'x'.repeat(40) },
-      ],
+      Parameters: everyParameter,
     });
 
     const config = await loadConfig({ ...lambdaEnv, AUTH_USER: 'env-admin' }, new SSMClient({}));
