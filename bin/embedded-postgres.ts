@@ -29,6 +29,8 @@ export async function startEmbeddedPostgres(options: {
     authMethod: 'scram-sha-256',
     persistent: options.persistent,
     createPostgresUser: process.getuid?.() === 0,
+    // serverless-offline runs a worker per concurrent request, each with its own small pools.
+    postgresFlags: ['-c', 'max_connections=300'],
     onLog: (message) => options.log?.(String(message)),
     onError: (message) => options.log?.(String(message)),
   });

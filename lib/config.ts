@@ -40,13 +40,18 @@ const settingsSchema = (lambda: boolean, container: boolean) =>
       message: `must be at most ${LAMBDA_QUERY_TIMEOUT_CEILING_MS} on Lambda (API Gateway stops at 30 s)`,
     });
 
-export type Config = z.infer<ReturnType<typeof settingsSchema>> & { lambda: boolean };
+export type Config = z.infer<ReturnType<typeof settingsSchema>> & {
+  lambda: boolean;
+  /** Serves one request at a time (a Lambda container or a serverless-offline worker). */
+  container: boolean;
+};
 
 /** Validates settings and names every missing or malformed one in a single line. */
 export function parseConfig(env: Env): Config {
   const lambda = isLambda(env);
-  const result = settingsSchema(lambda, servesOneRequestAtATime(env)).safeParse(env);
-  if (result.success) return { ...result.data, lambda };
+  const container = servesOneRequestAtATime(env);
+  const result = settingsSchema(lambda, container).safeParse(env);
+  if (result.success) return { ...result.data, lambda, container };
 
   const missing: string[] = [];
   const invalid: string[] = [];

@@ -107,7 +107,7 @@ export async function getRolePool(role: string, purpose: 'query' | 'api'): Promi
     return existing;
   }
   const config = await getConfig();
-  const pool = createPool(roleConfig(config, role), `dbadmin-key-${purpose}`);
+  const pool = createPool(roleConfig(config, role), `dbadmin-key-${purpose}`, true);
   rolePools.set(id, pool);
   if (rolePools.size > MAX_ROLE_POOLS) {
     const [oldest, oldestPool] = rolePools.entries().next().value as [string, pg.Pool];

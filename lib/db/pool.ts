@@ -21,10 +21,14 @@ let pool: pg.Pool | undefined;
 let queryPool: pg.Pool | undefined;
 let migrated: Promise<void> | undefined;
 
-export function createPool(config: Config, applicationName = 'dbadmin'): pg.Pool {
+/**
+ * A pool. `secondary` pools (ad-hoc SQL, key roles) get one connection in a container, which runs
+ * one request at a time: many containers must share the server's max_connections.
+ */
+export function createPool(config: Config, applicationName = 'dbadmin', secondary = false): pg.Pool {
   const created = new pg.Pool({
     connectionString: config.DATABASE_URL,
-    max: config.DB_POOL_MAX,
+    max: secondary && config.container ? 1 : config.DB_POOL_MAX,
     connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
     // Lambda freezes idle containers; short idle times avoid handing out sockets the server closed.
     idleTimeoutMillis: config.lambda ? 60_000 : 30_000,
@@ -49,7 +53,7 @@ export async function getPool(): Promise<pg.Pool> {
  * the main pool relies on.
  */
 export async function getQueryPool(): Promise<pg.Pool> {
-  queryPool ??= createPool(await getConfig(), 'dbadmin-query');
+  queryPool ??= createPool(await getConfig(), 'dbadmin-query', true);
   return queryPool;
 }
 
