@@ -121,10 +121,18 @@ async function findKey(db: pg.Pool, hash: Buffer): Promise<StoredKey | undefined
 
 /** Records use in the background: at most once a minute per key, never on the request's path. */
 const lastTouched = new Map<number, number>();
+const pendingTouches = new Set<Promise<unknown>>();
 export function touchKey(db: pg.Pool, id: number, now = Date.now()): void {
   if (now - (lastTouched.get(id) ?? 0) < 60_000) return;
   lastTouched.set(id, now);
-  db.query('UPDATE _dbadmin.api_keys SET last_used_at = now() WHERE id = $1', [id]).catch(() =>
-    lastTouched.delete(id),
-  );
+  const write = db
+    .query('UPDATE _dbadmin.api_keys SET last_used_at = now() WHERE id = $1', [id])
+    .catch(() => lastTouched.delete(id))
+    .finally(() => pendingTouches.delete(write));
+  pendingTouches.add(write);
+}
+
+/** Resolves when the background last_used_at writes started so far are done (tests, shutdown). */
+export async function settleKeyTouches(): Promise<void> {
+  await Promise.all(pendingTouches);
 }

@@ -3,6 +3,7 @@ import { handler as query } from '#functions/query';
 import { handler as rows } from '#functions/rows';
 import { handler as schemas } from '#functions/schemas';
 import { handler as tables } from '#functions/tables';
+import { settleKeyTouches } from '#lib/admin/keys';
 import { closeRolePools } from '#lib/db/key-roles';
 import { closePool } from '#lib/db/pool';
 import { withAdminClient } from '#test/support/db';
@@ -146,7 +147,7 @@ describe('bearer authentication', () => {
 
   it('records when a key was last used, in the background', async () => {
     await call(tables, { path: '/api/tables', ...bearer(anon) });
-    await new Promise((resolve) => setTimeout(resolve, 50)); // the background write, not a clock
+    await settleKeyTouches();
 
     const { rows: found } = await withAdminClient((c) =>
       c.query(`SELECT last_used_at FROM _dbadmin.api_keys WHERE key_name = 'browser' AND schema_name = $1`, [

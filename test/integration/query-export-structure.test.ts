@@ -140,21 +140,27 @@ describe('POST /api/query', () => {
     const abort = new AbortController();
     const started = Date.now();
     const running = runQuery(await getQueryPool(), await getDatabase(), {
-      sql: 'SELECT pg_sleep(5)',
+      sql: 'SELECT pg_sleep(4.321)',
       schema: 'public',
       timeoutMs: 10_000,
       signal: abort.signal,
     });
-    setTimeout(() => abort.abort(), 100);
+    const sleepers = (c: { query: (sql: string) => Promise<{ rows: { n: number }[] }> }) =>
+      c
+        .query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%pg_sleep(4.321)%' AND state = 'active' AND pid <> pg_backend_pid()`,
+        )
+        .then((r) => r.rows[0]?.n ?? 0);
+
+    // Abort once the statement is really running in PostgreSQL (bounded: each try is a round trip).
+    await withAdminClient(async (c) => {
+      for (let tries = 0; tries < 5000 && (await sleepers(c)) === 0; tries++);
+    });
+    abort.abort();
 
     await expect(running).rejects.toMatchObject({ status: 499, title: 'Query cancelled' });
-    expect(Date.now() - started).toBeLessThan(3000);
-    const sleeping = await withAdminClient((c) =>
-      c.query(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)' AND state = 'active'`,
-      ),
-    );
-    expect(sleeping.rows[0].n).toBe(0);
+    expect(Date.now() - started).toBeLessThan(4000);
+    expect(await withAdminClient(sleepers)).toBe(0);
   });
 
   it('refuses an empty statement with 400', async () => {
