@@ -4,7 +4,7 @@ import { getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
-import { schemaRef } from '#lib/validation';
+import { Outcome, schemaRef } from '#lib/validation';
 
 const ProjectPath = z.object({ schema: schemaRef });
 const keyType = z.enum(['anon', 'service_role'], { message: 'keyType must be anon or service_role' });
@@ -64,7 +64,7 @@ export const routes = [
     params: ProjectPath.extend({
       keyId: z.coerce.number().int('keyId must be a whole number').positive('keyId must be positive'),
     }),
-    response: z.object({ success: z.boolean(), message: z.string() }),
+    response: Outcome,
     handler: async ({ params }) => deleteKey(await getDatabase(), params.schema, params.keyId),
   }),
 ];

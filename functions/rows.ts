@@ -3,9 +3,8 @@ import { deleteRow, deleteRows, insertRow, updateRow } from '#lib/admin/rows';
 import { databaseFor } from '#lib/db/access';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
-import { columnName, inSchema, tableName } from '#lib/validation';
+import { columnName, inSchema, Outcome, Row, tableName } from '#lib/validation';
 
-const Row = z.record(z.string(), z.unknown());
 const rowId = z.string().min(1).max(1000);
 
 export const routes = [
@@ -49,7 +48,7 @@ export const routes = [
     access: 'write',
     params: z.object({ tableName, rowId }),
     query: z.strictObject({ schema: inSchema }),
-    response: z.object({ success: z.boolean(), message: z.string() }),
+    response: Outcome,
     handler: async ({ params, query, principal }) =>
       deleteRow(await databaseFor(principal), {
         schema: query.schema,

@@ -3,9 +3,7 @@ import { createSchema, deleteSchema, listSchemas } from '#lib/admin/schemas';
 import { getDatabase } from '#lib/db/pool';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
-import { queryBoolean, schemaName, schemaPassword, schemaRef } from '#lib/validation';
-
-const Outcome = z.object({ success: z.boolean(), message: z.string() });
+import { Outcome, queryBoolean, schemaName, schemaPassword, schemaRef } from '#lib/validation';
 
 export const routes = [
   defineRoute({

@@ -11,14 +11,14 @@ import {
   defaultValue,
   identifier,
   inSchema,
+  Outcome,
   queryBoolean,
   queryInt,
+  Row,
   tableName,
 } from '#lib/validation';
 
-const Outcome = z.object({ success: z.boolean(), message: z.string() });
 const TablePath = z.object({ tableName });
-const Row = z.record(z.string(), z.unknown());
 
 const ColumnDefinition = z.strictObject({
   name: identifier('column name'),

@@ -80,3 +80,9 @@ export const columnType = z.string().min(1).max(100).meta({
     'SMALLINT, INTEGER, BIGINT, SERIAL, BIGSERIAL, DECIMAL(p,s), NUMERIC(p,s), REAL, DOUBLE PRECISION, BOOLEAN, TEXT, VARCHAR(n), CHAR(n), DATE, TIME, TIMESTAMP, TIMESTAMPTZ, UUID, JSON, JSONB, BYTEA',
   example: 'VARCHAR(255)',
 });
+
+/** The `{success, message}` answer of operations that change something. */
+export const Outcome = z.object({ success: z.boolean(), message: z.string() });
+
+/** A table row as JSON: column name to value. */
+export const Row = z.record(z.string(), z.unknown());
