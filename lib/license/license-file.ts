@@ -1,0 +1,131 @@
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  hkdfSync,
+  randomBytes,
+  timingSafeEqual,
+} from 'node:crypto';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { z } from 'zod';
+
+export const LICENSE_FILE = 'license.json';
+
+/** SPEC.md's license file, plus what the service needs to rebuild its state from it. */
+const contentsSchema = z.object({
+  encryptedLicenseKey: z.object({ encrypted: z.string(), iv: z.string() }).nullable(),
+  email: z.string().nullable(),
+  type: z.enum(['trial', 'paid']),
+  valid: z.boolean(),
+  status: z.string(),
+  expiresAt: z.string().nullable(),
+  daysRemaining: z.number().nullable(),
+  lastValidatedAt: z.string().nullable(),
+  lastSavedAt: z.string(),
+});
+const fileSchema = contentsSchema.extend({ signature: z.string() });
+
+export type LicenseFileContents = z.infer<typeof contentsSchema>;
+
+/** What the file holds once verified and decrypted. */
+export interface LicenseFile extends Omit<LicenseFileContents, 'encryptedLicenseKey'> {
+  licenseKey: string | null;
+}
+
+interface FileKeys {
+  encryption: Buffer;
+  signing: Buffer;
+}
+
+/**
+ * Keys for this machine's file: HKDF of the server secret (kept outside the license-data
+ * directory) salted with the machine id, so a file copied to another machine neither decrypts nor
+ * verifies there.
+ */
+export function fileKeys(secret: string, machineId: string): FileKeys {
+  const derive = (info: string) =>
+    Buffer.from(hkdfSync('sha256', secret, machineId, `dbadmin license file ${info}`, 32));
+  return { encryption: derive('encryption'), signing: derive('signing') };
+}
+
+/** Stable JSON (sorted keys), so the signature does not depend on property order. */
+const canonical = (value: Record<string, unknown>) =>
+  JSON.stringify(Object.fromEntries(Object.entries(value).sort(([a], [b]) => a.localeCompare(b))));
+
+const sign = (keys: FileKeys, contents: LicenseFileContents) =>
+  createHmac('sha256', keys.signing).update(canonical(contents)).digest('hex');
+
+export function sealLicenseFile(
+  keys: FileKeys,
+  file: LicenseFile,
+): LicenseFileContents & { signature: string } {
+  const { licenseKey, ...rest } = file;
+  let encryptedLicenseKey: LicenseFileContents['encryptedLicenseKey'] = null;
+  if (licenseKey !== null) {
+    const iv = randomBytes(16);
+    const cipher = createCipheriv('aes-256-cbc', keys.encryption, iv);
+    const encrypted = Buffer.concat([cipher.update(licenseKey, 'utf8'), cipher.final()]);
+    encryptedLicenseKey = { encrypted: encrypted.toString('base64'), iv: iv.toString('hex') };
+  }
+  const contents: LicenseFileContents = { ...rest, encryptedLicenseKey };
+  return { ...contents, signature: sign(keys, contents) };
+}
+
+/** The file's contents if its signature holds and its key decrypts; otherwise undefined, as if absent. */
+export function openLicenseFile(keys: FileKeys, raw: unknown): LicenseFile | undefined {
+  const parsed = fileSchema.safeParse(raw);
+  if (!parsed.success) return undefined;
+  const { signature, ...contents } = parsed.data;
+  const expected = Buffer.from(sign(keys, contents), 'hex');
+  const given = Buffer.from(signature, 'hex');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  const { encryptedLicenseKey, ...rest } = contents;
+  if (!encryptedLicenseKey) return { ...rest, licenseKey: null };
+  try {
+    const decipher = createDecipheriv(
+      'aes-256-cbc',
+      keys.encryption,
+      Buffer.from(encryptedLicenseKey.iv, 'hex'),
+    );
+    const key = Buffer.concat([decipher.update(encryptedLicenseKey.encrypted, 'base64'), decipher.final()]);
+    return { ...rest, licenseKey: key.toString('utf8') };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes the whole file or nothing: a temporary file, flushed, then renamed over the old one. */
+export async function writeFileAtomically(path: string, text: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  const temporary = join(dirname(path), `.${randomBytes(6).toString('hex')}.tmp`);
+  const handle = await open(temporary, 'w', 0o600);
+  try {
+    await handle.writeFile(text);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await rename(temporary, path);
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw error;
+  }
+}
+
+export async function saveLicenseFile(dir: string, keys: FileKeys, file: LicenseFile): Promise<void> {
+  await writeFileAtomically(
+    join(dir, LICENSE_FILE),
+    `${JSON.stringify(sealLicenseFile(keys, file), null, 2)}\n`,
+  );
+}
+
+/** The verified file, or undefined when it is missing, unreadable, or fails its signature. */
+export async function loadLicenseFile(dir: string, keys: FileKeys): Promise<LicenseFile | undefined> {
+  try {
+    return openLicenseFile(keys, JSON.parse(await readFile(join(dir, LICENSE_FILE), 'utf8')));
+  } catch {
+    return undefined;
+  }
+}

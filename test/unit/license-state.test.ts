@@ -1,0 +1,130 @@
+import {
+  CACHE_TTL_MS,
+  DAY,
+  GRACE_MS,
+  HOUR,
+  isFresh,
+  type LicenseRecord,
+  licenseState,
+  TRIAL_MS,
+} from '#lib/license/state';
+
+const T0 = new Date('2026-01-01T00:00:00Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+
+const localTrial: LicenseRecord = {
+  type: 'trial',
+  keyed: false,
+  expiresAt: at(TRIAL_MS),
+  lastValidatedAt: null,
+};
+const paid: LicenseRecord = { type: 'paid', keyed: true, expiresAt: null, lastValidatedAt: T0 };
+const serverTrial: LicenseRecord = {
+  type: 'trial',
+  keyed: true,
+  expiresAt: at(30 * DAY),
+  lastValidatedAt: T0,
+};
+const unreachable = (ms: number) => ({ kind: 'unreachable' as const, at: at(ms), message: 'ECONNREFUSED' });
+
+describe('licenseState', () => {
+  it('is none, and not valid, before any license or trial', () => {
+    expect(licenseState(undefined, T0)).toMatchObject({ status: 'none', valid: false, type: null });
+  });
+
+  describe('the local 14-day trial', () => {
+    it('is a valid trial with its days remaining until just before 14 days', () => {
+      expect(licenseState(localTrial, T0)).toMatchObject({ status: 'trial', valid: true, daysRemaining: 14 });
+      expect(licenseState(localTrial, at(TRIAL_MS - 1))).toMatchObject({
+        status: 'trial',
+        valid: true,
+        daysRemaining: 1,
+      });
+      expect(licenseState(localTrial, T0).trialExpiresAt).toEqual(at(TRIAL_MS));
+    });
+
+    it('is expired exactly at 14 days and after', () => {
+      expect(licenseState(localTrial, at(TRIAL_MS))).toMatchObject({
+        status: 'expired',
+        valid: false,
+        daysRemaining: 0,
+      });
+      expect(licenseState(localTrial, at(TRIAL_MS + 1)).status).toBe('expired');
+    });
+
+    it('needs no server', () => {
+      expect(licenseState(localTrial, at(10 * DAY), unreachable(10 * DAY)).status).toBe('trial');
+    });
+  });
+
+  describe('a paid license', () => {
+    it('is active while the last validation is fresh, without asking the server', () => {
+      expect(isFresh(T0, at(CACHE_TTL_MS - 1))).toBe(true);
+      expect(licenseState(paid, at(CACHE_TTL_MS - 1))).toMatchObject({
+        status: 'active',
+        valid: true,
+        expiresAt: null,
+      });
+    });
+
+    it('is stale exactly at 12 hours', () => {
+      expect(isFresh(T0, at(CACHE_TTL_MS))).toBe(false);
+    });
+
+    it('is active again after a valid answer, which becomes the last validation', () => {
+      const state = licenseState(paid, at(3 * DAY), { kind: 'valid', at: at(3 * DAY), expiresAt: null });
+
+      expect(state).toMatchObject({ status: 'active', valid: true, lastValidatedAt: at(3 * DAY) });
+    });
+
+    it('is in its grace period up to exactly 7 days after the last validation when the server is unreachable', () => {
+      const justIn = licenseState(paid, at(GRACE_MS.paid), unreachable(GRACE_MS.paid));
+
+      expect(justIn).toMatchObject({ status: 'grace_period', valid: true, gracePeriodEndsAt: at(7 * DAY) });
+      expect(justIn.warning).toMatch(/unreachable/);
+    });
+
+    it('is expired just past 7 days offline, still naming when grace ended', () => {
+      const state = licenseState(paid, at(GRACE_MS.paid + 1), unreachable(GRACE_MS.paid + 1));
+
+      expect(state).toMatchObject({ status: 'expired', valid: false, gracePeriodEndsAt: at(7 * DAY) });
+    });
+
+    it('is invalid when the server refuses it, whatever the grace', () => {
+      const state = licenseState(paid, at(13 * HOUR), {
+        kind: 'invalid',
+        at: at(13 * HOUR),
+        message: 'revoked',
+      });
+
+      expect(state).toMatchObject({ status: 'invalid', valid: false });
+      expect(state.warning).toMatch(/revoked/);
+    });
+
+    it('with no answer and a stale validation, counts as offline', () => {
+      expect(licenseState(paid, at(2 * DAY)).status).toBe('grace_period');
+      expect(licenseState(paid, at(8 * DAY)).status).toBe('expired');
+    });
+  });
+
+  describe('a trial license issued by the server', () => {
+    it('has 3 days of grace: exactly 3 days is in, just past is out', () => {
+      expect(licenseState(serverTrial, at(GRACE_MS.trial), unreachable(GRACE_MS.trial)).status).toBe(
+        'grace_period',
+      );
+      expect(licenseState(serverTrial, at(GRACE_MS.trial + 1), unreachable(GRACE_MS.trial + 1)).status).toBe(
+        'expired',
+      );
+    });
+
+    it('is expired at its expiry even when the server would say valid', () => {
+      const end = 30 * DAY;
+      expect(
+        licenseState(serverTrial, at(end), { kind: 'valid', at: at(end), expiresAt: at(end) }).status,
+      ).toBe('expired');
+      expect(
+        licenseState(serverTrial, at(end - 1), { kind: 'valid', at: at(end - 1), expiresAt: at(end) }).status,
+      ).toBe('trial');
+    });
+  });
+});
