@@ -68,7 +68,7 @@ export function licenseState(
   answer?: ServerAnswer,
 ): LicenseState {
   if (!record) return NONE;
-  const base = {
+  const base: Common = {
     type: record.type,
     expiresAt: record.expiresAt,
     trialExpiresAt: record.type === 'trial' ? record.expiresAt : null,
@@ -97,7 +97,13 @@ export function licenseState(
   if (answer?.kind === 'valid' || (answer === undefined && isFresh(record.lastValidatedAt, now)))
     return healthy;
 
-  // The server could not be asked: the last successful validation carries the grace period.
+  return offlineState(record, base, now);
+}
+
+type Common = Omit<LicenseState, 'valid' | 'status'>;
+
+/** The server could not be asked: the last successful validation carries the grace period. */
+function offlineState(record: LicenseRecord, base: Common, now: Date): LicenseState {
   const last = record.lastValidatedAt;
   const graceEnds = last ? new Date(last.getTime() + GRACE_MS[record.type]) : null;
   if (graceEnds && now.getTime() <= graceEnds.getTime()) {
@@ -110,9 +116,11 @@ export function licenseState(
     };
   }
   return {
-    ...expired(
-      'license server unreachable and the offline grace period is over: validate or activate the license',
-    ),
+    ...base,
+    valid: false,
+    status: 'expired',
     gracePeriodEndsAt: graceEnds,
+    warning:
+      'license server unreachable and the offline grace period is over: validate or activate the license',
   };
 }
