@@ -99,6 +99,17 @@ export function fromDatabaseError(error: unknown): ApiError | undefined {
     );
   }
   if (!isPgError(error)) return undefined;
+  if (error.code.startsWith('28')) {
+    // Our own login was refused (a key role after DBADMIN_SECRET changed, say): not the caller's doing.
+    return new ApiError(
+      500,
+      'Service misconfigured',
+      'the service could not log in to the database; see the service log',
+      {
+        cause: error,
+      },
+    );
+  }
   const mapping = BY_CODE[error.code] ?? BY_CLASS[error.code.slice(0, 2)];
   if (!mapping) return undefined;
   if (mapping.status === 503) {

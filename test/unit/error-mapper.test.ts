@@ -45,6 +45,13 @@ describe('toApiError', () => {
     expect(toApiError(error)).toMatchObject({ status: 503, title: 'Database unavailable' });
   });
 
+  it('answers 500 Service misconfigured when the database refuses our own login', () => {
+    const error = toApiError(pgError('28P01', 'password authentication failed for user "shop_svc"'));
+
+    expect(error).toMatchObject({ status: 500, title: 'Service misconfigured' });
+    expect(error.message).not.toMatch(/shop_svc/);
+  });
+
   it('answers 500 without internals for anything unexpected', () => {
     const error = toApiError(
       new TypeError("Cannot read properties of undefined (reading 'rows') at SELECT secret"),
