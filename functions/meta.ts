@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { routes as healthRoutes } from '#functions/health';
 import { routes as keyRoutes } from '#functions/keys';
+import { routes as licenseRoutes } from '#functions/license';
 import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
@@ -17,6 +18,7 @@ const apiRoutes: AnyRoute[] = [
   ...rowRoutes,
   ...queryRoutes,
   ...keyRoutes,
+  ...licenseRoutes,
 ];
 
 let document: ReturnType<typeof openApiDocument> | undefined;

@@ -34,6 +34,14 @@ const settingsSchema = (lambda: boolean, container: boolean) =>
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),
       DB_POOL_MAX: positiveInt.default(container ? 2 : 10),
       DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
+      LICENSE_SERVER_URL: z.string().url('expected an https:// URL').optional(),
+      LICENSE_SERVER_CA_FILE: z.string().min(1).optional(),
+      // The EFS mount on Lambda, a named volume in the container, ./license-data locally.
+      LICENSE_DATA_DIR: z
+        .string()
+        .min(1)
+        .default(lambda ? '/mnt/license-data' : 'license-data'),
+      LICENSE_ENFORCEMENT: z.enum(['warn', 'strict']).default('warn'),
     })
     .refine((s) => !lambda || s.QUERY_TIMEOUT_MS <= LAMBDA_QUERY_TIMEOUT_CEILING_MS, {
       path: ['QUERY_TIMEOUT_MS'],

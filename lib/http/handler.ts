@@ -8,6 +8,7 @@ import { errorMapper } from '#lib/http/error-mapper';
 import type { HttpEvent } from '#lib/http/event';
 import { jsonBody } from '#lib/http/json-body';
 import { keyScope } from '#lib/http/key-scope';
+import { licenseGate } from '#lib/http/license-gate';
 import { download, type HttpResponse, json } from '#lib/http/respond';
 import type { AnyRoute, Method } from '#lib/http/route';
 
@@ -28,6 +29,7 @@ function routeHandler(route: AnyRoute) {
   // The outer chain already races Lambda's deadline; a second timer per request buys nothing.
   const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext>({ timeoutEarlyInMillis: 0 });
   if (route.access !== 'public') chain.use(authenticate());
+  if (route.access !== 'public') chain.use(licenseGate());
   if (route.body) chain.use(jsonBody());
   if (route.access !== 'public') chain.use(keyScope(route));
   return chain.handler(async (event, context, { signal }) => {

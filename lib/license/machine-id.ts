@@ -46,6 +46,9 @@ export async function machineId(
     createdAt: now.toISOString(),
     recovered: recovered !== undefined,
   };
-  await writeFileAtomically(path, `${JSON.stringify(file, null, 2)}\n`);
+  // Best effort: without a writable directory (Lambda without EFS) the id lives in the cache table.
+  await writeFileAtomically(path, `${JSON.stringify(file, null, 2)}\n`).catch((error: Error) =>
+    console.warn(`dbadmin: cannot keep the machine id in ${dir}: ${error.message}`),
+  );
   return file;
 }

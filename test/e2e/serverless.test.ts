@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { routes as healthRoutes } from '#functions/health';
 import { routes as keyRoutes } from '#functions/keys';
+import { routes as licenseRoutes } from '#functions/license';
 import { routes as metaRoutes } from '#functions/meta';
 import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
@@ -25,6 +26,7 @@ const byFunction = {
   rows: rowRoutes,
   query: queryRoutes,
   keys: keyRoutes,
+  license: licenseRoutes,
   meta: metaRoutes,
 };
 

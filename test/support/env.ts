@@ -1,7 +1,14 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 // Settings every test process starts with; DATABASE_URL comes from the global setup.
 process.env.AUTH_USER = 'test-admin';
 process.env.AUTH_PASS = 'test-admin-password';
 process.env.DBADMIN_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
+process.env.LICENSE_DATA_DIR = mkdtempSync(join(tmpdir(), 'dbadmin-license-data-'));
 process.env.NODE_ENV = 'test';
 delete process.env.SSM_PREFIX;
 delete process.env.AWS_LAMBDA_FUNCTION_NAME;
+delete process.env.LICENSE_SERVER_URL;
+delete process.env.LICENSE_ENFORCEMENT;

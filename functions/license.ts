@@ -1,0 +1,106 @@
+import { z } from 'zod';
+import { ApiError } from '#lib/errors';
+import { httpHandler } from '#lib/http/handler';
+import { defineRoute } from '#lib/http/route';
+import { getLicensing } from '#lib/license/index';
+import { TrialRefused } from '#lib/license/licensing';
+import type { LicenseState } from '#lib/license/state';
+
+const email = z.string().trim().email('email must be an email address');
+const licenseKey = z.string().trim().min(1, 'licenseKey is required').max(200);
+const iso = (date: Date | null) => date?.toISOString() ?? null;
+
+const statusBody = (state: LicenseState) => ({
+  valid: state.valid,
+  status: state.status,
+  type: state.type,
+  expiresAt: iso(state.expiresAt),
+  trialExpiresAt: iso(state.trialExpiresAt),
+  gracePeriodEndsAt: iso(state.gracePeriodEndsAt),
+  daysRemaining: state.daysRemaining,
+  lastValidatedAt: iso(state.lastValidatedAt),
+  warning: state.warning,
+});
+
+export const routes = [
+  defineRoute({
+    method: 'GET',
+    path: '/api/license/status',
+    summary: 'License status: active, trial, grace_period, expired, invalid or none',
+    access: 'public',
+    response: z.object({
+      valid: z.boolean(),
+      status: z.enum(['active', 'trial', 'grace_period', 'expired', 'invalid', 'none']),
+      type: z.enum(['trial', 'paid']).nullable(),
+      expiresAt: z.string().nullable(),
+      trialExpiresAt: z.string().nullable(),
+      gracePeriodEndsAt: z.string().nullable(),
+      daysRemaining: z.number().nullable(),
+      lastValidatedAt: z.string().nullable(),
+      warning: z.string().nullable(),
+    }),
+    handler: async () => statusBody(await (await getLicensing()).state()),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/license/validate',
+    summary: 'Check a license key (and its owner email) with the license server',
+    access: 'public',
+    body: z.strictObject({ licenseKey, email: email.optional() }),
+    response: z.object({
+      valid: z.boolean(),
+      message: z.string(),
+      type: z.string().nullable(),
+      expiresAt: z.string().nullable(),
+    }),
+    handler: async ({ body }) => (await getLicensing()).checkKey(body.licenseKey, body.email),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/license/activate',
+    summary: 'Activate a license on this deployment; check `success`',
+    access: 'public',
+    body: z.strictObject({ licenseKey, email }),
+    response: z.object({ valid: z.boolean(), success: z.boolean(), message: z.string() }),
+    handler: async ({ body }) => (await getLicensing()).activate(body.licenseKey, body.email),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/trial/start',
+    summary: 'Start the 14-day trial (once per deployment)',
+    access: 'public',
+    body: z.strictObject({ email }),
+    response: z.object({ success: z.boolean(), message: z.string(), trialExpiresAt: z.string() }),
+    handler: async ({ body }) => {
+      try {
+        const { trialExpiresAt } = await (await getLicensing()).startTrial(body.email);
+        return {
+          success: true,
+          message: 'Trial started: 14 days',
+          trialExpiresAt: trialExpiresAt.toISOString(),
+        };
+      } catch (error) {
+        if (error instanceof TrialRefused) throw new ApiError(400, 'Trial not available', error.message);
+        throw error;
+      }
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/trial/status',
+    summary: 'Trial status',
+    access: 'public',
+    response: z.object({
+      active: z.boolean(),
+      trialExpiresAt: z.string().nullable(),
+      daysRemaining: z.number(),
+      email: z.string().nullable(),
+    }),
+    handler: async () => {
+      const trial = await (await getLicensing()).trialStatus();
+      return { ...trial, trialExpiresAt: iso(trial.trialExpiresAt) };
+    },
+  }),
+];
+
+export const handler = httpHandler(routes);

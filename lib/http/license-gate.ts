@@ -1,0 +1,58 @@
+import type { MiddlewareObj } from '@middy/core';
+import { getConfig } from '#lib/config';
+import { ApiError } from '#lib/errors';
+import type { HttpResponse } from '#lib/http/respond';
+import { getLicensing } from '#lib/license/index';
+import type { LicenseState } from '#lib/license/state';
+
+const ALLOWED = new Set(['active', 'trial', 'grace_period']);
+
+interface GateInternal extends Record<string, unknown> {
+  license?: LicenseState;
+}
+
+/**
+ * SPEC.md's runtime rules on every endpoint but health, license and trial: the state comes from
+ * memory (the server is asked only when the last check is 12 hours old). In `warn` mode (default)
+ * requests always proceed, so activation stays possible, with X-License-Status and, when not
+ * healthy, X-License-Warning; `strict` answers 402 for expired, invalid or no license.
+ */
+export const licenseGate = (): MiddlewareObj<
+  unknown,
+  HttpResponse,
+  Error,
+  import('aws-lambda').Context,
+  GateInternal
+> => ({
+  before: async (request) => {
+    const [config, licensing] = await Promise.all([getConfig(), getLicensing()]);
+    const state = await licensing.state();
+    request.internal.license = state;
+    logChange(state);
+    if (ALLOWED.has(state.status) || config.LICENSE_ENFORCEMENT === 'warn') return;
+    throw new ApiError(402, 'License required', state.warning ?? `license ${state.status}`, {
+      headers: licenseHeaders(state),
+    });
+  },
+  after: (request) => {
+    const state = request.internal.license;
+    if (state && request.response) Object.assign(request.response.headers, licenseHeaders(state));
+  },
+});
+
+/** A state carries a warning exactly when it is not healthy (grace, expired, invalid, none). */
+export function licenseHeaders(state: LicenseState): Record<string, string> {
+  return state.warning
+    ? { 'X-License-Status': state.status, 'X-License-Warning': state.warning }
+    : { 'X-License-Status': state.status };
+}
+
+let lastLogged: string | undefined;
+
+/** One log line when the license's condition changes, not one per request. */
+function logChange(state: LicenseState): void {
+  const line = `${state.status}: ${state.warning ?? 'ok'}`;
+  if (line === lastLogged) return;
+  lastLogged = line;
+  if (state.warning) console.warn(`dbadmin: license ${line}`);
+}

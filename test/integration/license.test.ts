@@ -1,0 +1,323 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { handler as license } from '#functions/license';
+import { handler as tables } from '#functions/tables';
+import { loadConfig, resetConfig } from '#lib/config';
+import { closePool, getDatabase } from '#lib/db/pool';
+import { createLicensing, setLicensing } from '#lib/license/index';
+import type { Licensing } from '#lib/license/licensing';
+import { DAY, HOUR } from '#lib/license/state';
+import { withAdminClient } from '#test/support/db';
+import { FakeLicenseServer } from '#test/support/fake-license-server';
+import { call } from '#test/support/http';
+
+const server = new FakeLicenseServer();
+const T0 = new Date('2026-03-01T12:00:00Z');
+let now = T0;
+const clock = () => now;
+let dataDir: string;
+
+beforeAll(() => server.start());
+afterAll(async () => {
+  await server.stop();
+  setLicensing(undefined);
+  await closePool();
+});
+
+/** A fresh deployment: its own license-data directory and machine id, the clock at T0. */
+async function deploy(options: { dir?: string; env?: Record<string, string> } = {}): Promise<Licensing> {
+  now = T0;
+  if (!options.dir) {
+    dataDir = mkdtempSync(join(tmpdir(), 'dbadmin-license-'));
+    writeFileSync(
+      join(dataDir, 'machine-id.json'),
+      JSON.stringify({
+        machineId: Math.random().toString(16).slice(2).padEnd(32, '0').slice(0, 32),
+        createdAt: T0.toISOString(),
+        recovered: false,
+      }),
+    );
+  }
+  const config = await loadConfig({
+    ...process.env,
+    LICENSE_SERVER_URL: server.url,
+    LICENSE_SERVER_CA_FILE: server.tls.caFile,
+    LICENSE_DATA_DIR: options.dir ?? dataDir,
+    ...options.env,
+  });
+  const licensing = createLicensing(config, await getDatabase(), clock);
+  setLicensing(licensing);
+  return licensing;
+}
+
+const status = async () => (await call(license, { path: '/api/license/status', auth: null })).body;
+const post = (path: string, body: unknown) => call(license, { method: 'POST', path, body, auth: null });
+const gated = () => call(tables, { path: '/api/tables' });
+
+describe('before any license', () => {
+  it('is none, and requests proceed with a warning header so activation stays possible', async () => {
+    await deploy();
+
+    expect(await status()).toMatchObject({ valid: false, status: 'none', type: null });
+    const reply = await gated();
+    expect(reply.status).toBe(200);
+    expect(reply.headers['X-License-Status']).toBe('none');
+    expect(reply.headers['X-License-Warning']).toMatch(/no license/);
+  });
+});
+
+describe('trial', () => {
+  it('starts once for 14 days, and deleting the file neither resets nor extends it', async () => {
+    await deploy();
+
+    const started = await post('/api/trial/start', { email: 'me@example.com' });
+    expect(started.status).toBe(200);
+    expect(started.body).toEqual({
+      success: true,
+      message: expect.any(String),
+      trialExpiresAt: new Date(T0.getTime() + 14 * DAY).toISOString(),
+    });
+    expect(await status()).toMatchObject({ valid: true, status: 'trial', type: 'trial', daysRemaining: 14 });
+    expect((await call(license, { path: '/api/trial/status', auth: null })).body).toEqual({
+      active: true,
+      trialExpiresAt: started.body.trialExpiresAt,
+      daysRemaining: 14,
+      email: 'me@example.com',
+    });
+
+    const again = await post('/api/trial/start', { email: 'me@example.com' });
+    expect(again.status).toBe(400);
+
+    rmSync(join(dataDir, 'license.json'));
+    await deploy({ dir: dataDir });
+    expect(await status()).toMatchObject({ status: 'trial', trialExpiresAt: started.body.trialExpiresAt });
+    expect((await post('/api/trial/start', { email: 'other@example.com' })).status).toBe(400);
+  });
+
+  it('expires after 14 days; strict enforcement then answers 402 on gated endpoints only', async () => {
+    const licensing = await deploy({ env: { LICENSE_ENFORCEMENT: 'strict' } });
+    await post('/api/trial/start', { email: 'me@example.com' });
+    now = new Date(T0.getTime() + 14 * DAY);
+    process.env.LICENSE_ENFORCEMENT = 'strict';
+    resetConfig();
+    try {
+      expect((await licensing.state()).status).toBe('expired');
+      const refused = await gated();
+      expect(refused.status).toBe(402);
+      expect(refused.body.error).toBe('License required');
+      expect(refused.headers['X-License-Status']).toBe('expired');
+      expect((await call(license, { path: '/api/license/status', auth: null })).status).toBe(200);
+    } finally {
+      delete process.env.LICENSE_ENFORCEMENT;
+      resetConfig();
+    }
+  });
+
+  it('requires an email', async () => {
+    await deploy();
+
+    const reply = await post('/api/trial/start', {});
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toBe('email is required');
+  });
+});
+
+describe('activation', () => {
+  it('activates through the API and keeps the key only encrypted', async () => {
+    await deploy();
+    server.issue('KEY-PAID-0001', 'owner@example.com');
+
+    const reply = await post('/api/license/activate', {
+      licenseKey: 'KEY-PAID-0001',
+      email: ' Owner@Example.com ',
+    });
+
+    expect(reply.body).toEqual({ valid: true, success: true, message: 'License activated' });
+    expect(await status()).toMatchObject({ valid: true, status: 'active', type: 'paid', expiresAt: null });
+    expect(readFileSync(join(dataDir, 'license.json'), 'utf8')).not.toContain('KEY-PAID-0001');
+    const again = await post('/api/license/activate', {
+      licenseKey: 'KEY-PAID-0001',
+      email: 'owner@example.com',
+    });
+    expect(again.body).toEqual({ valid: true, success: true, message: 'Already activated' });
+  });
+
+  it.each([
+    ['an unknown key', 'KEY-NOPE', 'owner@example.com', 'License key not found or inactive'],
+    ['another owner', 'KEY-PAID-0002', 'thief@example.com', 'Email mismatch'],
+  ])('refuses %s with the server message', async (_, key, email, message) => {
+    await deploy();
+    server.issue('KEY-PAID-0002', 'owner@example.com');
+
+    const reply = await post('/api/license/activate', { licenseKey: key, email });
+
+    expect(reply.status).toBe(200);
+    expect(reply.body).toEqual({ valid: false, success: false, message });
+    expect((await status()).status).toBe('none');
+  });
+
+  it('reports the deployment limit', async () => {
+    server.issue('KEY-SMALL', 'owner@example.com', { maxDeployments: 1 });
+    await deploy();
+    expect(
+      (await post('/api/license/activate', { licenseKey: 'KEY-SMALL', email: 'owner@example.com' })).body
+        .success,
+    ).toBe(true);
+    await deploy();
+
+    const reply = await post('/api/license/activate', {
+      licenseKey: 'KEY-SMALL',
+      email: 'owner@example.com',
+    });
+
+    expect(reply.body).toEqual({
+      valid: true,
+      success: false,
+      message: 'Deployment limit reached. Deactivate an existing deployment first.',
+    });
+  });
+
+  it('says when the server cannot be reached or is not configured', async () => {
+    await deploy({ env: { LICENSE_SERVER_URL: 'https://127.0.0.1:1' } });
+    expect((await post('/api/license/validate', { licenseKey: 'K' })).body).toMatchObject({
+      valid: false,
+      message: 'Unable to connect to license server',
+    });
+
+    const config = await loadConfig({ ...process.env, LICENSE_DATA_DIR: dataDir });
+    setLicensing(createLicensing(config, await getDatabase(), clock));
+    expect((await post('/api/license/activate', { licenseKey: 'K', email: 'a@b.co' })).body).toEqual({
+      valid: false,
+      success: false,
+      message: 'LICENSE_SERVER_URL not configured',
+    });
+  });
+
+  it('validates without activating', async () => {
+    await deploy();
+    server.issue('KEY-CHECK', 'owner@example.com', { type: 'trial', expiresAt: '2026-12-31T00:00:00.000Z' });
+
+    const reply = await post('/api/license/validate', {
+      licenseKey: 'KEY-CHECK',
+      email: 'owner@example.com',
+    });
+
+    expect(reply.body).toEqual({
+      valid: true,
+      message: 'License is valid',
+      type: 'trial',
+      expiresAt: '2026-12-31T00:00:00.000Z',
+    });
+    expect((await status()).status).toBe('none');
+    expect((await post('/api/license/validate', {})).status).toBe(400);
+  });
+});
+
+describe('at run time', () => {
+  async function activated(key: string) {
+    const licensing = await deploy();
+    server.issue(key, 'owner@example.com');
+    await post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
+    return licensing;
+  }
+
+  it('asks the license server nothing while the last check is under 12 hours old', async () => {
+    await activated('KEY-HOT');
+    const before = server.requests;
+    now = new Date(T0.getTime() + 12 * HOUR - 1);
+
+    for (let i = 0; i < 20; i++) expect((await gated()).headers['X-License-Status']).toBe('active');
+    expect(server.requests).toBe(before);
+  });
+
+  it('revalidates after 12 hours and notices a revocation', async () => {
+    await activated('KEY-REVOKED');
+    server.revoke('KEY-REVOKED');
+    now = new Date(T0.getTime() + 12 * HOUR);
+
+    const reply = await gated();
+
+    expect(reply.headers['X-License-Status']).toBe('invalid');
+    expect((await status()).valid).toBe(false);
+  });
+
+  it('works offline within 7 days (grace, with a warning) and is expired beyond', async () => {
+    await activated('KEY-OFFLINE');
+    await server.stop();
+    try {
+      now = new Date(T0.getTime() + 2 * DAY);
+      const within = await gated();
+      expect(within.status).toBe(200);
+      expect(within.headers['X-License-Status']).toBe('grace_period');
+      expect(within.headers['X-License-Warning']).toMatch(/unreachable/);
+      expect(await status()).toMatchObject({
+        gracePeriodEndsAt: new Date(T0.getTime() + 7 * DAY).toISOString(),
+      });
+
+      now = new Date(T0.getTime() + 8 * DAY);
+      expect((await status()).status).toBe('expired');
+    } finally {
+      await server.start();
+    }
+  });
+
+  it('notices a license file written by another process (the CLI) without a restart', async () => {
+    const running = await deploy();
+    expect((await running.state()).status).toBe('none');
+    server.issue('KEY-CLI', 'owner@example.com');
+
+    const cli = createLicensing(
+      await loadConfig({
+        ...process.env,
+        LICENSE_SERVER_URL: server.url,
+        LICENSE_SERVER_CA_FILE: server.tls.caFile,
+        LICENSE_DATA_DIR: dataDir,
+      }),
+      await getDatabase(),
+      clock,
+    );
+    expect((await cli.activate('KEY-CLI', 'owner@example.com')).success).toBe(true);
+
+    // The file watcher's event arrives asynchronously; yield to it, bounded.
+    let seen = (await running.state()).status;
+    for (let turns = 0; seen === 'none' && turns < 200; turns++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      seen = (await running.state()).status;
+    }
+    expect(seen).toBe('active');
+  });
+
+  it('recovers a lost machine id from the cache table, marked recovered', async () => {
+    await activated('KEY-RECOVER');
+    const { machineId } = JSON.parse(readFileSync(join(dataDir, 'machine-id.json'), 'utf8'));
+    rmSync(join(dataDir, 'machine-id.json'));
+    rmSync(join(dataDir, 'license.json'));
+
+    const recovered = await deploy({ dir: dataDir });
+
+    expect(await recovered.machineId()).toBe(machineId);
+    expect(JSON.parse(readFileSync(join(dataDir, 'machine-id.json'), 'utf8'))).toMatchObject({
+      machineId,
+      recovered: true,
+    });
+    const row = await withAdminClient((c) =>
+      c.query('SELECT license_type FROM _dbadmin.license_cache WHERE machine_id = $1', [machineId]),
+    );
+    expect(row.rows[0].license_type).toBe('paid');
+  });
+
+  it('ignores a tampered license file', async () => {
+    await activated('KEY-TAMPER');
+    const file = JSON.parse(readFileSync(join(dataDir, 'license.json'), 'utf8'));
+    writeFileSync(
+      join(dataDir, 'license.json'),
+      JSON.stringify({ ...file, type: 'trial', expiresAt: '2099-01-01T00:00:00.000Z' }),
+    );
+
+    const reread = await deploy({ dir: dataDir });
+
+    // The file is discarded; the cache table still knows a paid license was validated at T0.
+    expect((await reread.state()).type).toBe('paid');
+  });
+});
