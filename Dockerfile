@@ -13,7 +13,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --include=dev --ignore-scripts && npm cache clean --force
 
 COPY . .
-RUN mkdir -p /app/license-data && chown -R node:node /app
+RUN mkdir -p /app/license-data && chown -R node:node /app \
+ && ln -s /app/bin/activate-license.cjs /usr/local/bin/activate-license
 USER node
 
 EXPOSE 3000

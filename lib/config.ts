@@ -42,6 +42,9 @@ const settingsSchema = (lambda: boolean, container: boolean) =>
         .min(1)
         .default(lambda ? '/mnt/license-data' : 'license-data'),
       LICENSE_ENFORCEMENT: z.enum(['warn', 'strict']).default('warn'),
+      // Startup activation: used once at cold start, then removed from the environment.
+      LICENSE_KEY: z.string().min(1).optional(),
+      LICENSE_EMAIL: z.string().min(1).optional(),
     })
     .refine((s) => !lambda || s.QUERY_TIMEOUT_MS <= LAMBDA_QUERY_TIMEOUT_CEILING_MS, {
       path: ['QUERY_TIMEOUT_MS'],

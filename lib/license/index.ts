@@ -1,5 +1,6 @@
 import { type Config, getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
+import { activateFromEnvironment } from '#lib/license/activation';
 import { Licensing } from '#lib/license/licensing';
 import { licenseServerClient } from '#lib/license/server-client';
 
@@ -23,7 +24,11 @@ export function createLicensing(
 /** The container's licensing, made on first use. */
 export function getLicensing(): Promise<Licensing> {
   instance ??= Promise.all([getConfig(), getDatabase()])
-    .then(([config, db]) => createLicensing(config, db))
+    .then(async ([config, db]) => {
+      const licensing = createLicensing(config, db);
+      await activateFromEnvironment(licensing, config);
+      return licensing;
+    })
     .catch((error: unknown) => {
       instance = undefined;
       throw error;

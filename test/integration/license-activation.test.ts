@@ -1,0 +1,142 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { handler as activateFunction } from '#functions/activate-license';
+import { loadConfig, resetConfig } from '#lib/config';
+import { closePool, getDatabase } from '#lib/db/pool';
+import { activateFromEnvironment } from '#lib/license/activation';
+import { createLicensing } from '#lib/license/index';
+import { FakeLicenseServer } from '#test/support/fake-license-server';
+import { lambdaContext } from '#test/support/http';
+
+const server = new FakeLicenseServer();
+beforeAll(() => server.start());
+afterAll(async () => {
+  await server.stop();
+  await closePool();
+});
+
+const freshDir = () => mkdtempSync(join(tmpdir(), 'dbadmin-activation-'));
+
+describe('activate-license (CLI, in a child process)', () => {
+  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+    promisify(execFile)(process.execPath, ['bin/activate-license.cjs', ...args], {
+      env: { ...process.env, LICENSE_SERVER_CA_FILE: server.tls.caFile, ...env },
+    }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (error: { code: number; stdout: string; stderr: string }) => error,
+    );
+
+  it('validates, activates, saves the file and prints type and expiry', async () => {
+    server.issue('KEY-CLI-1', 'owner@example.com');
+    const dir = freshDir();
+
+    const result = await cli(['-k', 'KEY-CLI-1', '-e', 'owner@example.com', '-s', server.url], {
+      LICENSE_DATA_DIR: dir,
+    });
+
+    expect(result.code).toBe(0);
+    expect(result.stdout.trim()).toBe(
+      'License activated (License activated): type paid, lifetime, no expiry',
+    );
+    expect(existsSync(join(dir, 'license.json'))).toBe(true);
+  });
+
+  it('prints the expiry of a time-limited license', async () => {
+    server.issue('KEY-CLI-2', 'owner@example.com', { type: 'trial', expiresAt: '2027-01-01T00:00:00.000Z' });
+
+    const result = await cli(
+      ['--key', 'KEY-CLI-2', '--email', 'owner@example.com', '--server-url', server.url],
+      {
+        LICENSE_DATA_DIR: freshDir(),
+      },
+    );
+
+    expect(result.stdout).toMatch(/type trial, expires 2027-01-01T00:00:00.000Z/);
+  });
+
+  it.each([
+    ['an unknown key', ['-k', 'KEY-NONE', '-e', 'a@b.co'], 1, /License key not found or inactive/],
+    ['a missing email', ['-k', 'KEY-CLI-1'], 2, /missing --email/],
+    ['an unknown option', ['--kee', 'x'], 2, /Unknown option/],
+  ])('fails with a clear message and a non-zero exit for %s', async (_, args, code, message) => {
+    const result = await cli([...args, '-s', server.url], { LICENSE_DATA_DIR: freshDir() });
+
+    expect(result.code).toBe(code);
+    expect(result.stderr).toMatch(message);
+  });
+
+  it('refuses a plain http:// server', async () => {
+    const result = await cli(['-k', 'K', '-e', 'a@b.co', '-s', 'http://license.example'], {
+      LICENSE_DATA_DIR: freshDir(),
+    });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/https:\/\//);
+  });
+
+  it('shows help', async () => {
+    const result = await cli(['--help']);
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/Usage: activate-license --key KEY --email EMAIL/);
+  });
+});
+
+describe('activation from the environment', () => {
+  it('activates at start, then removes LICENSE_KEY and LICENSE_EMAIL; again at the next start', async () => {
+    server.issue('KEY-ENV', 'owner@example.com');
+    const dir = freshDir();
+    for (const expected of ['License activated', 'Already activated']) {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        LICENSE_KEY: 'KEY-ENV',
+        LICENSE_EMAIL: 'owner@example.com',
+      };
+      const config = await loadConfig({
+        ...env,
+        LICENSE_SERVER_URL: server.url,
+        LICENSE_SERVER_CA_FILE: server.tls.caFile,
+        LICENSE_DATA_DIR: dir,
+      });
+      const licensing = createLicensing(config, await getDatabase());
+      const log = jest.spyOn(console, 'log').mockImplementation(() => undefined);
+
+      await activateFromEnvironment(licensing, config, env);
+
+      expect(log).toHaveBeenCalledWith(expect.stringContaining(expected));
+      log.mockRestore();
+      expect(env.LICENSE_KEY).toBeUndefined();
+      expect(env.LICENSE_EMAIL).toBeUndefined();
+      expect(config.LICENSE_KEY).toBeUndefined();
+      expect((await licensing.state()).status).toBe('active');
+    }
+  });
+});
+
+describe('functions/activate-license (invoked)', () => {
+  it('activates and answers type and expiry', async () => {
+    server.issue('KEY-FN', 'owner@example.com');
+    process.env.LICENSE_SERVER_CA_FILE = server.tls.caFile;
+    resetConfig();
+
+    const result = await activateFunction(
+      { licenseKey: 'KEY-FN', email: 'owner@example.com', serverUrl: server.url },
+      lambdaContext(),
+      {} as never,
+    );
+
+    expect(result).toEqual({ success: true, message: 'License activated', type: 'paid', expiresAt: null });
+  });
+
+  it('answers what is missing', async () => {
+    const result = await activateFunction({ email: 'x' }, lambdaContext(), {} as never);
+
+    expect(result).toMatchObject({
+      success: false,
+      message: expect.stringMatching(/licenseKey is required/),
+    });
+  });
+});
