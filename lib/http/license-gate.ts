@@ -30,6 +30,8 @@ export const licenseGate = (): MiddlewareObj<
     request.internal.license = state;
     logChange(state);
     if (ALLOWED.has(state.status) || config.LICENSE_ENFORCEMENT === 'warn') return;
+    // SPEC.md: in development mode a network error lets the request proceed.
+    if (state.offline && config.NODE_ENV === 'development') return;
     throw new ApiError(402, 'License required', state.warning ?? `license ${state.status}`, {
       headers: licenseHeaders(state),
     });

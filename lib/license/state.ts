@@ -41,6 +41,8 @@ export interface LicenseState {
   lastValidatedAt: Date | null;
   /** Set when the license is not healthy: what the operator should do. */
   warning: string | null;
+  /** The state rests on the license server being unreachable (grace, or expired for want of it). */
+  offline: boolean;
 }
 
 const daysUntil = (end: Date, now: Date) => Math.max(0, Math.ceil((end.getTime() - now.getTime()) / DAY));
@@ -60,6 +62,7 @@ const NONE: LicenseState = {
   daysRemaining: null,
   lastValidatedAt: null,
   warning: 'no license yet: start a trial or activate a license',
+  offline: false,
 };
 
 export function licenseState(
@@ -76,6 +79,7 @@ export function licenseState(
     lastValidatedAt: answer?.kind === 'valid' ? answer.at : record.lastValidatedAt,
     gracePeriodEndsAt: null,
     warning: null,
+    offline: false,
   };
   const expired = (warning: string): LicenseState => ({ ...base, valid: false, status: 'expired', warning });
 
@@ -111,6 +115,7 @@ function offlineState(record: LicenseRecord, base: Common, now: Date): LicenseSt
       ...base,
       valid: true,
       status: 'grace_period',
+      offline: true,
       gracePeriodEndsAt: graceEnds,
       warning: `license server unreachable; working offline until ${graceEnds.toISOString()}`,
     };
@@ -119,6 +124,7 @@ function offlineState(record: LicenseRecord, base: Common, now: Date): LicenseSt
     ...base,
     valid: false,
     status: 'expired',
+    offline: true,
     gracePeriodEndsAt: graceEnds,
     warning:
       'license server unreachable and the offline grace period is over: validate or activate the license',

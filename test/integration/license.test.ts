@@ -262,6 +262,27 @@ describe('at run time', () => {
     }
   });
 
+  it('in strict mode, lets requests through an unreachable server in development only', async () => {
+    await activated('KEY-DEV');
+    await server.stop();
+    now = new Date(T0.getTime() + 8 * DAY);
+    try {
+      for (const [nodeEnv, expected] of [
+        ['development', 200],
+        ['production', 402],
+      ] as const) {
+        Object.assign(process.env, { LICENSE_ENFORCEMENT: 'strict', NODE_ENV: nodeEnv });
+        resetConfig();
+        expect((await gated()).status).toBe(expected);
+      }
+    } finally {
+      Object.assign(process.env, { NODE_ENV: 'test' });
+      delete process.env.LICENSE_ENFORCEMENT;
+      resetConfig();
+      await server.start();
+    }
+  });
+
   it('notices a license file written by another process (the CLI) without a restart', async () => {
     const running = await deploy();
     expect((await running.state()).status).toBe('none');

@@ -84,6 +84,13 @@ describe('licenseState', () => {
       expect(justIn.warning).toMatch(/unreachable/);
     });
 
+    it('says when it rests on an unreachable server, and only then', () => {
+      expect(licenseState(paid, at(DAY), unreachable(DAY)).offline).toBe(true);
+      expect(licenseState(paid, at(8 * DAY), unreachable(8 * DAY)).offline).toBe(true);
+      expect(licenseState(paid, at(HOUR)).offline).toBe(false);
+      expect(licenseState(localTrial, at(TRIAL_MS)).offline).toBe(false);
+    });
+
     it('is expired just past 7 days offline, still naming when grace ended', () => {
       const state = licenseState(paid, at(GRACE_MS.paid + 1), unreachable(GRACE_MS.paid + 1));
 
