@@ -31,6 +31,10 @@ export function writeBenchConfig(): void {
     handler: bench/chain.handler
     events:
       - httpApi: GET /bench/chain
+  ungated:
+    handler: bench/ungated.handler
+    events:
+      - httpApi: GET /bench/ungated/tables
 `;
   writeFileSync(CONFIG, `${base.trimEnd()}\n${benchFunctions}`);
 }

@@ -25,11 +25,11 @@ export function routeMiss(routes: readonly AnyRoute[], method: string, path: str
 
 type RouteEvent = HttpEvent & { body?: unknown };
 
-function routeHandler(route: AnyRoute) {
+function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandlerOptions) {
   // The outer chain already races Lambda's deadline; a second timer per request buys nothing.
   const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext>({ timeoutEarlyInMillis: 0 });
   if (route.access !== 'public') chain.use(authenticate());
-  if (route.access !== 'public') chain.use(licenseGate());
+  if (route.access !== 'public' && gated) chain.use(licenseGate());
   if (route.body) chain.use(jsonBody());
   if (route.access !== 'public') chain.use(keyScope(route));
   return chain.handler(async (event, context, { signal }) => {
@@ -47,6 +47,8 @@ function routeHandler(route: AnyRoute) {
 export interface HttpHandlerOptions {
   /** Routes served elsewhere, consulted only to tell a 405 from a 404. */
   knownRoutes?: readonly AnyRoute[];
+  /** The license gate on non-public routes; off only to measure what it costs (bench/). */
+  licenseGate?: boolean;
 }
 
 /**
@@ -59,7 +61,7 @@ export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOpt
     routes: routes.map((route) => ({
       method: route.method satisfies Method,
       path: route.path,
-      handler: routeHandler(route),
+      handler: routeHandler(route, options),
     })),
     notFoundResponse: ({ method, path }: { method: string; path: string }) => {
       throw routeMiss(known, method, path);
