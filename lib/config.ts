@@ -58,7 +58,9 @@ export type Config = z.infer<ReturnType<typeof settingsSchema>> & {
 };
 
 /** Validates settings and names every missing or malformed one in a single line. */
-export function parseConfig(env: Env): Config {
+export function parseConfig(given: Env): Config {
+  // An empty variable (docker compose's `${X:-}`) means unset.
+  const env = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== ''));
   const lambda = isLambda(env);
   const container = servesOneRequestAtATime(env);
   const result = settingsSchema(lambda, container).safeParse(env);

@@ -34,6 +34,19 @@ describe('parseConfig', () => {
     expect(config.DB_POOL_MAX).toBe(2);
   });
 
+  it('treats empty variables as unset, as docker compose passes them', () => {
+    const config = parseConfig({
+      ...complete,
+      LICENSE_SERVER_URL: '',
+      LICENSE_KEY: '',
+      QUERY_TIMEOUT_MS: '',
+    });
+
+    expect(config.LICENSE_SERVER_URL).toBeUndefined();
+    expect(config.LICENSE_KEY).toBeUndefined();
+    expect(config.QUERY_TIMEOUT_MS).toBe(30_000);
+  });
+
   it('names every missing setting in one line', () => {
     expect(() => parseConfig({ AUTH_USER: 'admin' })).toThrow(
       'missing settings: DATABASE_URL, AUTH_PASS, DBADMIN_SECRET',
