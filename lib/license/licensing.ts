@@ -310,7 +310,11 @@ export class Licensing {
 
   private async activateKey(licenseKey: string, email: string) {
     const checked = await this.askKey(licenseKey, email);
-    if (!checked.valid) return { valid: false, success: false, message: checked.message };
+    if (!checked.valid) {
+      // SPEC.md's activation messages: an owner mismatch says so; any other refusal is "Invalid license".
+      const message = checked.message === 'Email mismatch' ? checked.message : 'Invalid license';
+      return { valid: false, success: false, message };
+    }
     const reply = await this.deps.client().activate({ licenseKey, machineId: await this.machineId(), email });
     if (!reply.success) return { valid: true, success: false, message: reply.message };
     const now = this.clock();

@@ -58,7 +58,7 @@ describe('activate-license (CLI, in a child process)', () => {
   });
 
   it.each([
-    ['an unknown key', ['-k', 'KEY-NONE', '-e', 'a@b.co'], 1, /License key not found or inactive/],
+    ['an unknown key', ['-k', 'KEY-NONE', '-e', 'a@b.co'], 1, /Invalid license/],
     ['a missing email', ['-k', 'KEY-CLI-1'], 2, /missing --email/],
     ['an unknown option', ['--kee', 'x'], 2, /Unknown option/],
   ])('fails with a clear message and a non-zero exit for %s', async (_, args, code, message) => {

@@ -144,7 +144,7 @@ describe('activation', () => {
   });
 
   it.each([
-    ['an unknown key', 'KEY-NOPE', 'owner@example.com', 'License key not found or inactive'],
+    ['an unknown key', 'KEY-NOPE', 'owner@example.com', 'Invalid license'],
     ['another owner', 'KEY-PAID-0002', 'thief@example.com', 'Email mismatch'],
   ])('refuses %s with the server message', async (_, key, email, message) => {
     await deploy();
