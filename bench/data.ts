@@ -14,7 +14,16 @@ import { to as copyTo } from 'pg-copy-streams';
 import { handler as tables } from '../functions/tables';
 import { closePool } from '../lib/db/pool';
 import { call } from '../test/support/http';
-import { BENCH_SETTINGS, basicAuth, compare, load, median, runBench, SECONDS, startOffline } from './support';
+import {
+  BENCH_SETTINGS,
+  basicAuth,
+  compare,
+  load,
+  median,
+  printThroughput,
+  runBench,
+  startOffline,
+} from './support';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const EXPORTS = Number(process.env.BENCH_EXPORTS ?? 15);
@@ -100,17 +109,7 @@ runBench('bench-data', async (env) => {
       },
       ROUNDS,
     );
-    const ceiling = rows[0]?.rps ?? 1;
-    console.log(`\nThrough serverless-offline, 10 connections, median of ${ROUNDS} x ${SECONDS}s`);
-    console.table(
-      rows.map((r) => ({
-        target: r.name,
-        'req/s': Math.round(r.rps),
-        'p50 ms': r.p50,
-        'p99 ms': r.p99,
-        'vs ceiling': `${(r.rps / ceiling).toFixed(2)}x`,
-      })),
-    );
+    printThroughput(rows, ROUNDS);
 
     const get = (path: string) => async () => {
       const response = await fetch(api(path), { headers });

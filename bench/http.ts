@@ -21,8 +21,8 @@ import {
   compare,
   load,
   median,
+  printThroughput,
   runBench,
-  SECONDS,
   SERVERLESS,
   startOffline,
 } from './support';
@@ -188,16 +188,7 @@ runBench('bench', async (env) => {
   const gate = await gateCost(env);
 
   const ceiling = rows[0] as (typeof rows)[number];
-  console.log(`\nThroughput through serverless-offline, 10 connections, median of ${ROUNDS} x ${SECONDS}s`);
-  console.table(
-    rows.map((r) => ({
-      target: r.name,
-      'req/s': Math.round(r.rps),
-      'p50 ms': r.p50,
-      'p99 ms': r.p99,
-      'vs ceiling': `${(r.rps / ceiling.rps).toFixed(2)}x`,
-    })),
-  );
+  printThroughput(rows, ROUNDS);
   const hostMicros = 1e6 / ceiling.rps;
   console.log(
     `Warm handler cost in-process (µs per request), against the host's time per request at the ceiling (${hostMicros.toFixed(0)} µs)`,

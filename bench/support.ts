@@ -144,3 +144,18 @@ export function runBench(purpose: string, body: (env: NodeJS.ProcessEnv) => Prom
     process.exit(1);
   });
 }
+
+/** The throughput table: each target next to the first one (the ceiling). */
+export function printThroughput(rows: Awaited<ReturnType<typeof compare>>, rounds: number): void {
+  const ceiling = rows[0]?.rps ?? 1;
+  console.log(`\nThroughput through serverless-offline, 10 connections, median of ${rounds} x ${SECONDS}s`);
+  console.table(
+    rows.map((r) => ({
+      target: r.name,
+      'req/s': Math.round(r.rps),
+      'p50 ms': r.p50,
+      'p99 ms': r.p99,
+      'vs ceiling': `${(r.rps / ceiling).toFixed(2)}x`,
+    })),
+  );
+}
