@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { quoteCatalogName } from '#lib/db/identifiers';
 
 /** dbadmin's own schema. Its name cannot be created or dropped through the API (leading `_`). */
 export const INTERNAL_SCHEMA = '_dbadmin';
@@ -47,24 +48,35 @@ export const MIGRATIONS: readonly Migration[] = [
 /** Any fixed number serves; it only has to be the same in every dbadmin process. */
 const MIGRATION_LOCK = 0x0db_ad_01;
 
+/** Where a set of migrations keeps its record, and the advisory lock that serialises it. */
+export interface MigrationTarget {
+  schema: string;
+  lock: number;
+}
+
+export const INTERNAL_TARGET: MigrationTarget = { schema: INTERNAL_SCHEMA, lock: MIGRATION_LOCK };
+
 /**
- * Brings `_dbadmin` up to date. Runs under a session advisory lock so that concurrent cold starts
- * apply each migration once; each migration commits together with its record.
+ * Brings a schema (by default `_dbadmin`) up to date. Runs under a session advisory lock so that
+ * concurrent cold starts apply each migration once; each migration commits with its record.
  */
 export async function migrate(
   client: pg.ClientBase,
   migrations: readonly Migration[] = MIGRATIONS,
+  target: MigrationTarget = INTERNAL_TARGET,
 ): Promise<number[]> {
-  await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+  // Our own schema names, never a caller's: _dbadmin starts with an underscore on purpose.
+  const schema = quoteCatalogName(target.schema);
+  await client.query('SELECT pg_advisory_lock($1)', [target.lock]);
   try {
     await client.query(`
-      CREATE SCHEMA IF NOT EXISTS _dbadmin;
-      CREATE TABLE IF NOT EXISTS _dbadmin.migrations (
+      CREATE SCHEMA IF NOT EXISTS ${schema};
+      CREATE TABLE IF NOT EXISTS ${schema}.migrations (
         id         integer PRIMARY KEY,
         name       text NOT NULL,
         applied_at timestamptz NOT NULL DEFAULT now()
       )`);
-    const { rows } = await client.query<{ id: number }>('SELECT id FROM _dbadmin.migrations');
+    const { rows } = await client.query<{ id: number }>(`SELECT id FROM ${schema}.migrations`);
     const done = new Set(rows.map((row) => row.id));
     const applied: number[] = [];
     for (const migration of migrations) {
@@ -72,7 +84,7 @@ export async function migrate(
       await client.query('BEGIN');
       try {
         await client.query(migration.sql);
-        await client.query('INSERT INTO _dbadmin.migrations (id, name) VALUES ($1, $2)', [
+        await client.query(`INSERT INTO ${schema}.migrations (id, name) VALUES ($1, $2)`, [
           migration.id,
           migration.name,
         ]);
@@ -85,6 +97,6 @@ export async function migrate(
     }
     return applied;
   } finally {
-    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+    await client.query('SELECT pg_advisory_unlock($1)', [target.lock]);
   }
 }

@@ -1,0 +1,20 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/** Crockford's base32: no I, L, O or U, so a key read aloud or retyped survives. */
+const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+/** `DBA-XXXXX-XXXXX-XXXXX-XXXXX-XXXXX`: 125 random bits in readable groups. */
+export function newLicenseKey(): string {
+  const bytes = randomBytes(25);
+  const chars = [...bytes].map((byte) => ALPHABET[byte & 31]).join('');
+  return `DBA-${chars.match(/.{5}/g)?.join('-')}`;
+}
+
+/** Keys are compared in one spelling: upper case, no surrounding spaces. */
+export const normalizeKey = (key: string) => key.trim().toUpperCase();
+
+/** Emails match regardless of case and surrounding spaces. */
+export const normalizeEmail = (email: string) => email.trim().toLowerCase();
+
+export const keyFingerprint = (key: string) =>
+  createHash('sha256').update(normalizeKey(key)).digest('hex').slice(0, 12);
