@@ -172,7 +172,7 @@ export async function deactivate(
   input: { licenseKey: string; machineId: string; email?: string },
 ) {
   const license = await findLicense(db, input.licenseKey);
-  if (!license || license.status !== 'active') return { success: false, message: 'Invalid license' };
+  if (license?.status !== 'active') return { success: false, message: 'Invalid license' };
   if (!sameOwner(license, input.email)) return { success: false, message: 'Email mismatch' };
   const { rowCount } = await db.query(
     'DELETE FROM license_server.activations WHERE license_id = $1 AND machine_id = $2',
