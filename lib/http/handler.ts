@@ -5,7 +5,7 @@ import { Download } from '#lib/download';
 import { MethodNotAllowed, NotFound } from '#lib/errors';
 import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
-import type { HttpEvent } from '#lib/http/event';
+import { clientAddress, type HttpEvent } from '#lib/http/event';
 import { jsonBody } from '#lib/http/json-body';
 import { keyScope } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
@@ -39,6 +39,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
       body: route.body?.parse(event.body),
       principal: context.principal,
       signal,
+      clientAddress: clientAddress(event),
     });
     return result instanceof Download ? download(result) : json(route.status ?? 200, result);
   });

@@ -16,6 +16,8 @@ export interface RouteInput<P, Q, B> {
   principal: Principal | undefined;
   /** Aborted when the request must end early (Lambda about to time out). */
   signal: AbortSignal | undefined;
+  /** The caller's address as API Gateway saw it. */
+  clientAddress: string | undefined;
 }
 
 /**
