@@ -1,0 +1,113 @@
+/**
+ * license-admin: the vendor's tool for the license server's store.
+ *   issue --email E [--type paid|trial] [--max-deployments N] [--expires-at ISO]
+ *   list | show KEY | revoke KEY | deactivate KEY MACHINE_ID
+ */
+import { parseArgs } from 'node:util';
+import { closeLicenseDatabase, licenseDatabase } from '../license-server/lib/db';
+import { findLicense, issueLicense, type License, listLicenses, revoke } from '../license-server/lib/store';
+
+export const HELP = `Usage: license-admin <command> [options]
+
+  issue --email E [--type paid|trial] [--max-deployments N] [--expires-at ISO]   prints the new key
+  list                                 every license, one per line
+  show KEY                             one license and its activated machines
+  revoke KEY                           the key stops validating
+  deactivate KEY MACHINE_ID            frees that machine's deployment slot
+
+Needs LICENSE_SERVER_DATABASE_URL.`;
+
+interface Io {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+const line = (l: License) =>
+  [
+    l.licenseKey,
+    l.email,
+    l.type,
+    l.status,
+    `${l.machineIds.length}/${l.maxDeployments}`,
+    l.expiresAt?.toISOString() ?? 'lifetime',
+  ].join('  ');
+
+class UsageError extends Error {}
+
+function issueOptions(args: string[]) {
+  const { values } = parseArgs({
+    args,
+    options: {
+      email: { type: 'string' },
+      type: { type: 'string', default: 'paid' },
+      'max-deployments': { type: 'string', default: '5' },
+      'expires-at': { type: 'string' },
+    },
+  });
+  if (!values.email?.includes('@')) throw new UsageError('issue needs --email with an email address');
+  if (values.type !== 'paid' && values.type !== 'trial') throw new UsageError('--type must be paid or trial');
+  const maxDeployments = Number(values['max-deployments']);
+  if (!Number.isInteger(maxDeployments) || maxDeployments < 1)
+    throw new UsageError('--max-deployments must be a positive whole number');
+  const expiresAt = values['expires-at'] ? new Date(values['expires-at']) : null;
+  if (expiresAt && Number.isNaN(expiresAt.getTime()))
+    throw new UsageError('--expires-at must be an ISO 8601 date');
+  return { email: values.email, type: values.type, maxDeployments, expiresAt } as const;
+}
+
+async function command(name: string | undefined, args: string[], io: Io): Promise<number> {
+  const db = await licenseDatabase();
+  switch (name) {
+    case 'issue': {
+      const license = await issueLicense(db, issueOptions(args));
+      io.out(license.licenseKey);
+      return 0;
+    }
+    case 'list':
+      for (const license of await listLicenses(db)) io.out(line(license));
+      return 0;
+    case 'show': {
+      const license = args[0] ? await findLicense(db, args[0]) : undefined;
+      if (!license) throw new UsageError('show needs the key of an existing license');
+      io.out(JSON.stringify(license, null, 2));
+      return 0;
+    }
+    case 'revoke':
+      if (!args[0] || !(await revoke(db, args[0])))
+        throw new UsageError('revoke needs the key of an existing license');
+      io.out(`revoked ${args[0]}`);
+      return 0;
+    case 'deactivate': {
+      const [key, machineId] = args;
+      const license = key ? await findLicense(db, key) : undefined;
+      if (!license || !machineId) throw new UsageError('deactivate needs KEY MACHINE_ID');
+      const { rowCount } = await db.query(
+        'DELETE FROM license_server.activations WHERE license_id = $1 AND machine_id = $2',
+        [license.id, machineId],
+      );
+      if (!rowCount) throw new UsageError(`machine ${machineId} holds no slot of ${key}`);
+      io.out(`deactivated ${machineId}`);
+      return 0;
+    }
+    default:
+      throw new UsageError(name ? `unknown command ${name}` : 'a command is required');
+  }
+}
+
+export async function run(argv: string[], io: Io): Promise<number> {
+  const [name, ...args] = argv;
+  if (!name || name === '--help' || name === '-h') {
+    (name ? io.out : io.err)(HELP);
+    return name ? 0 : 2;
+  }
+  try {
+    return await command(name, args, io);
+  } catch (error) {
+    const usage =
+      error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+    io.err(`license-admin: ${(error as Error).message}${usage ? `\n\n${HELP}` : ''}`);
+    return usage ? 2 : 1;
+  } finally {
+    await closeLicenseDatabase();
+  }
+}
