@@ -4,6 +4,7 @@
  *   list | show KEY | revoke KEY | deactivate KEY MACHINE_ID
  */
 import { parseArgs } from 'node:util';
+import type pg from 'pg';
 import { closeLicenseDatabase, licenseDatabase } from '../license-server/lib/db';
 import { findLicense, issueLicense, type License, listLicenses, revoke } from '../license-server/lib/store';
 
@@ -55,42 +56,48 @@ function issueOptions(args: string[]) {
   return { email: values.email, type: values.type, maxDeployments, expiresAt } as const;
 }
 
-async function command(name: string | undefined, args: string[], io: Io): Promise<number> {
+async function showLicense(db: pg.Pool, key: string | undefined, io: Io): Promise<number> {
+  const license = key ? await findLicense(db, key) : undefined;
+  if (!license) throw new UsageError('show needs the key of an existing license');
+  io.out(JSON.stringify(license, null, 2));
+  return 0;
+}
+
+async function revokeLicense(db: pg.Pool, key: string | undefined, io: Io): Promise<number> {
+  if (!key || !(await revoke(db, key))) throw new UsageError('revoke needs the key of an existing license');
+  io.out(`revoked ${key}`);
+  return 0;
+}
+
+async function deactivateMachine(db: pg.Pool, [key, machineId]: string[], io: Io): Promise<number> {
+  const license = key ? await findLicense(db, key) : undefined;
+  if (!license || !machineId) throw new UsageError('deactivate needs KEY MACHINE_ID');
+  const { rowCount } = await db.query(
+    'DELETE FROM license_server.activations WHERE license_id = $1 AND machine_id = $2',
+    [license.id, machineId],
+  );
+  if (!rowCount) throw new UsageError(`machine ${machineId} holds no slot of ${key}`);
+  io.out(`deactivated ${machineId}`);
+  return 0;
+}
+
+async function command(name: string, args: string[], io: Io): Promise<number> {
   const db = await licenseDatabase();
   switch (name) {
-    case 'issue': {
-      const license = await issueLicense(db, issueOptions(args));
-      io.out(license.licenseKey);
+    case 'issue':
+      io.out((await issueLicense(db, issueOptions(args))).licenseKey);
       return 0;
-    }
     case 'list':
       for (const license of await listLicenses(db)) io.out(line(license));
       return 0;
-    case 'show': {
-      const license = args[0] ? await findLicense(db, args[0]) : undefined;
-      if (!license) throw new UsageError('show needs the key of an existing license');
-      io.out(JSON.stringify(license, null, 2));
-      return 0;
-    }
+    case 'show':
+      return showLicense(db, args[0], io);
     case 'revoke':
-      if (!args[0] || !(await revoke(db, args[0])))
-        throw new UsageError('revoke needs the key of an existing license');
-      io.out(`revoked ${args[0]}`);
-      return 0;
-    case 'deactivate': {
-      const [key, machineId] = args;
-      const license = key ? await findLicense(db, key) : undefined;
-      if (!license || !machineId) throw new UsageError('deactivate needs KEY MACHINE_ID');
-      const { rowCount } = await db.query(
-        'DELETE FROM license_server.activations WHERE license_id = $1 AND machine_id = $2',
-        [license.id, machineId],
-      );
-      if (!rowCount) throw new UsageError(`machine ${machineId} holds no slot of ${key}`);
-      io.out(`deactivated ${machineId}`);
-      return 0;
-    }
+      return revokeLicense(db, args[0], io);
+    case 'deactivate':
+      return deactivateMachine(db, args, io);
     default:
-      throw new UsageError(name ? `unknown command ${name}` : 'a command is required');
+      throw new UsageError(`unknown command ${name}`);
   }
 }
 
