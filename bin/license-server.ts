@@ -1,0 +1,103 @@
+/**
+ * Local license server: `npm run license-server`. HTTPS on LICENSE_SERVER_PORT (default 3443) with a
+ * development CA and certificate made on first start in LICENSE_SERVER_TLS_DIR (existing files are
+ * used as they are), on LICENSE_SERVER_DATABASE_URL or an embedded PostgreSQL under .data/.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { generate } from 'selfsigned';
+import { startEmbeddedPostgres } from './embedded-postgres';
+import { freePort } from './free-port';
+
+const dataDir = resolve(process.env.DBADMIN_DATA_DIR ?? '.data');
+const tlsDir = resolve(process.env.LICENSE_SERVER_TLS_DIR ?? join(dataDir, 'license-server-tls'));
+const port = process.env.LICENSE_SERVER_PORT ?? '3443';
+
+/** A CA and a localhost certificate it signs, made once; kept files win. */
+async function developmentTls(): Promise<void> {
+  const [ca, cert, key] = ['ca.pem', 'cert.pem', 'key.pem'].map((name) => join(tlsDir, name)) as [
+    string,
+    string,
+    string,
+  ];
+  if (existsSync(cert) && existsSync(key)) return;
+  mkdirSync(tlsDir, { recursive: true });
+  const authority = await generate([{ name: 'commonName', value: 'dbadmin license server development CA' }], {
+    algorithm: 'sha256',
+    keySize: 2048,
+    notAfterDate: new Date(Date.now() + 825 * 24 * 3600 * 1000),
+    extensions: [
+      { name: 'basicConstraints', cA: true, critical: true },
+      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+    ],
+  });
+  const server = await generate([{ name: 'commonName', value: 'localhost' }], {
+    algorithm: 'sha256',
+    keySize: 2048,
+    ca: { key: authority.private, cert: authority.cert },
+  });
+  writeFileSync(ca, authority.cert);
+  writeFileSync(cert, server.cert);
+  writeFileSync(key, server.private, { mode: 0o600 });
+}
+
+async function database(): Promise<{ url: string; stop?: () => Promise<void> }> {
+  if (process.env.LICENSE_SERVER_DATABASE_URL) return { url: process.env.LICENSE_SERVER_DATABASE_URL };
+  const secretFile = join(dataDir, 'license-server-postgres.secret');
+  if (!existsSync(secretFile)) {
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(secretFile, randomBytes(24).toString('base64url'), { mode: 0o600 });
+  }
+  return startEmbeddedPostgres({
+    dataDir: join(dataDir, 'license-server-postgres'),
+    password: readFileSync(secretFile, 'utf8').trim(),
+    persistent: true,
+  });
+}
+
+async function main(): Promise<void> {
+  await developmentTls();
+  const db = await database();
+  console.log(`license-server: https://localhost:${port}`);
+  console.log(`license-server: give the service its CA: LICENSE_SERVER_CA_FILE=${join(tlsDir, 'ca.pem')}`);
+  if (db.stop)
+    console.log(
+      `license-server: issue keys with: LICENSE_SERVER_DATABASE_URL='${db.url}' npx license-admin issue --email ...`,
+    );
+  const offline = spawn(
+    process.execPath,
+    [
+      require.resolve('serverless/bin/serverless.js'),
+      'offline',
+      'start',
+      '--httpsProtocol',
+      tlsDir,
+      '--httpPort',
+      port,
+      '--host',
+      process.env.HOST ?? '127.0.0.1',
+      '--lambdaPort',
+      String(await freePort()),
+    ],
+    {
+      cwd: resolve('license-server'),
+      env: { ...process.env, LICENSE_SERVER_DATABASE_URL: db.url },
+      stdio: 'inherit',
+    },
+  );
+  const stop = async (code: number) => {
+    offline.kill('SIGTERM');
+    await db.stop?.().catch(() => undefined);
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+  offline.on('exit', (code) => void stop(code ?? 1));
+}
+
+main().catch((error: unknown) => {
+  console.error(`license-server: failed to start: ${(error as Error).message}`);
+  process.exit(1);
+});
