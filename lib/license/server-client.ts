@@ -21,7 +21,7 @@ const validateAnswer = z.object({
   // Older servers send only `valid` (SPEC.md); the runtime check treats a missing one as true.
   activated: z.boolean().optional(),
   message: z.string().optional(),
-  type: z.enum(['trial', 'paid']).optional(),
+  type: z.enum(['trial', 'paid']).nullable().optional(),
   expiresAt: z.string().nullable().optional(),
 });
 const activateAnswer = z.object({ success: z.boolean(), message: z.string() });

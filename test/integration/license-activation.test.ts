@@ -8,13 +8,13 @@ import { loadConfig, resetConfig } from '#lib/config';
 import { closePool, getDatabase } from '#lib/db/pool';
 import { activateFromEnvironment } from '#lib/license/activation';
 import { createLicensing } from '#lib/license/index';
-import { FakeLicenseServer } from '#test/support/fake-license-server';
 import { lambdaContext } from '#test/support/http';
+import { TestLicenseServer } from '#test/support/license-server';
 
-const server = new FakeLicenseServer();
+const server = new TestLicenseServer();
 beforeAll(() => server.start());
 afterAll(async () => {
-  await server.stop();
+  await server.close();
   await closePool();
 });
 
@@ -30,10 +30,10 @@ describe('activate-license (CLI, in a child process)', () => {
     );
 
   it('validates, activates, saves the file and prints type and expiry', async () => {
-    server.issue('KEY-CLI-1', 'owner@example.com');
+    const KEY_CLI_1 = await server.issue('owner@example.com');
     const dir = freshDir();
 
-    const result = await cli(['-k', 'KEY-CLI-1', '-e', 'owner@example.com', '-s', server.url], {
+    const result = await cli(['-k', KEY_CLI_1, '-e', 'owner@example.com', '-s', server.url], {
       LICENSE_DATA_DIR: dir,
     });
 
@@ -45,10 +45,13 @@ describe('activate-license (CLI, in a child process)', () => {
   });
 
   it('prints the expiry of a time-limited license', async () => {
-    server.issue('KEY-CLI-2', 'owner@example.com', { type: 'trial', expiresAt: '2027-01-01T00:00:00.000Z' });
+    const KEY_CLI_2 = await server.issue('owner@example.com', {
+      type: 'trial',
+      expiresAt: '2027-01-01T00:00:00.000Z',
+    });
 
     const result = await cli(
-      ['--key', 'KEY-CLI-2', '--email', 'owner@example.com', '--server-url', server.url],
+      ['--key', KEY_CLI_2, '--email', 'owner@example.com', '--server-url', server.url],
       {
         LICENSE_DATA_DIR: freshDir(),
       },
@@ -58,8 +61,8 @@ describe('activate-license (CLI, in a child process)', () => {
   });
 
   it.each([
-    ['an unknown key', ['-k', 'KEY-NONE', '-e', 'a@b.co'], 1, /Invalid license/],
-    ['a missing email', ['-k', 'KEY-CLI-1'], 2, /missing --email/],
+    ['an unknown key', ['-k', 'DBA-NONE', '-e', 'a@b.co'], 1, /Invalid license/],
+    ['a missing email', ['-k', 'DBA-ANY'], 2, /missing --email/],
     ['an unknown option', ['--kee', 'x'], 2, /Unknown option/],
   ])('fails with a clear message and a non-zero exit for %s', async (_, args, code, message) => {
     const result = await cli([...args, '-s', server.url], { LICENSE_DATA_DIR: freshDir() });
@@ -87,12 +90,12 @@ describe('activate-license (CLI, in a child process)', () => {
 
 describe('activation from the environment', () => {
   it('activates at start, then removes LICENSE_KEY and LICENSE_EMAIL; again at the next start', async () => {
-    server.issue('KEY-ENV', 'owner@example.com');
+    const KEY_ENV = await server.issue('owner@example.com');
     const dir = freshDir();
     for (const expected of ['License activated', 'Already activated']) {
       const env: NodeJS.ProcessEnv = {
         ...process.env,
-        LICENSE_KEY: 'KEY-ENV',
+        LICENSE_KEY: KEY_ENV,
         LICENSE_EMAIL: 'owner@example.com',
       };
       const config = await loadConfig({
@@ -118,12 +121,12 @@ describe('activation from the environment', () => {
 
 describe('functions/activate-license (invoked)', () => {
   it('activates and answers type and expiry', async () => {
-    server.issue('KEY-FN', 'owner@example.com');
+    const KEY_FN = await server.issue('owner@example.com');
     process.env.LICENSE_SERVER_CA_FILE = server.tls.caFile;
     resetConfig();
 
     const result = await activateFunction(
-      { licenseKey: 'KEY-FN', email: 'owner@example.com', serverUrl: server.url },
+      { licenseKey: KEY_FN, email: 'owner@example.com', serverUrl: server.url },
       lambdaContext(),
       {} as never,
     );

@@ -9,10 +9,10 @@ import { createLicensing, setLicensing } from '#lib/license/index';
 import type { Licensing } from '#lib/license/licensing';
 import { DAY, HOUR } from '#lib/license/state';
 import { withAdminClient } from '#test/support/db';
-import { FakeLicenseServer } from '#test/support/fake-license-server';
 import { call } from '#test/support/http';
+import { TestLicenseServer } from '#test/support/license-server';
 
-const server = new FakeLicenseServer();
+const server = new TestLicenseServer();
 const T0 = new Date('2026-03-01T12:00:00Z');
 let now = T0;
 const clock = () => now;
@@ -20,7 +20,7 @@ let dataDir: string;
 
 beforeAll(() => server.start());
 afterAll(async () => {
-  await server.stop();
+  await server.close();
   setLicensing(undefined);
   await closePool();
 });
@@ -126,29 +126,29 @@ describe('trial', () => {
 describe('activation', () => {
   it('activates through the API and keeps the key only encrypted', async () => {
     await deploy();
-    server.issue('KEY-PAID-0001', 'owner@example.com');
+    const KEY_PAID_0001 = await server.issue('owner@example.com');
 
     const reply = await post('/api/license/activate', {
-      licenseKey: 'KEY-PAID-0001',
+      licenseKey: KEY_PAID_0001,
       email: ' Owner@Example.com ',
     });
 
     expect(reply.body).toEqual({ valid: true, success: true, message: 'License activated' });
     expect(await status()).toMatchObject({ valid: true, status: 'active', type: 'paid', expiresAt: null });
-    expect(readFileSync(join(dataDir, 'license.json'), 'utf8')).not.toContain('KEY-PAID-0001');
+    expect(readFileSync(join(dataDir, 'license.json'), 'utf8')).not.toContain(KEY_PAID_0001);
     const again = await post('/api/license/activate', {
-      licenseKey: 'KEY-PAID-0001',
+      licenseKey: KEY_PAID_0001,
       email: 'owner@example.com',
     });
     expect(again.body).toEqual({ valid: true, success: true, message: 'Already activated' });
   });
 
   it.each([
-    ['an unknown key', 'KEY-NOPE', 'owner@example.com', 'Invalid license'],
-    ['another owner', 'KEY-PAID-0002', 'thief@example.com', 'Email mismatch'],
-  ])('refuses %s with the server message', async (_, key, email, message) => {
+    ['an unknown key', false, 'owner@example.com', 'Invalid license'],
+    ['another owner', true, 'thief@example.com', 'Email mismatch'],
+  ])('refuses %s with the server message', async (_, known, email, message) => {
     await deploy();
-    server.issue('KEY-PAID-0002', 'owner@example.com');
+    const key = known ? await server.issue('owner@example.com') : 'DBA-NOPE-NOPE';
 
     const reply = await post('/api/license/activate', { licenseKey: key, email });
 
@@ -158,16 +158,16 @@ describe('activation', () => {
   });
 
   it('reports the deployment limit', async () => {
-    server.issue('KEY-SMALL', 'owner@example.com', { maxDeployments: 1 });
+    const KEY_SMALL = await server.issue('owner@example.com', { maxDeployments: 1 });
     await deploy();
     expect(
-      (await post('/api/license/activate', { licenseKey: 'KEY-SMALL', email: 'owner@example.com' })).body
+      (await post('/api/license/activate', { licenseKey: KEY_SMALL, email: 'owner@example.com' })).body
         .success,
     ).toBe(true);
     await deploy();
 
     const reply = await post('/api/license/activate', {
-      licenseKey: 'KEY-SMALL',
+      licenseKey: KEY_SMALL,
       email: 'owner@example.com',
     });
 
@@ -196,10 +196,13 @@ describe('activation', () => {
 
   it('validates without activating', async () => {
     await deploy();
-    server.issue('KEY-CHECK', 'owner@example.com', { type: 'trial', expiresAt: '2026-12-31T00:00:00.000Z' });
+    const KEY_CHECK = await server.issue('owner@example.com', {
+      type: 'trial',
+      expiresAt: '2026-12-31T00:00:00.000Z',
+    });
 
     const reply = await post('/api/license/validate', {
-      licenseKey: 'KEY-CHECK',
+      licenseKey: KEY_CHECK,
       email: 'owner@example.com',
     });
 
@@ -215,15 +218,16 @@ describe('activation', () => {
 });
 
 describe('at run time', () => {
-  async function activated(key: string) {
-    const licensing = await deploy();
-    server.issue(key, 'owner@example.com');
+  /** A fresh deployment with a newly issued paid license activated; answers the key. */
+  async function activated(): Promise<string> {
+    await deploy();
+    const key = await server.issue('owner@example.com');
     await post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
-    return licensing;
+    return key;
   }
 
   it('asks the license server nothing while the last check is under 12 hours old', async () => {
-    await activated('KEY-HOT');
+    await activated();
     const before = server.requests;
     now = new Date(T0.getTime() + 12 * HOUR - 1);
 
@@ -232,8 +236,8 @@ describe('at run time', () => {
   });
 
   it('revalidates after 12 hours and notices a revocation', async () => {
-    await activated('KEY-REVOKED');
-    server.revoke('KEY-REVOKED');
+    const key = await activated();
+    await server.revoke(key);
     now = new Date(T0.getTime() + 12 * HOUR);
 
     const reply = await gated();
@@ -243,7 +247,7 @@ describe('at run time', () => {
   });
 
   it('works offline within 7 days (grace, with a warning) and is expired beyond', async () => {
-    await activated('KEY-OFFLINE');
+    await activated();
     await server.stop();
     try {
       now = new Date(T0.getTime() + 2 * DAY);
@@ -263,7 +267,7 @@ describe('at run time', () => {
   });
 
   it('in strict mode, lets requests through an unreachable server in development only', async () => {
-    await activated('KEY-DEV');
+    await activated();
     await server.stop();
     now = new Date(T0.getTime() + 8 * DAY);
     try {
@@ -286,7 +290,7 @@ describe('at run time', () => {
   it('notices a license file written by another process (the CLI) without a restart', async () => {
     const running = await deploy();
     expect((await running.state()).status).toBe('none');
-    server.issue('KEY-CLI', 'owner@example.com');
+    const KEY_CLI = await server.issue('owner@example.com');
 
     const cli = createLicensing(
       await loadConfig({
@@ -298,7 +302,7 @@ describe('at run time', () => {
       await getDatabase(),
       clock,
     );
-    expect((await cli.activate('KEY-CLI', 'owner@example.com')).success).toBe(true);
+    expect((await cli.activate(KEY_CLI, 'owner@example.com')).success).toBe(true);
 
     // The file watcher's event arrives asynchronously; yield to it, bounded.
     let seen = (await running.state()).status;
@@ -310,7 +314,7 @@ describe('at run time', () => {
   });
 
   it('recovers a lost machine id from the cache table, marked recovered', async () => {
-    await activated('KEY-RECOVER');
+    await activated();
     const { machineId } = JSON.parse(readFileSync(join(dataDir, 'machine-id.json'), 'utf8'));
     rmSync(join(dataDir, 'machine-id.json'));
     rmSync(join(dataDir, 'license.json'));
@@ -329,7 +333,7 @@ describe('at run time', () => {
   });
 
   it('ignores a tampered license file', async () => {
-    await activated('KEY-TAMPER');
+    await activated();
     const file = JSON.parse(readFileSync(join(dataDir, 'license.json'), 'utf8'));
     writeFileSync(
       join(dataDir, 'license.json'),

@@ -8,6 +8,8 @@ process.env.AUTH_PASS = 'test-admin-password';
 process.env.DBADMIN_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
 process.env.LICENSE_DATA_DIR = mkdtempSync(join(tmpdir(), 'dbadmin-license-data-'));
 process.env.NODE_ENV = 'test';
+// Every test request comes from 127.0.0.1: the per-address limit is tested on its own.
+process.env.LICENSE_SERVER_RATE_PER_ADDRESS = '100000';
 delete process.env.SSM_PREFIX;
 delete process.env.AWS_LAMBDA_FUNCTION_NAME;
 delete process.env.LICENSE_SERVER_URL;
