@@ -7,6 +7,7 @@ import { loadConfig, resetConfig } from '#lib/config';
 import { closePool, getDatabase } from '#lib/db/pool';
 import { createLicensing, setLicensing } from '#lib/license/index';
 import type { Licensing } from '#lib/license/licensing';
+import { licenseServerClient } from '#lib/license/server-client';
 import { DAY, HOUR } from '#lib/license/state';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
@@ -176,6 +177,26 @@ describe('activation', () => {
       success: false,
       message: 'Deployment limit reached. Deactivate an existing deployment first.',
     });
+  });
+
+  it('moves a license: deactivate the old deployment at the server, then activate the new one', async () => {
+    const key = await server.issue('owner@example.com', { maxDeployments: 1 });
+    const oldDeployment = await deploy();
+    await post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
+    const oldMachine = await oldDeployment.machineId();
+    await deploy();
+    const refused = await post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
+
+    const freed = await licenseServerClient({ url: server.url, caFile: server.tls.caFile }).deactivate({
+      licenseKey: key,
+      machineId: oldMachine,
+      email: 'owner@example.com',
+    });
+    const moved = await post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
+
+    expect(refused.body.message).toBe('Deployment limit reached. Deactivate an existing deployment first.');
+    expect(freed).toEqual({ success: true, message: 'Deployment deactivated' });
+    expect(moved.body).toEqual({ valid: true, success: true, message: 'License activated' });
   });
 
   it('says when the server cannot be reached or is not configured', async () => {
