@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 /** Crockford's base32: no I, L, O or U, so a key read aloud or retyped survives. */
 const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 
-/** `DBA-XXXXX-XXXXX-XXXXX-XXXXX-XXXXX`: 125 random bits in readable groups. */
+/** `DBA-` and five groups of five base32 characters (e.g. `DBA-HJQHA-VWD5F-BY7Z0-XCKXR-C9CHP`): 125 random bits. */
 export function newLicenseKey(): string {
   const bytes = randomBytes(25);
   const chars = [...bytes].map((byte) => ALPHABET[byte & 31]).join('');
