@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
+import { withClient } from '#lib/db/pool';
 import { ApiError, BadRequest } from '#lib/errors';
 
 export interface RunQueryInput {
@@ -76,48 +77,44 @@ export async function runQuery(
 ): Promise<QueryResult> {
   const searchPath = schema === 'public' ? 'public' : `${quoteIdent(schema, 'schema name')}, public`;
   const prelude = `BEGIN; SET LOCAL search_path TO ${searchPath}; SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)};\n`;
-  const client = await queryDb.connect();
-  const pid = (client as unknown as { processID: number }).processID;
-  let cancelled = false;
-  const cancel = () => {
-    cancelled = true;
-    adminDb.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
-  };
-  let broken: Error | undefined;
-  const started = performance.now();
-  signal?.addEventListener('abort', cancel, { once: true });
-  try {
-    const fail = async (error: unknown, offset: number) => {
+  return withClient(queryDb, async (client) => {
+    const pid = (client as unknown as { processID: number }).processID;
+    let cancelled = false;
+    const cancel = () => {
+      cancelled = true;
+      adminDb.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
+    };
+    const fail = async (error: unknown, offset: number): Promise<never> => {
       await client.query(`ROLLBACK; ${RESET_SESSION}`).catch(() => undefined);
       throw queryError(shiftPosition(error, offset), cancelled);
     };
-    let last: pg.QueryResult;
-    if (asKey) {
-      // One statement in its own (implicit) transaction; the key role's session defaults give it
-      // its schema, read-only mode for anon, and the pool's statement_timeout.
-      last = await client
-        .query({ text: sql, queryMode: 'extended' } as pg.QueryConfig)
-        .catch((e) => fail(e, 0));
-      await client.query(RESET_SESSION);
-    } else {
-      const results = (await client
-        .query(prelude + sql + EPILOGUE)
-        .catch((e) => fail(e, prelude.length))) as unknown as pg.QueryResult[];
-      last = results.at(-1 - EPILOGUE_RESULTS) as pg.QueryResult;
+    const started = performance.now();
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      let last: pg.QueryResult;
+      if (asKey) {
+        // One statement in its own (implicit) transaction; the key role's session defaults give it
+        // its schema, read-only mode for anon, and the pool's statement_timeout.
+        last = await client
+          .query({ text: sql, queryMode: 'extended' } as pg.QueryConfig)
+          .catch((e) => fail(e, 0));
+        await client.query(RESET_SESSION);
+      } else {
+        const results = (await client
+          .query(prelude + sql + EPILOGUE)
+          .catch((e) => fail(e, prelude.length))) as unknown as pg.QueryResult[];
+        last = results.at(-1 - EPILOGUE_RESULTS) as pg.QueryResult;
+      }
+      return {
+        rows: last.rows,
+        fields: (last.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID })),
+        rowCount: last.rowCount ?? last.rows.length,
+        duration: Math.round(performance.now() - started),
+      };
+    } finally {
+      signal?.removeEventListener('abort', cancel);
     }
-    return {
-      rows: last.rows,
-      fields: (last.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID })),
-      rowCount: last.rowCount ?? last.rows.length,
-      duration: Math.round(performance.now() - started),
-    };
-  } catch (error) {
-    if (fromDatabaseError(error)?.status === 503) broken = error as Error;
-    throw error;
-  } finally {
-    signal?.removeEventListener('abort', cancel);
-    client.release(broken);
-  }
+  });
 }
 
 /** Positions count from the start of the caller's SQL, not of the prelude sent before it. */

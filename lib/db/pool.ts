@@ -2,6 +2,7 @@ import pg from 'pg';
 import { type Config, getConfig } from '#lib/config';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
+import { ApiError } from '#lib/errors';
 
 /**
  * How values leave PostgreSQL for JSON: bigints as numbers while exact (else the exact string);
@@ -73,16 +74,29 @@ export async function getDatabase(): Promise<pg.Pool> {
   return db;
 }
 
-/** Runs `work` on one pooled connection; a connection that failed is discarded, not reused. */
+/** The connection cannot be trusted again: the server went away (raw, or already mapped to a 503). */
+const connectionLost = (error: unknown) =>
+  (error instanceof ApiError ? error.status : fromDatabaseError(error)?.status) === 503;
+
+/**
+ * Runs `work` on one pooled connection; a connection that failed is discarded, not reused. While
+ * checked out the client has no listener of pg-pool's, so a socket that dies between two queries
+ * would throw an unhandled 'error' and take the process down: we listen for it ourselves.
+ */
 export async function withClient<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await db.connect();
   let broken: Error | undefined;
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onError);
   try {
     return await work(client);
   } catch (error) {
-    if (fromDatabaseError(error)?.status === 503) broken = error as Error;
+    if (connectionLost(error)) broken = error as Error;
     throw error;
   } finally {
+    client.removeListener('error', onError);
     client.release(broken);
   }
 }

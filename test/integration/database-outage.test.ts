@@ -1,4 +1,5 @@
 import { handler as health } from '#functions/health';
+import { handler as query } from '#functions/query';
 import { handler as schemas } from '#functions/schemas';
 import { closePool } from '#lib/db/pool';
 import { call } from '#test/support/http';
@@ -63,5 +64,19 @@ describe('when the database goes away', () => {
     expect(healthDuring.body.error).toBe('Database unavailable');
     expect(after.status).toBe(200);
     expect(healthAfter.status).toBe(200);
+  });
+
+  it('does not hand out an ad-hoc SQL connection the outage broke', async () => {
+    const sql = () => call(query, { method: 'POST', path: '/api/query', body: { sql: 'SELECT 1 AS n' } });
+    expect((await sql()).status).toBe(200);
+
+    await proxy.down();
+    const during = await sql();
+    await proxy.up();
+    const after = await sql();
+
+    expect(during.status).toBe(503);
+    expect(after.status).toBe(200);
+    expect(after.body.rows).toEqual([{ n: 1 }]);
   });
 });
