@@ -6,7 +6,14 @@
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { closeLicenseDatabase, licenseDatabase } from '../license-server/lib/db';
-import { findLicense, issueLicense, type License, listLicenses, revoke } from '../license-server/lib/store';
+import {
+  deactivate,
+  findLicense,
+  issueLicense,
+  type License,
+  listLicenses,
+  revoke,
+} from '../license-server/lib/store';
 
 export const HELP = `Usage: license-admin <command> [options]
 
@@ -70,13 +77,13 @@ async function revokeLicense(db: pg.Pool, key: string | undefined, io: Io): Prom
 }
 
 async function deactivateMachine(db: pg.Pool, [key, machineId]: string[], io: Io): Promise<number> {
-  const license = key ? await findLicense(db, key) : undefined;
-  if (!license || !machineId) throw new UsageError('deactivate needs KEY MACHINE_ID');
-  const { rowCount } = await db.query(
-    'DELETE FROM license_server.activations WHERE license_id = $1 AND machine_id = $2',
-    [license.id, machineId],
-  );
-  if (!rowCount) throw new UsageError(`machine ${machineId} holds no slot of ${key}`);
+  if (!key || !machineId) throw new UsageError('deactivate needs KEY MACHINE_ID');
+  // The vendor may free any slot: no owner email to check.
+  const outcome = await deactivate(db, { licenseKey: key, machineId });
+  if (!outcome.success) {
+    io.err(`license-admin: ${outcome.message}`);
+    return 1;
+  }
   io.out(`deactivated ${machineId}`);
   return 0;
 }

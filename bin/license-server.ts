@@ -3,13 +3,12 @@
  * development CA and certificate made on first start in LICENSE_SERVER_TLS_DIR (existing files are
  * used as they are), on LICENSE_SERVER_DATABASE_URL or an embedded PostgreSQL under .data/.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { generate } from 'selfsigned';
+import { makeDevelopmentTls } from '../license-server/lib/dev-tls';
 import { startEmbeddedPostgres } from './embedded-postgres';
-import { freePort } from './free-port';
+import { runOffline } from './offline';
 
 const dataDir = resolve(process.env.DBADMIN_DATA_DIR ?? '.data');
 const tlsDir = resolve(process.env.LICENSE_SERVER_TLS_DIR ?? join(dataDir, 'license-server-tls'));
@@ -24,23 +23,10 @@ async function developmentTls(): Promise<void> {
   ];
   if (existsSync(cert) && existsSync(key)) return;
   mkdirSync(tlsDir, { recursive: true });
-  const authority = await generate([{ name: 'commonName', value: 'dbadmin license server development CA' }], {
-    algorithm: 'sha256',
-    keySize: 2048,
-    notAfterDate: new Date(Date.now() + 825 * 24 * 3600 * 1000),
-    extensions: [
-      { name: 'basicConstraints', cA: true, critical: true },
-      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
-    ],
-  });
-  const server = await generate([{ name: 'commonName', value: 'localhost' }], {
-    algorithm: 'sha256',
-    keySize: 2048,
-    ca: { key: authority.private, cert: authority.cert },
-  });
-  writeFileSync(ca, authority.cert);
-  writeFileSync(cert, server.cert);
-  writeFileSync(key, server.private, { mode: 0o600 });
+  const tls = await makeDevelopmentTls();
+  writeFileSync(ca, tls.ca);
+  writeFileSync(cert, tls.cert);
+  writeFileSync(key, tls.key, { mode: 0o600 });
 }
 
 async function database(): Promise<{ url: string; stop?: () => Promise<void> }> {
@@ -66,35 +52,14 @@ async function main(): Promise<void> {
     console.log(
       `license-server: issue keys with: LICENSE_SERVER_DATABASE_URL='${db.url}' npx license-admin issue --email ...`,
     );
-  const offline = spawn(
-    process.execPath,
-    [
-      require.resolve('serverless/bin/serverless.js'),
-      'offline',
-      'start',
-      '--httpsProtocol',
-      tlsDir,
-      '--httpPort',
-      port,
-      '--host',
-      process.env.HOST ?? '127.0.0.1',
-      '--lambdaPort',
-      String(await freePort()),
-    ],
-    {
-      cwd: resolve('license-server'),
-      env: { ...process.env, LICENSE_SERVER_DATABASE_URL: db.url },
-      stdio: 'inherit',
-    },
-  );
-  const stop = async (code: number) => {
-    offline.kill('SIGTERM');
-    await db.stop?.().catch(() => undefined);
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void stop(0));
-  process.on('SIGTERM', () => void stop(0));
-  offline.on('exit', (code) => void stop(code ?? 1));
+  await runOffline({
+    port,
+    host: process.env.HOST ?? '127.0.0.1',
+    env: { ...process.env, LICENSE_SERVER_DATABASE_URL: db.url },
+    cwd: resolve('license-server'),
+    options: ['--httpsProtocol', tlsDir],
+    cleanup: async () => db.stop?.(),
+  });
 }
 
 main().catch((error: unknown) => {

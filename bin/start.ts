@@ -2,12 +2,11 @@
  * Local host: `npm start`. Serves the Lambda functions through serverless-offline on PORT/HOST,
  * backed by DATABASE_URL or, when it is unset, an embedded PostgreSQL whose data lives in .data/.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { startEmbeddedPostgres } from './embedded-postgres';
-import { freePort } from './free-port';
+import { runOffline } from './offline';
 
 const dataDir = resolve(process.env.DBADMIN_DATA_DIR ?? '.data');
 const production = process.env.NODE_ENV === 'production';
@@ -76,36 +75,12 @@ async function main(): Promise<void> {
     env.DATABASE_URL = database.url;
   }
 
-  const port = env.PORT ?? '3000';
-  const host = env.HOST ?? '127.0.0.1';
-  const lambdaPort = String(await freePort());
-  const offline = spawn(
-    process.execPath,
-    [
-      require.resolve('serverless/bin/serverless.js'),
-      'offline',
-      'start',
-      '--httpPort',
-      port,
-      '--host',
-      host,
-      '--lambdaPort',
-      lambdaPort,
-    ],
-    { env, stdio: 'inherit' },
-  );
-
-  let stopping = false;
-  const stop = async (code: number) => {
-    if (stopping) return;
-    stopping = true;
-    offline.kill('SIGTERM');
-    await database?.stop().catch(() => undefined);
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void stop(0));
-  process.on('SIGTERM', () => void stop(0));
-  offline.on('exit', (code) => void stop(code ?? 1));
+  await runOffline({
+    port: env.PORT ?? '3000',
+    host: env.HOST ?? '127.0.0.1',
+    env,
+    cleanup: async () => database?.stop(),
+  });
 }
 
 main().catch((error: unknown) => {

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { z } from 'zod';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
@@ -27,6 +28,14 @@ function rateLimit(address: string | undefined, key: string): void {
 
 const Outcome = z.object({ success: z.boolean(), message: z.string() });
 
+/** A route's handler: rate limited, then one store operation on the server's database. */
+const limited =
+  <B extends { licenseKey: string }, R>(operation: (db: pg.Pool, body: B) => Promise<R>) =>
+  async ({ body, clientAddress }: { body: B; clientAddress: string | undefined }) => {
+    rateLimit(clientAddress, body.licenseKey);
+    return operation(await licenseDatabase(), body);
+  };
+
 export const routes = [
   defineRoute({
     method: 'POST',
@@ -41,10 +50,7 @@ export const routes = [
       type: z.enum(['trial', 'paid']).nullable(),
       expiresAt: z.string().nullable(),
     }),
-    handler: async ({ body, clientAddress }) => {
-      rateLimit(clientAddress, body.licenseKey);
-      return validate(await licenseDatabase(), body);
-    },
+    handler: limited(validate),
   }),
   defineRoute({
     method: 'POST',
@@ -53,10 +59,7 @@ export const routes = [
     access: 'public',
     body: z.strictObject({ licenseKey, machineId, email }),
     response: Outcome,
-    handler: async ({ body, clientAddress }) => {
-      rateLimit(clientAddress, body.licenseKey);
-      return activate(await licenseDatabase(), body);
-    },
+    handler: limited(activate),
   }),
   defineRoute({
     method: 'POST',
@@ -65,10 +68,7 @@ export const routes = [
     access: 'public',
     body: z.strictObject({ licenseKey, machineId, email }),
     response: Outcome,
-    handler: async ({ body, clientAddress }) => {
-      rateLimit(clientAddress, body.licenseKey);
-      return deactivate(await licenseDatabase(), body);
-    },
+    handler: limited(deactivate),
   }),
 ];
 

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 
 /** Crockford's base32: no I, L, O or U, so a key read aloud or retyped survives. */
 const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -15,6 +15,3 @@ export const normalizeKey = (key: string) => key.trim().toUpperCase();
 
 /** Emails match regardless of case and surrounding spaces. */
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
-
-export const keyFingerprint = (key: string) =>
-  createHash('sha256').update(normalizeKey(key)).digest('hex').slice(0, 12);

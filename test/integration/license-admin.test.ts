@@ -22,6 +22,9 @@ describe('license-admin (in a child process)', () => {
       maxDeployments: 3,
       machineIds: [],
     });
+    const notThere = await admin('deactivate', key, 'machine-x');
+    expect(notThere.code).toBe(1);
+    expect(notThere.stderr).toMatch(/not activated/);
     expect((await admin('revoke', key)).stdout.trim()).toBe(`revoked ${key}`);
     expect((await admin('list')).stdout).toContain(`${key}  buyer@example.com  paid  revoked`);
   });
@@ -51,6 +54,7 @@ describe('license-admin (in a child process)', () => {
     [['issue', '--email', 'a@b.co', '--max-deployments', '0'], /positive whole number/],
     [['show', 'DBA-NOPE'], /existing license/],
     [['deactivate', 'DBA-NOPE'], /KEY MACHINE_ID/],
+    [['deactivate'], /KEY MACHINE_ID/],
     [['frobnicate'], /unknown command frobnicate/],
   ])('refuses %j with usage help and exit 2', async (args, message) => {
     const result = await admin(...args);
