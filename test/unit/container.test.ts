@@ -26,6 +26,16 @@ describe('docker-compose.yml', () => {
     expect(env.DATABASE_URL).toMatch(/@db:5432\//);
     expect(env.AUTH_PASS).toMatch(/:\?/);
   });
+
+  it('connects as a role made by the init script that is not the superuser', () => {
+    const url = compose.services.dbadmin.environment.DATABASE_URL;
+    const init = readFileSync('deploy/postgres-init/10-dbadmin-role.sh', 'utf8');
+
+    expect(url).toMatch(/^postgres:\/\/dbadmin:\$\{DBADMIN_DB_PASSWORD\}@db:5432\/dbadmin$/);
+    expect(compose.services.db.volumes).toContain('./deploy/postgres-init:/docker-entrypoint-initdb.d:ro');
+    expect(init).toMatch(/CREATE ROLE dbadmin LOGIN CREATEROLE NOSUPERUSER/);
+    expect(init).toMatch(/CREATE DATABASE dbadmin OWNER dbadmin/);
+  });
 });
 
 describe('Dockerfile', () => {

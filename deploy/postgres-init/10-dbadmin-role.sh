@@ -1,0 +1,10 @@
+#!/bin/sh
+# Runs once, when the PostgreSQL volume is first initialised (docker-entrypoint-initdb.d): the
+# role dbadmin connects as, and the database it owns. Not a superuser: CREATEROLE (it makes each
+# schema's roles) and owning its database (it creates schemas) are all it needs. The superuser
+# is used for this and nothing else. Same steps as bin/embedded-postgres.ts provisionServiceRole.
+set -eu
+psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres --set=pw="$DBADMIN_DB_PASSWORD" <<'SQL'
+CREATE ROLE dbadmin LOGIN CREATEROLE NOSUPERUSER NOCREATEDB PASSWORD :'pw';
+CREATE DATABASE dbadmin OWNER dbadmin;
+SQL
