@@ -60,7 +60,10 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promi
     io.err(`activate-license: ${(error as Error).message}`);
     return 1;
   }
-  const db = createPool(config, 'dbadmin-activate-license');
+  const db = createPool(config, {
+    applicationName: 'dbadmin-activate-license',
+    settings: { search_path: 'pg_catalog, pg_temp' },
+  });
   try {
     await withClient(db, (client) => migrate(client));
     const result = await activateLicense(createLicensing(config, db), values.key, values.email);

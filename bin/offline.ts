@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
-import { freePort } from './free-port';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 export interface OfflineHost {
   port: string;
@@ -13,7 +15,24 @@ export interface OfflineHost {
   cleanup: () => Promise<void>;
 }
 
-/** Runs serverless-offline in the foreground; a signal or its exit stops it and runs cleanup. */
+/** SPEC.md's statement timeout, which the local host must outlast. */
+const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
+
+/**
+ * The function timeout the local host gives each function: the statement timeout plus a margin,
+ * so PostgreSQL's own timeout (a JSON `Query timeout`) always comes first, never the host's.
+ * On Lambda it is serverless.yml's 29 s, API Gateway's ceiling.
+ */
+export function functionTimeoutSeconds(env: NodeJS.ProcessEnv): number {
+  const queryTimeoutMs = Number(env.QUERY_TIMEOUT_MS) || DEFAULT_QUERY_TIMEOUT_MS;
+  return Math.ceil(queryTimeoutMs / 1000) + 5;
+}
+
+/**
+ * Runs serverless-offline in the foreground; a signal or its exit stops it and runs cleanup.
+ * Its Lambda invoke endpoint (which runs any function, activateLicense included, with any input)
+ * listens on a Unix socket in a private directory, never on the network.
+ */
 export async function runOffline({
   port,
   host,
@@ -22,6 +41,7 @@ export async function runOffline({
   options = [],
   cleanup,
 }: OfflineHost): Promise<void> {
+  const invokeDir = mkdtempSync(join(tmpdir(), 'dbadmin-invoke-'));
   const offline = spawn(
     process.execPath,
     [
@@ -34,9 +54,13 @@ export async function runOffline({
       '--host',
       host,
       '--lambdaPort',
-      String(await freePort()),
+      join(invokeDir, 'lambda.sock'),
     ],
-    { env, stdio: 'inherit', ...(cwd ? { cwd } : {}) },
+    {
+      env: { DBADMIN_FUNCTION_TIMEOUT: String(functionTimeoutSeconds(env)), ...env },
+      stdio: 'inherit',
+      ...(cwd ? { cwd } : {}),
+    },
   );
   let stopping = false;
   const stop = async (code: number) => {
@@ -44,6 +68,7 @@ export async function runOffline({
     stopping = true;
     offline.kill('SIGTERM');
     await cleanup().catch(() => undefined);
+    rmSync(invokeDir, { recursive: true, force: true });
     process.exit(code);
   };
   process.on('SIGINT', () => void stop(0));

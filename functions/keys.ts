@@ -65,7 +65,8 @@ export const routes = [
       keyId: z.coerce.number().int('keyId must be a whole number').positive('keyId must be positive'),
     }),
     response: Outcome,
-    handler: async ({ params }) => deleteKey(await getDatabase(), params.schema, params.keyId),
+    handler: async ({ params }) =>
+      deleteKey(await getDatabase(), (await getConfig()).DBADMIN_SECRET, params.schema, params.keyId),
   }),
 ];
 

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { runQuery } from '#lib/admin/query';
-import { getConfig } from '#lib/config';
-import { queryDatabaseFor } from '#lib/db/access';
-import { getDatabase } from '#lib/db/pool';
+import { getConfig, resultLimits } from '#lib/config';
+import { adminAccess, schemaAccess } from '#lib/db/executor';
+import { Forbidden } from '#lib/errors';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { inSchema } from '#lib/validation';
@@ -12,7 +12,7 @@ export const routes = [
     method: 'POST',
     path: '/api/query',
     summary:
-      'Run SQL in one transaction (admin: a statement or a script, described by its last result; API keys: one statement, read-only for anon)',
+      "Run SQL in one transaction as the schema's role (admin: a statement or a script, described by its last result; API keys: one statement, read-only for anon). runAs admin: the admin's own rights.",
     access: 'read',
     body: z.strictObject({
       sql: z
@@ -20,6 +20,13 @@ export const routes = [
         .min(1, 'sql must not be empty')
         .max(1024 * 1024),
       schema: inSchema,
+      runAs: z
+        .enum(['schema', 'admin'], { message: 'runAs must be schema or admin' })
+        .default('schema')
+        .meta({
+          description:
+            "schema (default): as the schema's own role, so code planted there runs with the schema's rights only; admin: with the service's own database rights (admin credentials only)",
+        }),
     }),
     response: z.object({
       rows: z.array(z.record(z.string(), z.unknown())),
@@ -27,13 +34,25 @@ export const routes = [
       rowCount: z.number(),
       duration: z.number().meta({ description: 'milliseconds' }),
     }),
-    handler: async ({ body, signal, principal }) =>
-      runQuery(await queryDatabaseFor(principal), await getDatabase(), {
-        ...body,
-        timeoutMs: (await getConfig()).QUERY_TIMEOUT_MS,
-        signal,
-        asKey: principal?.kind === 'key',
-      }),
+    handler: async ({ body, signal, principal }) => {
+      const asKey = principal?.kind === 'key';
+      if (asKey && body.runAs === 'admin')
+        throw new Forbidden('API keys cannot run SQL with the admin’s rights');
+      const adminRights = body.runAs === 'admin';
+      const config = await getConfig();
+      return runQuery(
+        adminRights ? await adminAccess(body.schema) : await schemaAccess(principal, body.schema),
+        {
+          sql: body.sql,
+          schema: body.schema,
+          timeoutMs: config.QUERY_TIMEOUT_MS,
+          limits: resultLimits(config),
+          signal,
+          asKey,
+          adminRights,
+        },
+      );
+    },
   }),
 ];
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { deleteRow, deleteRows, insertRow, updateRow } from '#lib/admin/rows';
-import { databaseFor } from '#lib/db/access';
+import { schemaAccess } from '#lib/db/executor';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { columnName, inSchema, Outcome, Row, tableName } from '#lib/validation';
@@ -18,7 +18,7 @@ export const routes = [
     response: z.object({ success: z.boolean(), row: Row, message: z.string() }),
     status: 201,
     handler: async ({ params, body, principal }) =>
-      insertRow(await databaseFor(principal), {
+      insertRow(await schemaAccess(principal, body.schema), {
         schema: body.schema,
         table: params.tableName,
         data: body.data,
@@ -33,7 +33,7 @@ export const routes = [
     body: z.strictObject({ column: columnName, value: z.unknown(), schema: inSchema }),
     response: z.object({ row: Row }),
     handler: async ({ params, body, principal }) =>
-      updateRow(await databaseFor(principal), {
+      updateRow(await schemaAccess(principal, body.schema), {
         schema: body.schema,
         table: params.tableName,
         rowId: params.rowId,
@@ -50,7 +50,7 @@ export const routes = [
     query: z.strictObject({ schema: inSchema }),
     response: Outcome,
     handler: async ({ params, query, principal }) =>
-      deleteRow(await databaseFor(principal), {
+      deleteRow(await schemaAccess(principal, query.schema), {
         schema: query.schema,
         table: params.tableName,
         rowId: params.rowId,
@@ -71,7 +71,7 @@ export const routes = [
     }),
     response: z.object({ success: z.boolean(), deletedCount: z.number(), message: z.string() }),
     handler: async ({ params, body, principal }) =>
-      deleteRows(await databaseFor(principal), {
+      deleteRows(await schemaAccess(principal, body.schema), {
         schema: body.schema,
         table: params.tableName,
         rowIds: body.rowIds,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { createSchema, deleteSchema, listSchemas } from '#lib/admin/schemas';
+import { getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
@@ -22,7 +23,7 @@ export const routes = [
     body: z.strictObject({ schemaName, password: schemaPassword }),
     response: Outcome.extend({ username: z.string() }),
     status: 201,
-    handler: async ({ body }) => createSchema(await getDatabase(), body),
+    handler: async ({ body }) => createSchema(await getDatabase(), (await getConfig()).DBADMIN_SECRET, body),
   }),
   defineRoute({
     method: 'DELETE',

@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { exportTable } from '#lib/admin/export';
 import { describeSchema } from '#lib/admin/structure';
 import { addColumn, cloneTable, createTable, deleteTable, listTables, readTable } from '#lib/admin/tables';
-import { databaseFor } from '#lib/db/access';
+import { getConfig, resultLimits } from '#lib/config';
+import { schemaAccess } from '#lib/db/executor';
+import { getDatabase } from '#lib/db/pool';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import {
@@ -59,7 +61,7 @@ export const routes = [
     access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.array(z.string()),
-    handler: async ({ query, principal }) => listTables(await databaseFor(principal), query.schema),
+    handler: async ({ query }) => listTables(await getDatabase(), query.schema),
   }),
   defineRoute({
     method: 'GET',
@@ -79,7 +81,7 @@ export const routes = [
       page: z.number(),
     }),
     handler: async ({ params, query, principal }) =>
-      readTable(await databaseFor(principal), {
+      readTable(await schemaAccess(principal, query.schema), resultLimits(await getConfig()), {
         schema: query.schema,
         table: params.tableName,
         page: query.page,
@@ -101,7 +103,7 @@ export const routes = [
     }),
     response: Outcome,
     status: 201,
-    handler: async ({ body, principal }) => createTable(await databaseFor(principal), body),
+    handler: async ({ body, principal }) => createTable(await schemaAccess(principal, body.schema), body),
   }),
   defineRoute({
     method: 'DELETE',
@@ -112,7 +114,7 @@ export const routes = [
     query: z.strictObject({ schema: inSchema, cascade: queryBoolean.default(false) }),
     response: Outcome,
     handler: async ({ params, query, principal }) =>
-      deleteTable(await databaseFor(principal), {
+      deleteTable(await schemaAccess(principal, query.schema), {
         schema: query.schema,
         table: params.tableName,
         cascade: query.cascade,
@@ -128,7 +130,7 @@ export const routes = [
     response: Outcome,
     status: 201,
     handler: async ({ params, body, principal }) =>
-      cloneTable(await databaseFor(principal), {
+      cloneTable(await schemaAccess(principal, body.schema), {
         schema: body.schema,
         table: params.tableName,
         newTableName: body.newTableName,
@@ -149,7 +151,10 @@ export const routes = [
     response: z.object({ table: z.string(), count: z.number(), data: z.array(Row) }),
     alsoProduces: 'text/csv',
     handler: async ({ params, query, principal }) =>
-      exportTable(await databaseFor(principal), { table: params.tableName, ...query }),
+      exportTable(await schemaAccess(principal, query.schema), resultLimits(await getConfig()), {
+        table: params.tableName,
+        ...query,
+      }),
   }),
   defineRoute({
     method: 'POST',
@@ -168,7 +173,7 @@ export const routes = [
     response: Outcome,
     status: 201,
     handler: async ({ params, body, principal }) =>
-      addColumn(await databaseFor(principal), {
+      addColumn(await schemaAccess(principal, body.schema), {
         schema: body.schema,
         table: params.tableName,
         column: {
@@ -187,7 +192,7 @@ export const routes = [
     access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ schema: z.array(StructureEntry) }),
-    handler: async ({ query, principal }) => describeSchema(await databaseFor(principal), query.schema),
+    handler: async ({ query }) => describeSchema(await getDatabase(), query.schema),
   }),
 ];
 

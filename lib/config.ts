@@ -32,6 +32,10 @@ const settingsSchema = (lambda: boolean, container: boolean) =>
       // Derives the passwords of the roles API keys run as (and, later, license file keys).
       DBADMIN_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)'),
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),
+      // What one response may carry. Lambda answers at most 6 MiB, and the body travels inside a
+      // JSON envelope that may double its escaped characters: 3 MB of JSON always fits.
+      QUERY_MAX_ROWS: positiveInt.default(10_000),
+      QUERY_MAX_BYTES: positiveInt.default(3_000_000),
       DB_POOL_MAX: positiveInt.default(container ? 2 : 10),
       DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
       LICENSE_SERVER_URL: z.string().url('expected an https:// URL').optional(),
@@ -50,6 +54,11 @@ const settingsSchema = (lambda: boolean, container: boolean) =>
       path: ['QUERY_TIMEOUT_MS'],
       message: `must be at most ${LAMBDA_QUERY_TIMEOUT_CEILING_MS} on Lambda (API Gateway stops at 30 s)`,
     });
+
+export const resultLimits = (config: Config) => ({
+  maxRows: config.QUERY_MAX_ROWS,
+  maxBytes: config.QUERY_MAX_BYTES,
+});
 
 export type Config = z.infer<ReturnType<typeof settingsSchema>> & {
   lambda: boolean;

@@ -72,6 +72,13 @@ export class ServiceUnavailable extends ApiError {
   }
 }
 
+/** A statement (or the whole request) ran out of time; the statement was cancelled in PostgreSQL. */
+export class QueryTimeout extends ApiError {
+  constructor(reason: string, cause?: unknown) {
+    super(400, 'Query timeout', `the statement ${reason} and was cancelled in PostgreSQL`, { cause });
+  }
+}
+
 /** A setting is missing or malformed: the service cannot start. */
 export class ConfigError extends ApiError {
   constructor(message: string) {

@@ -1,9 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { schemaInfo } from '#lib/db/catalog';
-import { ensureKeyRoles, type KeyType } from '#lib/db/key-roles';
+import { assertSchemaExists } from '#lib/db/catalog';
+import { dropRolePool, isSystemSchema } from '#lib/db/executor';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
+import { type KeyType, kindOfKey, prepareSchemaRole, roleName } from '#lib/db/schema-roles';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /** SHA-256 suffices: keys are 256 random bits, so there is nothing to guess or stretch. */
@@ -17,28 +18,29 @@ export interface CreateKeyInput {
   keyType: KeyType;
 }
 
-/** A new key, returned this once; only its hash and prefix are kept. */
+function assertKeyableSchema(schema: string): void {
+  if (isSystemSchema(schema)) {
+    throw new BadRequest(
+      'Invalid schema name',
+      `schema "${schema}" belongs to PostgreSQL or dbadmin; API keys are for tenant schemas only`,
+    );
+  }
+}
+
+/** A new key, returned this once; only its hash and prefix are kept. Its role may log in from now on. */
 export async function createKey(db: pg.Pool, secret: string, { schema, keyName, keyType }: CreateKeyInput) {
+  assertKeyableSchema(schema);
   const key = randomBytes(32).toString('hex');
   return withTransaction(db, async (client) => {
-    await schemaInfo(client, schema);
-    await ensureKeyRoles(client, secret, schema);
+    await assertSchemaExists(client, schema);
+    let row: { id: number; created_at: Date };
     try {
       const { rows } = await client.query<{ id: number; created_at: Date }>(
         `INSERT INTO _dbadmin.api_keys (schema_name, key_name, key_type, key_hash, key_prefix)
          VALUES ($1, $2, $3, $4, $5) RETURNING id, created_at`,
         [schema, keyName, keyType, hashKey(key), key.slice(0, 8)],
       );
-      const row = rows[0] as { id: number; created_at: Date };
-      return {
-        id: row.id,
-        key,
-        keyPrefix: key.slice(0, 8),
-        keyName,
-        keyType,
-        schemaName: schema,
-        createdAt: row.created_at.toISOString(),
-      };
+      row = rows[0] as { id: number; created_at: Date };
     } catch (error) {
       if (isPgError(error) && error.code === '23505') {
         throw new BadRequest(
@@ -49,11 +51,21 @@ export async function createKey(db: pg.Pool, secret: string, { schema, keyName, 
       }
       throw error;
     }
+    await prepareSchemaRole(client, secret, schema, kindOfKey(keyType));
+    return {
+      id: row.id,
+      key,
+      keyPrefix: key.slice(0, 8),
+      keyName,
+      keyType,
+      schemaName: schema,
+      createdAt: row.created_at.toISOString(),
+    };
   });
 }
 
 export async function listKeys(db: pg.Pool, schema: string) {
-  await schemaInfo(db, schema);
+  await assertSchemaExists(db, schema);
   const { rows } = await db.query(
     `SELECT id, key_name, key_type, key_prefix, created_at, last_used_at, is_active
        FROM _dbadmin.api_keys WHERE schema_name = $1 ORDER BY id`,
@@ -62,15 +74,22 @@ export async function listKeys(db: pg.Pool, schema: string) {
   return rows;
 }
 
-export async function deleteKey(db: pg.Pool, schema: string, keyId: number) {
-  const { rows } = await db.query<{ key_hash: string }>(
-    `DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2 RETURNING encode(key_hash, 'hex') AS key_hash`,
-    [schema, keyId],
-  );
-  const deleted = rows[0];
-  if (!deleted) throw new NotFound('Key not found', `schema "${schema}" has no key with id ${keyId}`);
-  // This process stops accepting the key now; others within KEY_CACHE_MS.
-  keyCache.delete(deleted.key_hash);
+/**
+ * Deletes the key. Its role's password is reset (whatever the key's SQL set is void), and with the
+ * schema's last key of its type the role loses its login and its sessions end.
+ */
+export async function deleteKey(db: pg.Pool, secret: string, schema: string, keyId: number) {
+  const keyType = await withTransaction(db, async (client) => {
+    const { rows } = await client.query<{ key_type: KeyType }>(
+      'DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2 RETURNING key_type',
+      [schema, keyId],
+    );
+    const deleted = rows[0];
+    if (!deleted) throw new NotFound('Key not found', `schema "${schema}" has no key with id ${keyId}`);
+    await prepareSchemaRole(client, secret, schema, kindOfKey(deleted.key_type));
+    return deleted.key_type;
+  });
+  await dropRolePool(roleName(schema, kindOfKey(keyType)));
   return { success: true, message: `Key ${keyId} deleted` };
 }
 
@@ -78,45 +97,21 @@ export interface StoredKey {
   id: number;
   schema: string;
   keyType: KeyType;
-  active: boolean;
 }
 
-/** How long another process may go on accepting a key deleted elsewhere. */
-export const KEY_CACHE_MS = 5_000;
-const KEY_CACHE_MAX = 10_000;
-const keyCache = new Map<string, { key: StoredKey; until: number }>();
-
-/** The active key a bearer token stands for, or undefined; cached briefly to spare the database. */
-export async function resolveKey(
-  db: pg.Pool,
-  token: string,
-  now = Date.now(),
-): Promise<StoredKey | undefined> {
+/**
+ * The active key a bearer token stands for, or undefined. Looked up on every request (one
+ * indexed read of a prepared statement): a key deleted or disabled anywhere fails at once.
+ */
+export async function resolveKey(db: pg.Pool, token: string): Promise<StoredKey | undefined> {
   if (!KEY_PATTERN.test(token)) return undefined;
-  const hash = hashKey(token);
-  const id = hash.toString('hex');
-  const cached = keyCache.get(id);
-  if (cached && cached.until > now) return cached.key;
-  const key = await findKey(db, hash);
-  if (!key?.active) {
-    keyCache.delete(id);
-    return undefined;
-  }
-  if (keyCache.size >= KEY_CACHE_MAX) keyCache.clear();
-  keyCache.set(id, { key, until: now + KEY_CACHE_MS });
-  return key;
-}
-
-async function findKey(db: pg.Pool, hash: Buffer): Promise<StoredKey | undefined> {
-  const { rows } = await db.query<{ id: number; schema_name: string; key_type: KeyType; is_active: boolean }>(
-    {
-      name: 'dbadmin.find-key',
-      text: 'SELECT id, schema_name, key_type, is_active FROM _dbadmin.api_keys WHERE key_hash = $1',
-      values: [hash],
-    },
-  );
+  const { rows } = await db.query<{ id: number; schema_name: string; key_type: KeyType }>({
+    name: 'dbadmin.find-key',
+    text: 'SELECT id, schema_name, key_type FROM _dbadmin.api_keys WHERE key_hash = $1 AND is_active',
+    values: [hashKey(token)],
+  });
   const row = rows[0];
-  return row && { id: row.id, schema: row.schema_name, keyType: row.key_type, active: row.is_active };
+  return row && { id: row.id, schema: row.schema_name, keyType: row.key_type };
 }
 
 /** Records use in the background: at most once a minute per key, never on the request's path. */
@@ -126,7 +121,7 @@ export function touchKey(db: pg.Pool, id: number, now = Date.now()): void {
   if (now - (lastTouched.get(id) ?? 0) < 60_000) return;
   lastTouched.set(id, now);
   const write = db
-    .query('UPDATE _dbadmin.api_keys SET last_used_at = now() WHERE id = $1', [id])
+    .query('UPDATE _dbadmin.api_keys SET last_used_at = pg_catalog.now() WHERE id = $1', [id])
     .catch(() => lastTouched.delete(id))
     .finally(() => pendingTouches.delete(write));
   pendingTouches.add(write);

@@ -1,6 +1,6 @@
-import type pg from 'pg';
 import { qualified } from '#lib/admin/tables';
 import { type TableInfo, tableInfo } from '#lib/db/catalog';
+import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
 import { BadRequest, NotFound } from '#lib/errors';
 
@@ -41,9 +41,12 @@ export interface InsertRowInput {
   data: Record<string, unknown>;
 }
 
-/** Inserts one row and returns it as stored, defaults filled in. */
-export async function insertRow(db: pg.Pool, { schema, table, data }: InsertRowInput) {
-  const info = await tableInfo(db, schema, table);
+/**
+ * Inserts one row and returns it as stored, defaults filled in. Like every row operation it runs
+ * as the schema's role: the table's triggers, defaults, rules and checks are the tenant's code.
+ */
+export async function insertRow(access: SchemaAccess, { schema, table, data }: InsertRowInput) {
+  const info = await tableInfo(access.catalog, schema, table);
   const entries = Object.entries(data);
   const names = entries.map(([name]) => quoteIdent(column(info, name).name, 'column name'));
   const values = entries.map(([name, value]) => parameter(column(info, name).type, value));
@@ -51,7 +54,7 @@ export async function insertRow(db: pg.Pool, { schema, table, data }: InsertRowI
     entries.length === 0
       ? `INSERT INTO ${qualified(schema, table)} DEFAULT VALUES RETURNING *`
       : `INSERT INTO ${qualified(schema, table)} (${names.join(', ')}) VALUES (${values.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`;
-  const { rows } = await db.query(sql, values);
+  const { rows } = await access.run((client) => client.query(sql, values));
   return { success: true, row: rows[0], message: `Row inserted into "${table}"` };
 }
 
@@ -66,14 +69,16 @@ export interface UpdateRowInput {
   value: unknown;
 }
 
-export async function updateRow(db: pg.Pool, input: UpdateRowInput) {
-  const info = await tableInfo(db, input.schema, input.table);
+export async function updateRow(access: SchemaAccess, input: UpdateRowInput) {
+  const info = await tableInfo(access.catalog, input.schema, input.table);
   const key = rowKey(info);
   const target = column(info, input.column);
-  const { rows } = await db.query(
-    `UPDATE ${qualified(input.schema, input.table)} SET ${quoteIdent(target.name, 'column name')} = $1
+  const { rows } = await access.run((client) =>
+    client.query(
+      `UPDATE ${qualified(input.schema, input.table)} SET ${quoteIdent(target.name, 'column name')} = $1
       WHERE ${key.column} = $2 RETURNING *`,
-    [parameter(target.type, input.value), input.rowId],
+      [parameter(target.type, input.value), input.rowId],
+    ),
   );
   if (rows.length === 0) throw rowNotFound(input.table, input.rowId);
   return { row: rows[0] };
@@ -85,11 +90,11 @@ export interface DeleteRowInput {
   rowId: string;
 }
 
-export async function deleteRow(db: pg.Pool, { schema, table, rowId }: DeleteRowInput) {
-  const key = rowKey(await tableInfo(db, schema, table));
-  const { rowCount } = await db.query(`DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = $1`, [
-    rowId,
-  ]);
+export async function deleteRow(access: SchemaAccess, { schema, table, rowId }: DeleteRowInput) {
+  const key = rowKey(await tableInfo(access.catalog, schema, table));
+  const { rowCount } = await access.run((client) =>
+    client.query(`DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = $1`, [rowId]),
+  );
   if (!rowCount) throw rowNotFound(table, rowId);
   return { success: true, message: `Row ${JSON.stringify(rowId)} deleted from "${table}"` };
 }
@@ -100,12 +105,14 @@ export interface DeleteRowsInput {
   rowIds: Array<string | number>;
 }
 
-export async function deleteRows(db: pg.Pool, { schema, table, rowIds }: DeleteRowsInput) {
-  const key = rowKey(await tableInfo(db, schema, table));
-  // The key's type comes from the catalog (format_type), so the array binds with the index usable.
-  const { rowCount } = await db.query(
-    `DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = ANY($1::${key.type}[])`,
-    [rowIds.map(String)],
+export async function deleteRows(access: SchemaAccess, { schema, table, rowIds }: DeleteRowsInput) {
+  const key = rowKey(await tableInfo(access.catalog, schema, table));
+  // The key's type comes from the catalog (format_type, schema-qualified), so the array binds with
+  // the index usable; a domain's checks run in the cast, as the schema's role.
+  const { rowCount } = await access.run((client) =>
+    client.query(`DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = ANY($1::${key.type}[])`, [
+      rowIds.map(String),
+    ]),
   );
   const deletedCount = rowCount ?? 0;
   return {

@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
-import { dropKeyRoles } from '#lib/db/key-roles';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
+import { dropSchemaRoles, prepareSchemaRole, ROLE_SUFFIXES } from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 
@@ -46,26 +46,75 @@ export interface CreateSchemaInput {
   password: string;
 }
 
-/** Creates the schema and its login role `<schemaName>_user`, which owns it. All or nothing. */
-export async function createSchema(db: pg.Pool, { schemaName, password }: CreateSchemaInput) {
+/**
+ * A schema on someone's search path would let whoever writes there (its tenant) plant functions
+ * and operators that role then runs: a schema named like a role ("$user" in the default search
+ * path) or named in a role's search_path setting is refused, as is one whose roles would be named
+ * like another schema.
+ */
+async function assertOffSearchPaths(client: pg.ClientBase, schemaName: string): Promise<void> {
+  if (await roleExists(client, schemaName)) {
+    throw new BadRequest(
+      'Invalid schema name',
+      `a database role named "${schemaName}" exists, and "$user" in the default search path would put this schema on it; choose another name`,
+    );
+  }
+  const { rows: paths } = await client.query<{ role: string | null }>(
+    `SELECT r.rolname AS role FROM pg_db_role_setting s LEFT JOIN pg_roles r ON r.oid = s.setrole,
+            unnest(s.setconfig) AS setting
+      WHERE setting LIKE 'search\\_path=%'
+        AND $1 = ANY (SELECT trim(both ' "' FROM part) FROM unnest(string_to_array(substr(setting, 13), ',')) AS part)`,
+    [schemaName],
+  );
+  if (paths.length > 0) {
+    const who = paths[0]?.role ? `role "${paths[0].role}"` : 'the database';
+    throw new BadRequest(
+      'Invalid schema name',
+      `schema "${schemaName}" is named in the search path setting of ${who}; choose another name`,
+    );
+  }
+  const { rows: twins } = await client.query<{ nspname: string }>(
+    'SELECT nspname FROM pg_namespace WHERE nspname = ANY($1::text[])',
+    [ROLE_SUFFIXES.map((suffix) => `${schemaName}${suffix}`)],
+  );
+  if (twins[0]) {
+    throw new BadRequest(
+      'Invalid schema name',
+      `schema "${twins[0].nspname}" exists, and a role of this schema would be named like it (it would be on that role's search path); choose another name`,
+    );
+  }
+}
+
+/**
+ * Creates the schema and its login role `<schemaName>_user`, which owns it, and the role the
+ * admin's requests in it run as (`<schemaName>_exec`). All or nothing.
+ */
+export async function createSchema(db: pg.Pool, secret: string, { schemaName, password }: CreateSchemaInput) {
   const username = schemaUser(schemaName);
   await withTransaction(db, async (client) => {
     await lockSchemaName(client, schemaName);
     if (await schemaExists(client, schemaName)) {
       throw new BadRequest('Schema exists', `schema "${schemaName}" already exists`);
     }
-    if (await roleExists(client, username)) {
-      throw new BadRequest(
-        'User exists',
-        `database user "${username}" already exists; drop it or choose another schema name`,
-      );
+    await assertOffSearchPaths(client, schemaName);
+    for (const role of ROLE_SUFFIXES.map((suffix) => `${schemaName}${suffix}`)) {
+      if (await roleExists(client, role)) {
+        throw new BadRequest(
+          'User exists',
+          `database role "${role}" already exists; drop it or choose another schema name`,
+        );
+      }
     }
     const role = quoteIdent(username);
+    const schema = quoteIdent(schemaName, 'schema name');
     await client.query(`CREATE ROLE ${role} LOGIN PASSWORD ${quoteLiteral(scramVerifier(password))}`);
     // Membership lets an admin that is not a superuser (RDS) create the schema for the role and
     // manage what the role owns.
     await client.query(`GRANT ${role} TO CURRENT_USER`);
-    await client.query(`CREATE SCHEMA ${quoteIdent(schemaName, 'schema name')} AUTHORIZATION ${role}`);
+    await client.query(`CREATE SCHEMA ${schema} AUTHORIZATION ${role}`);
+    // The tenant's own sessions look in its schema, and nowhere another tenant can write.
+    await client.query(`ALTER ROLE ${role} SET search_path = ${schema}`);
+    await prepareSchemaRole(client, secret, schemaName, 'exec');
   });
   return {
     success: true,
@@ -96,7 +145,7 @@ export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteS
     await dropSchema(client, schemaName, cascade);
     // The schema's API keys and the roles they ran as go with it.
     await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
-    await dropKeyRoles(client, schemaName);
+    await dropSchemaRoles(client, schemaName);
     if (await roleExists(client, username)) await dropUser(client, username);
   });
   return { success: true, message: `Schema "${schemaName}" deleted` };

@@ -1,9 +1,11 @@
 import type pg from 'pg';
-import { schemaInfo, type TableInfo, tableInfo } from '#lib/db/catalog';
+import { assertSchemaExists, type TableInfo, tableInfo } from '#lib/db/catalog';
 import { columnTypeSql, defaultSql } from '#lib/db/column-types';
+import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
-import { withTransaction } from '#lib/db/pool';
+import { inTransaction } from '#lib/db/pool';
+import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import { BadRequest } from '#lib/errors';
 
 export const qualified = (schema: string, table: string) =>
@@ -14,7 +16,7 @@ export const orderBy = (info: TableInfo) =>
   info.primaryKey.length > 0 ? info.primaryKey.map((c) => quoteIdent(c, 'column name')).join(', ') : 'ctid';
 
 export async function listTables(db: pg.Pool, schema: string): Promise<string[]> {
-  await schemaInfo(db, schema);
+  await assertSchemaExists(db, schema);
   const { rows } = await db.query<{ name: string }>({
     name: 'dbadmin.list-tables',
     text: `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -31,24 +33,40 @@ export interface ReadTableInput {
   limit: number;
 }
 
-/** One page of rows in primary-key order, with the exact row count. */
-export async function readTable(db: pg.Pool, { schema, table, page, limit }: ReadTableInput) {
-  const info = await tableInfo(db, schema, table);
+/** One page of rows in primary-key order, with the exact row count, read as the schema's role. */
+export async function readTable(
+  access: SchemaAccess,
+  limits: ResultLimits,
+  { schema, table, page, limit }: ReadTableInput,
+) {
+  const info = await tableInfo(access.catalog, schema, table);
   const from = qualified(schema, table);
-  const [data, count] = await Promise.all([
-    db.query(`SELECT * FROM ${from} ORDER BY ${orderBy(info)} LIMIT $1 OFFSET $2`, [
-      limit,
-      (page - 1) * limit,
-    ]),
-    db.query<{ total: number }>(`SELECT count(*) AS total FROM ${from}`),
-  ]);
-  return {
-    data: data.rows,
-    columns: info.columns.map((c) => c.name),
-    total: count.rows[0]?.total ?? 0,
-    page,
-  };
+  return access.run(async (client) => {
+    const cancel = cancelOnExcess(access, client);
+    const [data] = await boundedQuery(
+      client,
+      {
+        text: `SELECT * FROM ${from} ORDER BY ${orderBy(info)} LIMIT $1 OFFSET $2`,
+        values: [limit, (page - 1) * limit],
+      },
+      limits,
+      cancel,
+    );
+    const count = await client.query<{ total: number }>(`SELECT count(*) AS total FROM ${from}`);
+    return {
+      data: data?.rows ?? [],
+      columns: info.columns.map((c) => c.name),
+      total: count.rows[0]?.total ?? 0,
+      page,
+    };
+  });
 }
+
+/** Cancels the session's running statement from the service's pool (a result passed its limits). */
+export const cancelOnExcess = (access: SchemaAccess, client: pg.PoolClient) => () => {
+  const pid = (client as unknown as { processID: number }).processID;
+  access.catalog.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
+};
 
 export interface ColumnDefinition {
   name: string;
@@ -69,14 +87,8 @@ export function columnSql(column: ColumnDefinition, { inPrimaryKey = false } = {
   return parts.join(' ');
 }
 
-/** Tables in a schema made through the API belong to the schema's user, like the schema. */
-async function handOver(client: pg.ClientBase, schema: string, table: string, schemaUser: string | null) {
-  if (schemaUser)
-    await client.query(`ALTER TABLE ${qualified(schema, table)} OWNER TO ${quoteIdent(schemaUser)}`);
-}
-
-async function assertNoTable(client: pg.ClientBase, schema: string, table: string) {
-  const { rowCount } = await client.query(
+async function assertNoTable(db: pg.Pool, schema: string, table: string) {
+  const { rowCount } = await db.query(
     `SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
     [schema, table],
   );
@@ -93,7 +105,8 @@ export interface CreateTableInput {
   columns: ColumnDefinition[];
 }
 
-export async function createTable(db: pg.Pool, { schema, tableName, columns }: CreateTableInput) {
+/** Created as the schema's role, so the table belongs to the schema's owner. */
+export async function createTable(access: SchemaAccess, { schema, tableName, columns }: CreateTableInput) {
   const seen = new Set<string>();
   for (const column of columns) {
     if (seen.has(column.name))
@@ -104,12 +117,11 @@ export async function createTable(db: pg.Pool, { schema, tableName, columns }: C
   const definitions = columns.map((c) => columnSql(c, { inPrimaryKey: Boolean(c.primaryKey) }));
   if (primaryKey.length > 0) definitions.push(`PRIMARY KEY (${primaryKey.join(', ')})`);
 
-  await withTransaction(db, async (client) => {
-    const { schemaUser } = await schemaInfo(client, schema);
-    await assertNoTable(client, schema, tableName);
-    await client.query(`CREATE TABLE ${qualified(schema, tableName)} (${definitions.join(', ')})`);
-    await handOver(client, schema, tableName, schemaUser);
-  });
+  await assertSchemaExists(access.catalog, schema);
+  await assertNoTable(access.catalog, schema, tableName);
+  await access.run((client) =>
+    client.query(`CREATE TABLE ${qualified(schema, tableName)} (${definitions.join(', ')})`),
+  );
   return { success: true, message: `Table "${tableName}" created in schema "${schema}"` };
 }
 
@@ -133,31 +145,36 @@ const SERIAL_COLUMNS = `
  * ALL), and optionally its rows. Serial columns get sequences of their own, set past the copied
  * values, so the clone and the source never hand out the same id.
  */
-export async function cloneTable(db: pg.Pool, { schema, table, newTableName, copyData }: CloneTableInput) {
-  await withTransaction(db, async (client) => {
-    const source = await tableInfo(client, schema, table);
-    await assertNoTable(client, schema, newTableName);
-    const from = qualified(schema, table);
-    const to = qualified(schema, newTableName);
-    await client.query(`CREATE TABLE ${to} (LIKE ${from} INCLUDING ALL)`);
-    const serials = await client.query<{ column_name: string; sequence_name: string }>(SERIAL_COLUMNS, [
-      `${quoteIdent(schema)}.${quoteIdent(table)}`,
-    ]);
-    if (copyData) await client.query(`INSERT INTO ${to} OVERRIDING SYSTEM VALUE SELECT * FROM ${from}`);
-    for (const { column_name: column } of serials.rows) {
-      const sequence = `${newTableName}_${column}_seq`.slice(0, 63);
-      const seq = `${quoteIdent(schema)}.${quoteCatalogName(sequence)}`;
-      const col = quoteCatalogName(column);
-      await client.query(`CREATE SEQUENCE ${seq} OWNED BY ${to}.${col}`);
-      await client.query(
-        `ALTER TABLE ${to} ALTER COLUMN ${col} SET DEFAULT nextval(${quoteLiteral(seq)}::regclass)`,
-      );
-      await client.query(
-        `SELECT setval(${quoteLiteral(seq)}::regclass, coalesce(max(${col}), 0) + 1, false) FROM ${to}`,
-      );
-    }
-    await handOver(client, schema, newTableName, source.schemaUser);
-  });
+export async function cloneTable(
+  access: SchemaAccess,
+  { schema, table, newTableName, copyData }: CloneTableInput,
+) {
+  await tableInfo(access.catalog, schema, table);
+  await assertNoTable(access.catalog, schema, newTableName);
+  const serials = await access.catalog.query<{ column_name: string; sequence_name: string }>(SERIAL_COLUMNS, [
+    `${quoteIdent(schema)}.${quoteIdent(table)}`,
+  ]);
+  const from = qualified(schema, table);
+  const to = qualified(schema, newTableName);
+  // The copy evaluates the source's checks, domains and index expressions: as the schema's role.
+  await access.run((client) =>
+    inTransaction(client, async () => {
+      await client.query(`CREATE TABLE ${to} (LIKE ${from} INCLUDING ALL)`);
+      if (copyData) await client.query(`INSERT INTO ${to} OVERRIDING SYSTEM VALUE SELECT * FROM ${from}`);
+      for (const { column_name: column } of serials.rows) {
+        const sequence = `${newTableName}_${column}_seq`.slice(0, 63);
+        const seq = `${quoteIdent(schema)}.${quoteCatalogName(sequence)}`;
+        const col = quoteCatalogName(column);
+        await client.query(`CREATE SEQUENCE ${seq} OWNED BY ${to}.${col}`);
+        await client.query(
+          `ALTER TABLE ${to} ALTER COLUMN ${col} SET DEFAULT nextval(${quoteLiteral(seq)}::regclass)`,
+        );
+        await client.query(
+          `SELECT setval(${quoteLiteral(seq)}::regclass, coalesce(max(${col}), 0) + 1, false) FROM ${to}`,
+        );
+      }
+    }),
+  );
   return {
     success: true,
     message: `Table "${table}" cloned to "${newTableName}"${copyData ? ' with its data' : ''}`,
@@ -170,9 +187,9 @@ export interface DeleteTableInput {
   cascade: boolean;
 }
 
-export async function deleteTable(db: pg.Pool, { schema, table, cascade }: DeleteTableInput) {
-  await withTransaction(db, async (client) => {
-    await tableInfo(client, schema, table);
+export async function deleteTable(access: SchemaAccess, { schema, table, cascade }: DeleteTableInput) {
+  await tableInfo(access.catalog, schema, table);
+  await access.run(async (client) => {
     try {
       await client.query(`DROP TABLE ${qualified(schema, table)}${cascade ? ' CASCADE' : ''}`);
     } catch (error) {
@@ -195,13 +212,14 @@ export interface AddColumnInput {
   column: ColumnDefinition;
 }
 
-export async function addColumn(db: pg.Pool, { schema, table, column }: AddColumnInput) {
-  await withTransaction(db, async (client) => {
-    const info = await tableInfo(client, schema, table);
-    if (info.columns.some((c) => c.name === column.name)) {
-      throw new BadRequest('Column exists', `column "${column.name}" already exists in table "${table}"`);
-    }
-    await client.query(`ALTER TABLE ${qualified(schema, table)} ADD COLUMN ${columnSql(column)}`);
-  });
+/** As the schema's role: a default that rewrites the table re-evaluates its index expressions. */
+export async function addColumn(access: SchemaAccess, { schema, table, column }: AddColumnInput) {
+  const info = await tableInfo(access.catalog, schema, table);
+  if (info.columns.some((c) => c.name === column.name)) {
+    throw new BadRequest('Column exists', `column "${column.name}" already exists in table "${table}"`);
+  }
+  await access.run((client) =>
+    client.query(`ALTER TABLE ${qualified(schema, table)} ADD COLUMN ${columnSql(column)}`),
+  );
   return { success: true, message: `Column "${column.name}" added to table "${table}"` };
 }

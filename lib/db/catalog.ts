@@ -13,14 +13,14 @@ export interface TableInfo {
   columns: ColumnInfo[];
   /** Primary key columns in key order; empty when the table has none. */
   primaryKey: string[];
-  /** The role `<schema>_user` when it owns the schema (schemas made through the API). */
-  schemaUser: string | null;
 }
 
-/** One round trip: does the schema exist, the table, its columns and primary key. */
+/**
+ * One round trip: does the schema exist, the table, its columns and primary key. Catalog SQL runs
+ * on the service's pool, whose search path is pg_catalog alone (lib/db/pool).
+ */
 const TABLE_INFO = `
   SELECT c.oid IS NOT NULL AS table_exists,
-         CASE WHEN pg_get_userbyid(n.nspowner) = n.nspname || '_user' THEN n.nspname || '_user' END AS schema_user,
          (SELECT coalesce(json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod))
                                    ORDER BY a.attnum), '[]')
             FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
@@ -45,28 +45,21 @@ export async function tableInfo(
 ): Promise<TableInfo> {
   const { rows } = await db.query<{
     table_exists: boolean;
-    schema_user: string | null;
     columns: ColumnInfo[];
     primary_key: string[];
   }>({ name: 'dbadmin.table-info', text: TABLE_INFO, values: [schema, table] });
   const row = rows[0];
   if (!row) throw schemaNotFound(schema);
   if (!row.table_exists) throw tableNotFound(schema, table);
-  return { schema, table, columns: row.columns, primaryKey: row.primary_key, schemaUser: row.schema_user };
+  return { schema, table, columns: row.columns, primaryKey: row.primary_key };
 }
 
-/** The schema's owner when it is the schema's own user; throws when the schema does not exist. */
-export async function schemaInfo(
-  db: pg.Pool | pg.ClientBase,
-  schema: string,
-): Promise<{ schemaUser: string | null }> {
-  const { rows } = await db.query<{ schema_user: string | null }>({
-    name: 'dbadmin.schema-info',
-    text: `SELECT CASE WHEN pg_get_userbyid(nspowner) = nspname || '_user' THEN nspname || '_user' END AS schema_user
-             FROM pg_namespace WHERE nspname = $1`,
+/** Throws when the schema does not exist. */
+export async function assertSchemaExists(db: pg.Pool | pg.ClientBase, schema: string): Promise<void> {
+  const { rowCount } = await db.query({
+    name: 'dbadmin.schema-exists',
+    text: 'SELECT 1 FROM pg_namespace WHERE nspname = $1',
     values: [schema],
   });
-  const row = rows[0];
-  if (!row) throw schemaNotFound(schema);
-  return { schemaUser: row.schema_user };
+  if (!rowCount) throw schemaNotFound(schema);
 }

@@ -21,40 +21,69 @@ for (const oid of [builtins.DATE, builtins.TIMESTAMP, builtins.INTERVAL, builtin
 let pool: pg.Pool | undefined;
 let queryPool: pg.Pool | undefined;
 let migrated: Promise<void> | undefined;
+const closers = new Set<() => Promise<void>>();
 
-/**
- * A pool. `secondary` pools (ad-hoc SQL, key roles) get one connection in a container, which runs
- * one request at a time: many containers must share the server's max_connections.
- */
-export function createPool(config: Config, applicationName = 'dbadmin', secondary = false): pg.Pool {
+export interface PoolOptions {
+  applicationName: string;
+  /** Another login than DATABASE_URL's (a schema's role), with its password. */
+  login?: { user: string; password: string };
+  /** Settings fixed at connection start (`-c name=value`); they outrank a role's own defaults. */
+  settings?: Record<string, string>;
+  /** One connection per container: pools per role must share the server's max_connections. */
+  secondary?: boolean;
+}
+
+/** `-c name=value` pairs for the startup packet; values are our own (identifiers, numbers). */
+const startupOptions = (settings: Record<string, string>) =>
+  Object.entries(settings)
+    .map(([name, value]) => `-c ${name}=${value.replace(/[\\ ]/g, '\\$&')}`)
+    .join(' ');
+
+/** DATABASE_URL, or the same server and database with another login (pg lets the URL win over fields). */
+function connectionString(config: Config, login: PoolOptions['login']): string {
+  if (!login) return config.DATABASE_URL;
+  const url = new URL(config.DATABASE_URL);
+  url.username = encodeURIComponent(login.user);
+  url.password = encodeURIComponent(login.password);
+  return url.toString();
+}
+
+export function createPool(config: Config, options: PoolOptions): pg.Pool {
   const created = new pg.Pool({
-    connectionString: config.DATABASE_URL,
-    max: secondary && config.container ? 1 : config.DB_POOL_MAX,
+    connectionString: connectionString(config, options.login),
+    max: options.secondary && config.container ? 1 : config.DB_POOL_MAX,
     connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
     // Lambda freezes idle containers; short idle times avoid handing out sockets the server closed.
     idleTimeoutMillis: config.lambda ? 60_000 : 30_000,
     statement_timeout: config.QUERY_TIMEOUT_MS,
-    application_name: applicationName,
+    application_name: options.applicationName,
     keepAlive: true,
+    ...(options.settings ? { options: startupOptions(options.settings) } : {}),
   });
   // An idle client losing its connection (server restart, frozen container) must not crash us.
   created.on('error', (error) => console.warn(`dbadmin: idle database connection lost: ${error.message}`));
   return created;
 }
 
-/** The container's pool, created on first use and reused across invocations. */
+/**
+ * The container's pool for dbadmin's own SQL, created on first use and reused across
+ * invocations. Its search path is pg_catalog alone, fixed at connection start, and every name
+ * in our SQL is schema-qualified: no operator or function a tenant creates can be picked by it.
+ */
 export async function getPool(): Promise<pg.Pool> {
-  pool ??= createPool(await getConfig());
+  pool ??= createPool(await getConfig(), {
+    applicationName: 'dbadmin',
+    settings: { search_path: 'pg_catalog, pg_temp' },
+  });
   return pool;
 }
 
 /**
- * Connections that run callers' ad-hoc SQL, and nothing else: such SQL may change session state,
- * so these connections are reset after every use, which would discard the prepared statements
- * the main pool relies on.
+ * Connections that run the admin's own ad-hoc SQL with the admin's rights (an explicit opt-in):
+ * such SQL may change session state, so they are reset after every use.
  */
 export async function getQueryPool(): Promise<pg.Pool> {
-  queryPool ??= createPool(await getConfig(), 'dbadmin-query', true);
+  queryPool ??= createPool(await getConfig(), { applicationName: 'dbadmin-query', secondary: true });
   return queryPool;
 }
 
@@ -84,16 +113,47 @@ const connectionLost = (error: unknown) =>
  * would throw an unhandled 'error' and take the process down: we listen for it ourselves.
  */
 export async function withClient<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await db.connect();
+  return useClient(await db.connect(), work, async () => undefined);
+}
+
+/**
+ * Like withClient, for connections on which code we did not write may have run (a tenant's
+ * triggers, defaults, policies; ad-hoc SQL): the connection goes back to its pool only idle and
+ * reset to how it logged in (DISCARD ALL: settings, roles, advisory locks, LISTEN, temporary
+ * objects, prepared statements, cursors); otherwise it is destroyed.
+ */
+export async function withSession<T>(
+  client: pg.PoolClient,
+  work: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
+  return useClient(client, work, async () => {
+    if (client.getTransactionStatus() !== 'I') throw new Error('session left inside a transaction');
+    await client.query('DISCARD ALL');
+  });
+}
+
+async function useClient<T>(
+  client: pg.PoolClient,
+  work: (client: pg.PoolClient) => Promise<T>,
+  clean: () => Promise<void>,
+): Promise<T> {
   let broken: Error | undefined;
   const onError = (error: Error) => {
     broken = error;
   };
   client.on('error', onError);
   try {
-    return await work(client);
+    const result = await work(client);
+    await clean().catch((error: Error) => {
+      broken ??= error;
+    });
+    return result;
   } catch (error) {
     if (connectionLost(error)) broken = error as Error;
+    else
+      await clean().catch((failure: Error) => {
+        broken ??= failure;
+      });
     throw error;
   } finally {
     client.removeListener('error', onError);
@@ -102,11 +162,10 @@ export async function withClient<T>(db: pg.Pool, work: (client: pg.PoolClient) =
 }
 
 /** Runs `work` in one transaction: all of it commits, or none of it. */
-export function withTransaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  return withClient(db, async (client) => {
-    await client.query('BEGIN');
+export function inTransaction<T>(client: pg.ClientBase, work: () => Promise<T>): Promise<T> {
+  return client.query('BEGIN').then(async () => {
     try {
-      const result = await work(client);
+      const result = await work();
       await client.query('COMMIT');
       return result;
     } catch (error) {
@@ -116,11 +175,21 @@ export function withTransaction<T>(db: pg.Pool, work: (client: pg.PoolClient) =>
   });
 }
 
-/** Closes the pool (tests, local shutdown). The next getPool() builds a new one. */
+/** Runs `work` in one transaction on the service's pool: all of it commits, or none of it. */
+export function withTransaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return withClient(db, (client) => inTransaction(client, () => work(client)));
+}
+
+/** Pools made elsewhere (per role) close with the service's own. */
+export function onClose(close: () => Promise<void>): void {
+  closers.add(close);
+}
+
+/** Closes every pool (tests, local shutdown). The next getPool() builds a new one. */
 export async function closePool(): Promise<void> {
   const closing = [pool, queryPool];
   pool = undefined;
   queryPool = undefined;
   migrated = undefined;
-  await Promise.all(closing.map((p) => p?.end()));
+  await Promise.all([...closing.map((p) => p?.end()), ...[...closers].map((close) => close())]);
 }

@@ -2,7 +2,7 @@ import middy from '@middy/core';
 import httpRouterHandler from '@middy/http-router';
 import type { Context } from 'aws-lambda';
 import { Download } from '#lib/download';
-import { MethodNotAllowed, NotFound } from '#lib/errors';
+import { MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
 import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
 import { clientAddress, type HttpEvent } from '#lib/http/event';
@@ -45,6 +45,9 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
   });
 }
 
+/** How long before the function's deadline the request gives up, cancels and answers. */
+export const TIMEOUT_MARGIN_MS = 1000;
+
 export interface HttpHandlerOptions {
   /** Routes served elsewhere, consulted only to tell a 405 from a 404. */
   knownRoutes?: readonly AnyRoute[];
@@ -68,7 +71,14 @@ export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOpt
       throw routeMiss(known, method, path);
     },
   });
-  return middy<HttpEvent, HttpResponse>()
+  return middy<HttpEvent, HttpResponse>({
+    // Answer before the host's own timeout (its error page, with stack and paths, must never reach a
+    // client): the route's signal aborts, which cancels its statement in PostgreSQL.
+    timeoutEarlyInMillis: TIMEOUT_MARGIN_MS,
+    timeoutEarlyResponse: () => {
+      throw new QueryTimeout("ran longer than the function's time allows");
+    },
+  })
     .use(errorMapper())
     .handler(router as never);
 }

@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,9 +11,9 @@ import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
 import { routes as tableRoutes } from '#functions/tables';
+import { type Host, startHost } from '#test/support/host';
 import { basic } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
-import { freePort } from '../../bin/free-port';
 
 // One file, run in order: packaging and serverless-offline both build into .esbuild/.
 jest.setTimeout(180_000);
@@ -71,45 +71,6 @@ describe('serverless package', () => {
     expect(functions.map((f) => f.Properties.Runtime)).toEqual(functions.map(() => 'nodejs22.x'));
   });
 });
-
-interface Host {
-  base: string;
-  output: () => string;
-  stop: () => Promise<void>;
-}
-
-/** Runs `npm start`'s entry point as a user would, and waits for serverless-offline to be ready. */
-async function startHost(env: NodeJS.ProcessEnv): Promise<Host> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
-    env: { ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  let output = '';
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`offline did not start:\n${output}`)), 120_000);
-    const watch = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('Server ready')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', watch);
-    child.stderr?.on('data', watch);
-    child.on('exit', (code) => reject(new Error(`offline exited with ${code}:\n${output}`)));
-  });
-  return {
-    base: `http://127.0.0.1:${port}`,
-    output: () => output,
-    stop: async () => {
-      if (child.pid) process.kill(child.pid, 'SIGTERM');
-      await exited;
-    },
-  };
-}
 
 const printedCredentials = (output: string) => {
   const match = /user (\S+) {2}password (\S+)/.exec(output);

@@ -1,7 +1,8 @@
 import { handler as query } from '#functions/query';
 import { handler as tables } from '#functions/tables';
 import { runQuery } from '#lib/admin/query';
-import { closePool, getDatabase, getQueryPool } from '#lib/db/pool';
+import { adminAccess, schemaAccess } from '#lib/db/executor';
+import { closePool } from '#lib/db/pool';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { freshSchema } from '#test/support/tables';
@@ -28,6 +29,14 @@ beforeAll(async () => {
 
 const sql = (text: string, inSchema = schema) =>
   call(query, { method: 'POST', path: '/api/query', body: { sql: text, schema: inSchema } });
+
+/** runQuery's input for the admin's own rights in public. */
+const asAdmin = {
+  schema: 'public',
+  asKey: false,
+  adminRights: true,
+  limits: { maxRows: 10_000, maxBytes: 3_000_000 },
+};
 
 describe('POST /api/query', () => {
   it('answers rows, fields, rowCount and an integer duration, with the schema on the search path', async () => {
@@ -120,28 +129,26 @@ describe('POST /api/query', () => {
   });
 
   it('cancels at the statement timeout, in PostgreSQL, and the connection serves the next query', async () => {
-    const queryDb = await getQueryPool();
+    const access = await adminAccess('public');
     const started = Date.now();
 
     await expect(
-      runQuery(queryDb, await getDatabase(), { sql: 'SELECT pg_sleep(5)', schema: 'public', timeoutMs: 200 }),
+      runQuery(access, { ...asAdmin, sql: 'SELECT pg_sleep(5)', timeoutMs: 200 }),
     ).rejects.toMatchObject({ status: 400, title: 'Query timeout' });
 
     expect(Date.now() - started).toBeLessThan(3000);
-    const after = await runQuery(queryDb, await getDatabase(), {
-      sql: 'SELECT 41 + 1 AS n',
-      schema: 'public',
-      timeoutMs: 1000,
-    });
+    const after = await runQuery(access, { ...asAdmin, sql: 'SELECT 41 + 1 AS n', timeoutMs: 1000 });
     expect(after.rows).toEqual([{ n: 42 }]);
   });
 
   it('cancels the running statement when the request is aborted', async () => {
     const abort = new AbortController();
     const started = Date.now();
-    const running = runQuery(await getQueryPool(), await getDatabase(), {
+    const running = runQuery(await schemaAccess(undefined, schema), {
+      ...asAdmin,
+      schema,
+      adminRights: false,
       sql: 'SELECT pg_sleep(4.321)',
-      schema: 'public',
       timeoutMs: 10_000,
       signal: abort.signal,
     });
@@ -158,7 +165,7 @@ describe('POST /api/query', () => {
     });
     abort.abort();
 
-    await expect(running).rejects.toMatchObject({ status: 499, title: 'Query cancelled' });
+    await expect(running).rejects.toMatchObject({ status: 400, title: 'Query timeout' });
     expect(Date.now() - started).toBeLessThan(4000);
     expect(await withAdminClient(sleepers)).toBe(0);
   });

@@ -1,0 +1,156 @@
+import type pg from 'pg';
+import { type Config, getConfig } from '#lib/config';
+import { quoteIdent } from '#lib/db/identifiers';
+import { isPgError } from '#lib/db/pg-errors';
+import { createPool, getDatabase, getQueryPool, onClose, withSession, withTransaction } from '#lib/db/pool';
+import {
+  kindOfKey,
+  prepareSchemaRole,
+  type RoleKind,
+  rolePassword,
+  type SchemaRole,
+} from '#lib/db/schema-roles';
+import { BadRequest } from '#lib/errors';
+import type { Principal } from '#lib/principal';
+
+/**
+ * Which connection a request's SQL runs on: the one place that decides it.
+ *
+ * - dbadmin's own SQL (catalog reads, keys, migrations, license cache): the service's pool, whose
+ *   search path is pg_catalog alone (lib/db/pool).
+ * - Anything that touches a schema's objects, for the admin or a key: a connection that logs in
+ *   as that schema's role (lib/db/schema-roles), so code a tenant planted there runs with the
+ *   schema's rights. `SET ROLE` would not do: planted code can `RESET ROLE`.
+ * - The admin's ad-hoc SQL with `runAs: "admin"`: the admin's own rights, on connections that are
+ *   reset after each use.
+ */
+
+/** Schemas no role of ours may act in: the database's own and dbadmin's. */
+export function isSystemSchema(schema: string): boolean {
+  return schema === 'information_schema' || schema.startsWith('pg_') || schema.startsWith('_');
+}
+
+export function assertTenantSchema(schema: string): void {
+  if (isSystemSchema(schema)) {
+    throw new BadRequest(
+      'System schema',
+      `schema "${schema}" belongs to PostgreSQL or dbadmin and has no role of its own to act as; the admin's SQL can read it with "runAs": "admin"`,
+    );
+  }
+}
+
+/** A schema as seen by one principal: where its SQL runs. */
+export interface SchemaAccess {
+  schema: string;
+  /** dbadmin's own pool, for catalog reads (never runs tenant code). */
+  catalog: pg.Pool;
+  /** Runs `work` on a session of the schema's role; the session is clean again before anyone else gets it. */
+  run<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T>;
+  /** An anon key's access: its sessions run read-only transactions. */
+  readOnly: boolean;
+}
+
+/** At most this many role pools per container; the least recently used one is closed. */
+const MAX_ROLE_POOLS = 32;
+const rolePools = new Map<string, pg.Pool>();
+onClose(async () => {
+  const pools = [...rolePools.values()];
+  rolePools.clear();
+  await Promise.all(pools.map((p) => p.end()));
+});
+
+function roleSettings(prepared: SchemaRole): Record<string, string> {
+  // Quoted only when it must be, so current_setting('search_path') reads as people write it.
+  const schema = /^[a-z_][a-z0-9_]*$/.test(prepared.schema)
+    ? prepared.schema
+    : quoteIdent(prepared.schema, 'schema name');
+  const settings: Record<string, string> = { search_path: schema };
+  // A role name as the setting takes it: unquoted (names are validated identifiers).
+  if (prepared.actsAs !== prepared.role) settings.role = prepared.actsAs;
+  if (prepared.kind === 'anon') settings.default_transaction_read_only = 'on';
+  return settings;
+}
+
+function poolFor(config: Config, prepared: SchemaRole): pg.Pool {
+  const pool = createPool(config, {
+    applicationName: `dbadmin-${prepared.kind}`,
+    login: { user: prepared.role, password: rolePassword(config.DBADMIN_SECRET, prepared.role) },
+    settings: roleSettings(prepared),
+    secondary: true,
+  });
+  rolePools.set(prepared.role, pool);
+  if (rolePools.size > MAX_ROLE_POOLS) {
+    const [oldest, oldestPool] = rolePools.entries().next().value as [string, pg.Pool];
+    rolePools.delete(oldest);
+    oldestPool.end().catch(() => undefined);
+  }
+  return pool;
+}
+
+/** Creates or repairs the role (password reset, grants, LOGIN as its keys allow) and makes its pool. */
+async function preparedPool(schema: string, kind: RoleKind): Promise<pg.Pool> {
+  const [config, admin] = await Promise.all([getConfig(), getDatabase()]);
+  const prepared = await withTransaction(admin, (client) =>
+    prepareSchemaRole(client, config.DBADMIN_SECRET, schema, kind),
+  );
+  rolePools
+    .get(prepared.role)
+    ?.end()
+    .catch(() => undefined);
+  return poolFor(config, prepared);
+}
+
+/** The role's login failed: gone (schema re-made elsewhere), disabled, or its password changed. */
+const loginRefused = (error: unknown) => isPgError(error) && error.code.startsWith('28');
+
+/** A session of the schema's role; a refused login is repaired once, then reported. */
+async function connect(schema: string, kind: RoleKind): Promise<pg.PoolClient> {
+  const role = `${schema}_${kind}`;
+  let pool = rolePools.get(role);
+  if (pool) {
+    rolePools.delete(role);
+    rolePools.set(role, pool);
+  } else {
+    pool = await preparedPool(schema, kind);
+  }
+  try {
+    return await pool.connect();
+  } catch (error) {
+    if (!loginRefused(error)) throw error;
+    return (await preparedPool(schema, kind)).connect();
+  }
+}
+
+/** Where a principal's work in a schema runs: the admin as `<schema>_exec`, a key as its role. */
+export async function schemaAccess(principal: Principal | undefined, schema: string): Promise<SchemaAccess> {
+  assertTenantSchema(schema);
+  const kind: RoleKind = principal?.kind === 'key' ? kindOfKey(principal.keyType) : 'exec';
+  const catalog = await getDatabase();
+  return {
+    schema,
+    catalog,
+    readOnly: kind === 'anon',
+    run: async (work) => withSession(await connect(schema, kind), work),
+  };
+}
+
+/**
+ * Where the admin's ad-hoc SQL runs with the admin's own rights (`runAs: "admin"`): the query
+ * pool, whose sessions are reset after each use like a schema role's.
+ */
+export async function adminAccess(schema: string): Promise<SchemaAccess> {
+  const [catalog, pool] = await Promise.all([getDatabase(), getQueryPool()]);
+  return {
+    schema,
+    catalog,
+    readOnly: false,
+    run: async (work) => withSession(await pool.connect(), work),
+  };
+}
+
+/** Forgets this process's pool for the role: the next request logs in afresh (key deleted). */
+export async function dropRolePool(role: string): Promise<void> {
+  const pool = rolePools.get(role);
+  rolePools.delete(role);
+  await pool?.end();
+}

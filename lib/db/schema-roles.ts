@@ -1,0 +1,172 @@
+import { createHmac } from 'node:crypto';
+import type pg from 'pg';
+import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { scramVerifier } from '#lib/db/scram';
+import { BadRequest } from '#lib/errors';
+
+/**
+ * The database roles that act inside one schema, so that PostgreSQL itself keeps whatever runs
+ * there inside it. None of them is ever the service's own role, and none is a member of it:
+ *
+ * - `<schema>_exec`: the admin's requests in the schema (reads, writes, DDL, and ad-hoc SQL unless
+ *   the admin opts into its own rights). A tenant's triggers, defaults, checks, rules and policies
+ *   that fire there run with the schema's rights, not the service's.
+ * - `<schema>_svc`: `service_role` keys; everything in the schema.
+ * - `<schema>_anon`: `anon` keys; USAGE and SELECT, in read-only transactions.
+ *
+ * They log in with passwords derived from DBADMIN_SECRET, never stored, reset whenever a pool for
+ * them is made or a key is deleted: a password a tenant sets for one of them (any role may change
+ * its own) lasts only until then. Key roles can log in only while a key of their type exists.
+ */
+export type RoleKind = 'exec' | 'svc' | 'anon';
+export type KeyType = 'anon' | 'service_role';
+
+export const kindOfKey = (keyType: KeyType): RoleKind => (keyType === 'anon' ? 'anon' : 'svc');
+
+/** The suffixes of every role made for a schema; a schema may not be named like one of them. */
+export const ROLE_SUFFIXES = ['_user', '_exec', '_svc', '_anon'] as const;
+
+export function roleName(schema: string, kind: RoleKind): string {
+  const role = `${schema}_${kind}`;
+  if (role.length > 63) {
+    throw new BadRequest(
+      'Invalid schema name',
+      `schema "${schema}" is too long to be administered (at most 58 characters)`,
+    );
+  }
+  return role;
+}
+
+/** Derived, never stored: HMAC of the role name under the server secret. */
+export function rolePassword(secret: string, role: string): string {
+  return createHmac('sha256', secret).update(`dbadmin key role:${role}`).digest('base64url');
+}
+
+export interface SchemaRole {
+  schema: string;
+  kind: RoleKind;
+  role: string;
+  /**
+   * The role whose rights the session works with (its objects belong to it): the schema's own
+   * user when it owns the schema, else `<schema>_exec`. anon works as itself.
+   */
+  actsAs: string;
+}
+
+/** Serialises role changes of one schema across every dbadmin process (within a transaction). */
+const lockSchemaRoles = (client: pg.ClientBase, schema: string) =>
+  client.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', [
+    `dbadmin.roles:${schema}`,
+  ]);
+
+async function roleExists(client: pg.ClientBase, role: string): Promise<boolean> {
+  const { rowCount } = await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role]);
+  return rowCount === 1;
+}
+
+/** The schema's owner when it is `<schema>_user` (schemas made through the API). */
+async function schemaUserOf(client: pg.ClientBase, schema: string): Promise<string | undefined> {
+  const { rows } = await client.query<{ owner: string }>(
+    'SELECT pg_catalog.pg_get_userbyid(nspowner) AS owner FROM pg_catalog.pg_namespace WHERE nspname = $1',
+    [schema],
+  );
+  const owner = rows[0]?.owner;
+  return owner === `${schema}_user` ? owner : undefined;
+}
+
+/** Creates the login role, or resets its password; LOGIN or NOLOGIN as asked. */
+async function upsertLogin(
+  client: pg.ClientBase,
+  secret: string,
+  role: string,
+  login: boolean,
+): Promise<boolean> {
+  const exists = await roleExists(client, role);
+  const verifier = quoteLiteral(scramVerifier(rolePassword(secret, role)));
+  const attributes = `${login ? 'LOGIN' : 'NOLOGIN'} NOINHERIT PASSWORD ${verifier}`;
+  await client.query(`${exists ? 'ALTER' : 'CREATE'} ROLE ${quoteIdent(role)} ${attributes}`);
+  // The service is a member of each role it made (never the other way round): it may cancel
+  // their statements and, on PostgreSQL 16+, manage them.
+  if (!exists) await client.query(`GRANT ${quoteIdent(role)} TO CURRENT_USER`);
+  return !exists;
+}
+
+/** The grants that make `<schema>_exec` (and through it or the schema's user, svc) act in the schema. */
+async function grantExec(client: pg.ClientBase, schema: string, exec: string, owner: string): Promise<void> {
+  const s = quoteIdent(schema, 'schema name');
+  const o = quoteIdent(owner);
+  if (owner !== exec) await client.query(`GRANT ${o} TO ${quoteIdent(exec)}`);
+  // Tables the service's own role made there (ad-hoc SQL with the admin's rights), now and later.
+  await client.query(`
+    GRANT USAGE, CREATE ON SCHEMA ${s} TO ${o};
+    GRANT ALL ON ALL TABLES IN SCHEMA ${s} TO ${o};
+    GRANT ALL ON ALL SEQUENCES IN SCHEMA ${s} TO ${o};
+    ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT ALL ON TABLES TO ${o};
+    ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${o}`);
+}
+
+async function grantAnon(client: pg.ClientBase, schema: string, anon: string, owner: string): Promise<void> {
+  const s = quoteIdent(schema, 'schema name');
+  const a = quoteIdent(anon);
+  await client.query(`
+    GRANT USAGE ON SCHEMA ${s} TO ${a};
+    GRANT SELECT ON ALL TABLES IN SCHEMA ${s} TO ${a};
+    ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT SELECT ON TABLES TO ${a};
+    ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT SELECT ON TABLES TO ${a}`);
+}
+
+async function hasActiveKey(client: pg.ClientBase, schema: string, kind: RoleKind): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `SELECT 1 FROM _dbadmin.api_keys WHERE schema_name = $1 AND key_type = $2 AND is_active LIMIT 1`,
+    [schema, kind === 'anon' ? 'anon' : 'service_role'],
+  );
+  return rowCount === 1;
+}
+
+/** Ends every session of the role (the service's own pooled ones reconnect when allowed to). */
+const terminateSessions = (client: pg.ClientBase, role: string) =>
+  client.query(
+    `SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
+      WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()`,
+    [role],
+  );
+
+/**
+ * Makes the schema's role of this kind ready to log in as, within the caller's transaction:
+ * created when missing (exec first: svc acts through the same owner), granted its rights,
+ * password reset. A key role may log in only while an active key of its type exists; when none
+ * does it is disabled and its sessions ended. Idempotent; serialised per schema.
+ */
+export async function prepareSchemaRole(
+  client: pg.ClientBase,
+  secret: string,
+  schema: string,
+  kind: RoleKind,
+): Promise<SchemaRole> {
+  const exec = roleName(schema, 'exec');
+  const role = roleName(schema, kind);
+  await lockSchemaRoles(client, schema);
+  const owner = (await schemaUserOf(client, schema)) ?? exec;
+  await upsertLogin(client, secret, exec, true);
+  await grantExec(client, schema, exec, owner);
+  if (kind !== 'exec') {
+    const login = await hasActiveKey(client, schema, kind);
+    await upsertLogin(client, secret, role, login);
+    if (kind === 'svc') await client.query(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
+    else await grantAnon(client, schema, role, owner);
+    if (!login) await terminateSessions(client, role);
+  }
+  return { schema, kind, role, actsAs: kind === 'anon' ? role : owner };
+}
+
+/** Schema deletion takes its roles along (grants and default privileges included). */
+export async function dropSchemaRoles(client: pg.ClientBase, schema: string): Promise<void> {
+  for (const kind of ['anon', 'svc', 'exec'] as const) {
+    const role = `${schema}_${kind}`;
+    if (!(await roleExists(client, role))) continue;
+    await terminateSessions(client, role);
+    await client.query(`REASSIGN OWNED BY ${quoteIdent(role)} TO CURRENT_USER`);
+    await client.query(`DROP OWNED BY ${quoteIdent(role)}`);
+    await client.query(`DROP ROLE ${quoteIdent(role)}`);
+  }
+}

@@ -1,0 +1,110 @@
+import { handler as query } from '#functions/query';
+import { handler as tables } from '#functions/tables';
+import { resetConfig } from '#lib/config';
+import { closePool } from '#lib/db/pool';
+import { asTenant, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
+import { withAdminClient } from '#test/support/db';
+import { call, httpEvent, lambdaContext } from '#test/support/http';
+
+/** Ceilings a key holder cannot raise: result size, statement time, export size. */
+
+afterAll(closePool);
+
+let schema: string;
+let service: string;
+beforeAll(async () => {
+  schema = await tenantSchema('lim');
+  service = (await createKey(schema, 'service_role')).key;
+});
+
+afterEach(() => {
+  delete process.env.QUERY_MAX_ROWS;
+  delete process.env.QUERY_MAX_BYTES;
+  delete process.env.QUERY_TIMEOUT_MS;
+  resetConfig();
+});
+
+describe('result size', () => {
+  it('answers 413 naming the byte limit when a result would be too large', async () => {
+    const reply = await sqlAs(service, "SELECT repeat('x', 1000) AS filler FROM generate_series(1, 20000)");
+
+    expect(reply.status).toBe(413);
+    expect(reply.body.error).toBe('Result too large');
+    expect(reply.body.message).toMatch(/QUERY_MAX_BYTES/);
+  });
+
+  it('answers 413 naming the row limit when a result has too many rows', async () => {
+    process.env.QUERY_MAX_ROWS = '100';
+    resetConfig();
+
+    const reply = await sqlAs(service, 'SELECT g FROM generate_series(1, 1000) g');
+
+    expect(reply.status).toBe(413);
+    expect(reply.body.message).toMatch(/QUERY_MAX_ROWS/);
+    expect((await sqlAs(service, 'SELECT g FROM generate_series(1, 100) g')).body.rowCount).toBe(100);
+  });
+
+  it('caps exports and page reads by the same byte limit', async () => {
+    process.env.QUERY_MAX_BYTES = '100000';
+    resetConfig();
+    await asTenant(
+      schema,
+      `INSERT INTO "${schema}".items (name) SELECT repeat('y', 10000) FROM generate_series(1, 20)`,
+    );
+
+    const replies = [
+      await call(tables, { path: '/api/table/items/export', query: { schema, format: 'json' } }),
+      await call(tables, { path: '/api/table/items/export', query: { schema, format: 'csv' } }),
+      await call(tables, { path: '/api/table/items', query: { schema, limit: '1000' } }),
+    ];
+
+    expect(replies.map((r) => [r.status, r.body.error])).toEqual([
+      [413, 'Result too large'],
+      [413, 'Result too large'],
+      [413, 'Result too large'],
+    ]);
+  });
+});
+
+describe('statement time', () => {
+  /** Statements still running pg_sleep(7.77): polled, as a cancel lands a moment after the reply. */
+  const sleepers = () =>
+    withAdminClient(async (c) => {
+      const running = async () =>
+        Number(
+          (
+            await c.query(
+              "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%pg_sleep(7.77)%' AND state = 'active' AND pid <> pg_backend_pid()",
+            )
+          ).rows[0].n,
+        );
+      let n = await running();
+      for (let tries = 0; tries < 500 && n > 0; tries++) n = await running();
+      return n;
+    });
+
+  it('a statement past QUERY_TIMEOUT_MS ends as the JSON Query timeout error', async () => {
+    process.env.QUERY_TIMEOUT_MS = '300';
+    resetConfig();
+
+    const reply = await sqlAs(service, 'SELECT pg_sleep(7.77)');
+
+    expect(reply.status).toBe(400);
+    expect(reply.body.error).toBe('Query timeout');
+    expect(await sleepers()).toBe(0);
+  });
+
+  it('a function about to time out answers Query timeout in JSON and cancels the statement in PostgreSQL', async () => {
+    const started = Date.now();
+    const context = { ...lambdaContext(), getRemainingTimeInMillis: () => 1500 - (Date.now() - started) };
+
+    const response = (await query(
+      httpEvent({ method: 'POST', path: '/api/query', body: { sql: 'SELECT pg_sleep(7.77)', schema } }),
+      context,
+    )) as { statusCode: number; body: string };
+
+    expect(Date.now() - started).toBeLessThan(4000);
+    expect(JSON.parse(response.body)).toMatchObject({ error: 'Query timeout' });
+    expect(await sleepers()).toBe(0);
+  });
+});

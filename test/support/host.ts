@@ -1,0 +1,41 @@
+import { spawn } from 'node:child_process';
+import { freePort } from '../../bin/free-port';
+
+export interface Host {
+  base: string;
+  output: () => string;
+  stop: () => Promise<void>;
+}
+
+/** Runs `npm start`'s entry point as a user would, and waits for serverless-offline to be ready. */
+export async function startHost(env: NodeJS.ProcessEnv): Promise<Host> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
+    env: { HOST: '127.0.0.1', ...env, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let output = '';
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`offline did not start:\n${output}`)), 120_000);
+    const watch = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Server ready')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', watch);
+    child.stderr?.on('data', watch);
+    child.on('exit', (code) => reject(new Error(`offline exited with ${code}:\n${output}`)));
+  });
+  return {
+    base: `http://127.0.0.1:${port}`,
+    output: () => output,
+    stop: async () => {
+      if (child.pid) process.kill(child.pid, 'SIGTERM');
+      await exited;
+    },
+  };
+}
