@@ -2,7 +2,7 @@ import { to as copyTo } from 'pg-copy-streams';
 import { cancelOnExcess, orderBy, qualified } from '#lib/admin/tables';
 import { tableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
-import { boundedQuery, type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
+import { boundedQuery, type ResultLimits, ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
 import { Download } from '#lib/download';
 import { NotFound } from '#lib/errors';
 
@@ -39,18 +39,21 @@ export async function exportTable(
     const chunks: Buffer[] = [];
     let bytes = 0;
     let exceeded = false;
-    // Past the limit the rest is cancelled in PostgreSQL and drained, never kept.
-    const copied = (async () => {
+    // Past the limit the rest is cancelled in PostgreSQL and drained (or cut off), never kept.
+    const exceed = () => {
+      exceeded = true;
+      cancelOnExcess(access, client)();
+    };
+    const copied = watchWire(client, wireLimit(limits), exceed, async () => {
       for await (const chunk of client.query(
         copyTo(`COPY (${select}) TO STDOUT WITH (FORMAT csv, HEADER true)`),
       )) {
         if (exceeded) continue;
         bytes += (chunk as Buffer).length;
-        exceeded = bytes > limits.maxBytes;
-        if (exceeded) cancelOnExcess(access, client)();
+        if (bytes > limits.maxBytes) exceed();
         else chunks.push(chunk as Buffer);
       }
-    })();
+    });
     await copied.catch((error: unknown) => {
       if (!exceeded) throw error;
     });

@@ -4,7 +4,7 @@ import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { type KeyType, kindOfKey, prepareSchemaRole, roleName } from '#lib/db/schema-roles';
+import { endSessions, type KeyType, kindOfKey, prepareSchemaRole, roleName } from '#lib/db/schema-roles';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /** SHA-256 suffices: keys are 256 random bits, so there is nothing to guess or stretch. */
@@ -86,10 +86,16 @@ export async function deleteKey(db: pg.Pool, secret: string, schema: string, key
     );
     const deleted = rows[0];
     if (!deleted) throw new NotFound('Key not found', `schema "${schema}" has no key with id ${keyId}`);
-    await prepareSchemaRole(client, secret, schema, kindOfKey(deleted.key_type));
+    const { role } = await prepareSchemaRole(client, secret, schema, kindOfKey(deleted.key_type));
+    // A session opened with a password the key's SQL set for its role ends now. So do the
+    // service's own sessions of that role: a request of another key of the same type that is
+    // running right now fails once (503) and the next one reconnects with the reset password.
+    await endSessions(client, [role]);
     return deleted.key_type;
   });
-  await dropRolePool(roleName(schema, kindOfKey(keyType)));
+  await Promise.all(
+    [kindOfKey(keyType), 'exec' as const].map((kind) => dropRolePool(roleName(schema, kind))),
+  );
   return { success: true, message: `Key ${keyId} deleted` };
 }
 

@@ -37,6 +37,8 @@ function queryError(error: unknown, cancelled: boolean): unknown {
   const mapped = fromDatabaseError(error);
   if (!mapped || !isPgError(error) || mapped.status === 503) return mapped ?? error;
   if (error.code === '57014') return new QueryTimeout('ran longer than the query timeout', error);
+  // Raised by the caller's SQL (RAISE ... ERRCODE '28000'), not a refused login of ours.
+  if (error.code.startsWith('28')) return new BadRequest('Query failed', error.message, error);
   const status = mapped.status === 404 ? 400 : mapped.status;
   return new ApiError(status, mapped.title, mapped.message, { cause: error, details: mapped.details });
 }
@@ -47,10 +49,15 @@ const transactionControl = () =>
     "an API key's statement runs in a transaction of its own; COMMIT, ROLLBACK and PREPARE TRANSACTION are refused",
   );
 
-/** A key's PREPARE TRANSACTION must not outlive the request: its own prepared transactions are rolled back. */
-async function rollBackPrepared(client: pg.ClientBase): Promise<void> {
+/**
+ * A key's PREPARE TRANSACTION must not outlive the request: what its session prepared since the
+ * statement started is rolled back (not what the tenant's own login prepared before).
+ */
+async function rollBackPrepared(client: pg.ClientBase, since: Date): Promise<void> {
   const { rows } = await client.query<{ gid: string }>(
-    'SELECT gid FROM pg_catalog.pg_prepared_xacts WHERE owner = current_user AND database = current_database()',
+    `SELECT gid FROM pg_catalog.pg_prepared_xacts
+      WHERE owner = current_user AND database = current_database() AND prepared >= $1`,
+    [new Date(since.getTime() - 1000)],
   );
   for (const { gid } of rows) await client.query(`ROLLBACK PREPARED ${pgLiteral(gid)}`);
 }
@@ -79,6 +86,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       cancelStatement();
     };
     const started = performance.now();
+    const startedAt = new Date();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       await client.query(begin);
@@ -91,7 +99,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       if (client.getTransactionStatus() === 'I') {
         // The SQL ended our transaction itself: the admin may; a key may not.
         if (asKey) {
-          await rollBackPrepared(client);
+          await rollBackPrepared(client, startedAt);
           throw transactionControl();
         }
       } else {

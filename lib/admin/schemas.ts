@@ -1,9 +1,10 @@
 import type pg from 'pg';
+import { dropRolePool } from '#lib/db/executor';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
-import { INTERNAL_SCHEMA } from '#lib/db/migrations';
+import { INTERNAL_SCHEMA, lockSchema } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { dropSchemaRoles, prepareSchemaRole, ROLE_SUFFIXES } from '#lib/db/schema-roles';
+import { dropSchemaRoles, prepareSchemaRole, ROLE_SUFFIXES, shutOutSchema } from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 
@@ -24,11 +25,6 @@ export async function listSchemas(db: pg.Pool): Promise<string[]> {
     values: [INTERNAL_SCHEMA],
   });
   return rows.map((row) => row.name);
-}
-
-/** Serialises create/delete of one schema name across every dbadmin process on this database. */
-async function lockSchemaName(client: pg.ClientBase, schemaName: string): Promise<void> {
-  await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`dbadmin.schema:${schemaName}`]);
 }
 
 async function schemaExists(client: pg.ClientBase, schemaName: string): Promise<boolean> {
@@ -92,7 +88,7 @@ async function assertOffSearchPaths(client: pg.ClientBase, schemaName: string): 
 export async function createSchema(db: pg.Pool, secret: string, { schemaName, password }: CreateSchemaInput) {
   const username = schemaUser(schemaName);
   await withTransaction(db, async (client) => {
-    await lockSchemaName(client, schemaName);
+    await lockSchema(client, schemaName);
     if (await schemaExists(client, schemaName)) {
       throw new BadRequest('Schema exists', `schema "${schemaName}" already exists`);
     }
@@ -137,17 +133,21 @@ export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteS
     );
   }
   const username = schemaUser(schemaName);
+  let shutOut: string[] = [];
   await withTransaction(db, async (client) => {
-    await lockSchemaName(client, schemaName);
+    await lockSchema(client, schemaName);
     if (!(await schemaExists(client, schemaName))) {
       throw new NotFound('Schema not found', `schema "${schemaName}" does not exist`);
     }
+    // Its roles' sessions end first (a refused drop rolls the NOLOGIN back, not the ended sessions).
+    shutOut = await shutOutSchema(client, schemaName);
     await dropSchema(client, schemaName, cascade);
     // The schema's API keys and the roles they ran as go with it.
     await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
     await dropSchemaRoles(client, schemaName);
     if (await roleExists(client, username)) await dropUser(client, username);
   });
+  await Promise.all(shutOut.map(dropRolePool));
   return { success: true, message: `Schema "${schemaName}" deleted` };
 }
 

@@ -4,7 +4,7 @@ import { columnTypeSql, defaultSql } from '#lib/db/column-types';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
-import { inTransaction } from '#lib/db/pool';
+import { discardAfterUse, inTransaction } from '#lib/db/pool';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import { BadRequest } from '#lib/errors';
 
@@ -62,8 +62,12 @@ export async function readTable(
   });
 }
 
-/** Cancels the session's running statement from the service's pool (a result passed its limits). */
+/**
+ * Cancels the session's running statement from the service's pool (a result passed its limits,
+ * or the request is ending); the connection is then destroyed, not reused.
+ */
 export const cancelOnExcess = (access: SchemaAccess, client: pg.PoolClient) => () => {
+  discardAfterUse(client);
   const pid = (client as unknown as { processID: number }).processID;
   access.catalog.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
 };

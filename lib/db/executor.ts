@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { type Config, getConfig } from '#lib/config';
 import { quoteIdent } from '#lib/db/identifiers';
-import { isPgError } from '#lib/db/pg-errors';
+import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import { createPool, getDatabase, getQueryPool, onClose, withSession, withTransaction } from '#lib/db/pool';
 import {
   kindOfKey,
@@ -125,13 +125,38 @@ async function connect(schema: string, kind: RoleKind): Promise<pg.PoolClient> {
 export async function schemaAccess(principal: Principal | undefined, schema: string): Promise<SchemaAccess> {
   assertTenantSchema(schema);
   const kind: RoleKind = principal?.kind === 'key' ? kindOfKey(principal.keyType) : 'exec';
-  const catalog = await getDatabase();
+  const [catalog, config] = await Promise.all([getDatabase(), getConfig()]);
   return {
     schema,
     catalog,
     readOnly: kind === 'anon',
-    run: async (work) => withSession(await connect(schema, kind), work),
+    run: async (work) => {
+      const client = await connect(schema, kind);
+      return withSession(client, work, watchdog(catalog, client, config)).catch((error: unknown) => {
+        throw fromTenantCode(error);
+      });
+    },
   };
+}
+
+/** Past the query timeout (and a second's grace) the session is terminated from the service's pool. */
+const watchdog = (catalog: pg.Pool, client: pg.PoolClient, config: Config) => ({
+  afterMs: config.QUERY_TIMEOUT_MS + 1000,
+  terminate: () => {
+    const pid = (client as unknown as { processID: number }).processID;
+    catalog.query('SELECT pg_terminate_backend($1)', [pid]).catch(() => undefined);
+  },
+});
+
+/**
+ * An error raised in a schema's session is the tenant's doing (its SQL, or code it planted): a
+ * 400 with PostgreSQL's message, whatever its SQLSTATE, even one that would mean our own login
+ * was refused.
+ */
+function fromTenantCode(error: unknown): unknown {
+  if (!isPgError(error)) return error;
+  if (!error.code.startsWith('28') && fromDatabaseError(error)) return error;
+  return new BadRequest('Query failed', `${error.message} (SQLSTATE ${error.code})`, error);
 }
 
 /**
@@ -139,12 +164,17 @@ export async function schemaAccess(principal: Principal | undefined, schema: str
  * pool, whose sessions are reset after each use like a schema role's.
  */
 export async function adminAccess(schema: string): Promise<SchemaAccess> {
-  const [catalog, pool] = await Promise.all([getDatabase(), getQueryPool()]);
+  const [catalog, pool, config] = await Promise.all([getDatabase(), getQueryPool(), getConfig()]);
   return {
     schema,
     catalog,
     readOnly: false,
-    run: async (work) => withSession(await pool.connect(), work),
+    run: async (work) => {
+      const client = await pool.connect();
+      return withSession(client, work, watchdog(catalog, client, config)).catch((error: unknown) => {
+        throw fromTenantCode(error);
+      });
+    },
   };
 }
 

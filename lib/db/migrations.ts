@@ -43,7 +43,23 @@ export const MIGRATIONS: readonly Migration[] = [
         UNIQUE (schema_name, key_name)
       )`,
   },
+  {
+    id: 3,
+    name: 'schema locks',
+    // Rows to lock while a schema or its roles change: unlike advisory locks, which any login may
+    // take (and hold, to stop the admin), nobody but the service can touch this table.
+    sql: `CREATE TABLE _dbadmin.schema_locks (schema_name text PRIMARY KEY)`,
+  },
 ];
+
+/** Serialises changes to one schema (and its roles) across every dbadmin process: a row lock. */
+export async function lockSchema(client: pg.ClientBase, schema: string): Promise<void> {
+  await client.query(
+    `INSERT INTO _dbadmin.schema_locks (schema_name) VALUES ($1) ON CONFLICT (schema_name) DO NOTHING`,
+    [schema],
+  );
+  await client.query('SELECT 1 FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE', [schema]);
+}
 
 /** Any fixed number serves; it only has to be the same in every dbadmin process. */
 const MIGRATION_LOCK = 0x0db_ad_01;
@@ -56,6 +72,15 @@ export interface MigrationTarget {
 
 export const INTERNAL_TARGET: MigrationTarget = { schema: INTERNAL_SCHEMA, lock: MIGRATION_LOCK };
 
+async function upToDate(client: pg.ClientBase, schema: string, migrations: readonly Migration[]) {
+  const quoted = quoteCatalogName(schema);
+  const { rows: found } = await client.query('SELECT to_regclass($1) AS t', [`${quoted}.migrations`]);
+  if (!found[0]?.t) return false;
+  const { rows } = await client.query<{ id: number }>(`SELECT id FROM ${quoted}.migrations`);
+  const applied = new Set(rows.map((row) => row.id));
+  return migrations.every((migration) => applied.has(migration.id));
+}
+
 /**
  * Brings a schema (by default `_dbadmin`) up to date. Runs under a session advisory lock so that
  * concurrent cold starts apply each migration once; each migration commits with its record.
@@ -67,6 +92,9 @@ export async function migrate(
 ): Promise<number[]> {
   // Our own schema names, never a caller's: _dbadmin starts with an underscore on purpose.
   const schema = quoteCatalogName(target.schema);
+  // Up to date (every cold start but the first after an upgrade): no lock, so an advisory lock a
+  // tenant holds on the same number cannot stop the service from starting.
+  if (await upToDate(client, target.schema, migrations)) return [];
   await client.query('SELECT pg_advisory_lock($1)', [target.lock]);
   try {
     await client.query(`

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { type Config, getConfig } from '#lib/config';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
-import { ApiError } from '#lib/errors';
+import { ApiError, QueryTimeout } from '#lib/errors';
 
 /**
  * How values leave PostgreSQL for JSON: bigints as numbers while exact (else the exact string);
@@ -125,11 +125,38 @@ export async function withClient<T>(db: pg.Pool, work: (client: pg.PoolClient) =
 export async function withSession<T>(
   client: pg.PoolClient,
   work: (client: pg.PoolClient) => Promise<T>,
+  deadline?: { afterMs: number; terminate: () => void },
 ): Promise<T> {
-  return useClient(client, work, async () => {
-    if (client.getTransactionStatus() !== 'I') throw new Error('session left inside a transaction');
-    await client.query('DISCARD ALL');
-  });
+  // Planted code can switch statement_timeout off for the session's later statements: past the
+  // deadline the session is terminated from outside, whatever it set.
+  let expired = false;
+  const timer =
+    deadline &&
+    setTimeout(() => {
+      expired = true;
+      discardAfterUse(client);
+      deadline.terminate();
+    }, deadline.afterMs);
+  try {
+    return await useClient(client, work, async () => {
+      if (client.getTransactionStatus() !== 'I') throw new Error('session left inside a transaction');
+      await client.query('DISCARD ALL');
+    });
+  } catch (error) {
+    if (expired) throw new QueryTimeout('ran longer than the query timeout allows', error);
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Connections whose statement was cancelled or which were cut off: destroyed after use, never
+ * reused, so a cancel that lands late can never hit the next borrower's statement.
+ */
+const doomed = new WeakSet<pg.ClientBase>();
+export function discardAfterUse(client: pg.ClientBase): void {
+  doomed.add(client);
 }
 
 async function useClient<T>(
@@ -157,7 +184,7 @@ async function useClient<T>(
     throw error;
   } finally {
     client.removeListener('error', onError);
-    client.release(broken);
+    client.release(broken ?? (doomed.has(client) ? new Error('statement cancelled') : undefined));
   }
 }
 

@@ -18,10 +18,53 @@ export class ResultTooLarge extends ApiError {
   }
 }
 
+/** The socket under a pg client: watched so one huge row is cut off while it arrives. */
+type Socket = { bytesRead: number; destroy(): void };
+const socketOf = (client: pg.ClientBase) =>
+  (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
+
+/**
+ * Bytes on the wire a result may take before it is cut off: the JSON limit twice over (escaping,
+ * per-row framing) plus 1 MiB. pg (and pg-copy-streams) parse a row only once all of it has
+ * arrived, so a single 500 MB value would sit in memory before any per-row check could see it.
+ */
+export const wireLimit = (limits: ResultLimits) => 2 * limits.maxBytes + 1024 * 1024;
+
+/** How often the socket's byte count is looked at: at loopback speed, a few MB between looks. */
+const WIRE_CHECK_MS = 5;
+
+/**
+ * Watches the bytes arriving on the client's socket while `work` runs; past `limit` it calls
+ * `onExceeded` and destroys the socket (the connection is discarded), so nothing more is read.
+ * Polled rather than listened to: pg-copy-streams takes the socket's only 'data' listener.
+ */
+export async function watchWire<T>(
+  client: pg.ClientBase,
+  limit: number,
+  onExceeded: () => void,
+  work: () => Promise<T>,
+): Promise<T> {
+  const socket = socketOf(client);
+  if (!socket) return work();
+  const start = socket.bytesRead;
+  const timer = setInterval(() => {
+    if (socket.bytesRead - start <= limit) return;
+    clearInterval(timer);
+    onExceeded();
+    socket.destroy();
+  }, WIRE_CHECK_MS);
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
 /**
  * Runs a query collecting its rows under the limits, so a huge result never sits in memory:
- * past a limit the rows are dropped and `onExceeded` cancels the statement in PostgreSQL. A
- * script (several statements) yields one result per statement; the limits apply to each.
+ * past a limit the rows are dropped and `onExceeded` cancels the statement in PostgreSQL (and the
+ * socket is cut once the wire limit is passed). A script (several statements) yields one result
+ * per statement; only the current statement's rows are kept, the limits apply to each.
  */
 export function boundedQuery(
   client: pg.ClientBase,
@@ -30,39 +73,46 @@ export function boundedQuery(
   onExceeded: () => void,
 ): Promise<pg.QueryResult[]> {
   const query = new pg.Query(config);
-  const results: pg.QueryResult[] = [];
+  const collected = new Map<unknown, unknown[]>();
   let current: unknown;
   let rows: unknown[] = [];
   let bytes = 0;
   let exceeded: ResultTooLarge | undefined;
+  const exceed = (error: ResultTooLarge) => {
+    if (exceeded) return;
+    exceeded = error;
+    collected.clear();
+    rows = [];
+    onExceeded();
+  };
   query.on('row', (row: unknown, result?: unknown) => {
     if (result !== current) {
+      collected.delete(current); // an earlier statement's rows are never answered
       current = result;
       rows = [];
       bytes = 0;
+      collected.set(result, rows);
     }
     if (exceeded) return;
     bytes += Buffer.byteLength(JSON.stringify(row)) + 1;
-    if (rows.length >= limits.maxRows) exceeded = new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows);
-    else if (bytes > limits.maxBytes) exceeded = new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes);
-    if (exceeded) {
-      rows = [];
-      onExceeded();
-      return;
-    }
-    rows.push(row);
-    (result as pg.QueryResult & { collected?: unknown[] }).collected = rows;
+    if (rows.length >= limits.maxRows) exceed(new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows));
+    else if (bytes > limits.maxBytes) exceed(new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes));
+    else rows.push(row);
   });
-  return new Promise((resolve, reject) => {
+  const run = new Promise<pg.QueryResult[]>((resolve, reject) => {
     query.on('error', (error: Error) => reject(exceeded ?? error));
     query.on('end', (ended: pg.QueryResult | pg.QueryResult[]) => {
       if (exceeded) return reject(exceeded);
-      for (const result of Array.isArray(ended) ? ended : [ended]) {
-        result.rows = (result as { collected?: unknown[] }).collected ?? [];
-        results.push(result);
-      }
+      const results = Array.isArray(ended) ? ended : [ended];
+      for (const result of results) result.rows = (collected.get(result) ?? []) as pg.QueryResult['rows'];
       resolve(results);
     });
     client.query(query);
   });
+  return watchWire(
+    client,
+    wireLimit(limits),
+    () => exceed(new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes)),
+    () => run,
+  );
 }

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { lockSchema } from '#lib/db/migrations';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest } from '#lib/errors';
 
@@ -19,14 +20,16 @@ import { BadRequest } from '#lib/errors';
  * its own) lasts only until then. Key roles can log in only while a key of their type exists.
  */
 export type RoleKind = 'exec' | 'svc' | 'anon';
+/** `<schema>_owner`: NOLOGIN, owns what the API makes where `<schema>_user` does not own the schema. */
+type OwnerKind = 'owner';
 export type KeyType = 'anon' | 'service_role';
 
 export const kindOfKey = (keyType: KeyType): RoleKind => (keyType === 'anon' ? 'anon' : 'svc');
 
 /** The suffixes of every role made for a schema; a schema may not be named like one of them. */
-export const ROLE_SUFFIXES = ['_user', '_exec', '_svc', '_anon'] as const;
+export const ROLE_SUFFIXES = ['_user', '_exec', '_svc', '_anon', '_owner'] as const;
 
-export function roleName(schema: string, kind: RoleKind): string {
+export function roleName(schema: string, kind: RoleKind | OwnerKind): string {
   const role = `${schema}_${kind}`;
   if (role.length > 63) {
     throw new BadRequest(
@@ -48,16 +51,12 @@ export interface SchemaRole {
   role: string;
   /**
    * The role whose rights the session works with (its objects belong to it): the schema's own
-   * user when it owns the schema, else `<schema>_exec`. anon works as itself.
+   * user when it owns the schema, else `<schema>_owner`, which cannot log in (a session may change
+   * the password of the role it works as: that must never give anyone a login). anon works as
+   * itself.
    */
   actsAs: string;
 }
-
-/** Serialises role changes of one schema across every dbadmin process (within a transaction). */
-const lockSchemaRoles = (client: pg.ClientBase, schema: string) =>
-  client.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', [
-    `dbadmin.roles:${schema}`,
-  ]);
 
 async function roleExists(client: pg.ClientBase, role: string): Promise<boolean> {
   const { rowCount } = await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role]);
@@ -91,11 +90,21 @@ async function upsertLogin(
   return !exists;
 }
 
-/** The grants that make `<schema>_exec` (and through it or the schema's user, svc) act in the schema. */
+/** The NOLOGIN owner of a schema not owned by its `<schema>_user` (public, schemas made outside dbadmin). */
+async function ensureOwner(client: pg.ClientBase, schema: string): Promise<string> {
+  const owner = roleName(schema, 'owner');
+  if (!(await roleExists(client, owner))) {
+    await client.query(`CREATE ROLE ${quoteIdent(owner)} NOLOGIN`);
+    await client.query(`GRANT ${quoteIdent(owner)} TO CURRENT_USER`);
+  }
+  return owner;
+}
+
+/** The grants that make `<schema>_exec` (and svc, through the same owner) act in the schema. */
 async function grantExec(client: pg.ClientBase, schema: string, exec: string, owner: string): Promise<void> {
   const s = quoteIdent(schema, 'schema name');
   const o = quoteIdent(owner);
-  if (owner !== exec) await client.query(`GRANT ${o} TO ${quoteIdent(exec)}`);
+  await client.query(`GRANT ${o} TO ${quoteIdent(exec)}`);
   // Tables the service's own role made there (ad-hoc SQL with the admin's rights), now and later.
   await client.query(`
     GRANT USAGE, CREATE ON SCHEMA ${s} TO ${o};
@@ -123,12 +132,12 @@ async function hasActiveKey(client: pg.ClientBase, schema: string, kind: RoleKin
   return rowCount === 1;
 }
 
-/** Ends every session of the role (the service's own pooled ones reconnect when allowed to). */
-const terminateSessions = (client: pg.ClientBase, role: string) =>
+/** Ends every session of the roles (the service's own pooled ones reconnect when allowed to). */
+export const endSessions = (client: pg.ClientBase, roles: string[]) =>
   client.query(
     `SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
-      WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()`,
-    [role],
+      WHERE usename = ANY($1::text[]) AND pid <> pg_catalog.pg_backend_pid()`,
+    [roles],
   );
 
 /**
@@ -145,8 +154,8 @@ export async function prepareSchemaRole(
 ): Promise<SchemaRole> {
   const exec = roleName(schema, 'exec');
   const role = roleName(schema, kind);
-  await lockSchemaRoles(client, schema);
-  const owner = (await schemaUserOf(client, schema)) ?? exec;
+  await lockSchema(client, schema);
+  const owner = (await schemaUserOf(client, schema)) ?? (await ensureOwner(client, schema));
   await upsertLogin(client, secret, exec, true);
   await grantExec(client, schema, exec, owner);
   if (kind !== 'exec') {
@@ -154,17 +163,32 @@ export async function prepareSchemaRole(
     await upsertLogin(client, secret, role, login);
     if (kind === 'svc') await client.query(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
     else await grantAnon(client, schema, role, owner);
-    if (!login) await terminateSessions(client, role);
+    if (!login) await endSessions(client, [role]);
   }
   return { schema, kind, role, actsAs: kind === 'anon' ? role : owner };
 }
 
-/** Schema deletion takes its roles along (grants and default privileges included). */
+/**
+ * Before a schema is dropped: no role of it may log in any more, and every session of them ends
+ * (a tenant's open transaction would otherwise hold locks the drop waits for, and outlive it).
+ */
+export async function shutOutSchema(client: pg.ClientBase, schema: string): Promise<string[]> {
+  const roles: string[] = [];
+  for (const suffix of ROLE_SUFFIXES) {
+    const role = `${schema}${suffix}`;
+    if (!(await roleExists(client, role))) continue;
+    await client.query(`ALTER ROLE ${quoteIdent(role)} NOLOGIN`);
+    roles.push(role);
+  }
+  await endSessions(client, roles);
+  return roles;
+}
+
+/** Schema deletion takes its roles along (grants and default privileges included); not `_user`. */
 export async function dropSchemaRoles(client: pg.ClientBase, schema: string): Promise<void> {
-  for (const kind of ['anon', 'svc', 'exec'] as const) {
+  for (const kind of ['anon', 'svc', 'exec', 'owner'] as const) {
     const role = `${schema}_${kind}`;
     if (!(await roleExists(client, role))) continue;
-    await terminateSessions(client, role);
     await client.query(`REASSIGN OWNED BY ${quoteIdent(role)} TO CURRENT_USER`);
     await client.query(`DROP OWNED BY ${quoteIdent(role)}`);
     await client.query(`DROP ROLE ${quoteIdent(role)}`);

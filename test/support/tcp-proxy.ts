@@ -5,6 +5,8 @@ export class TcpProxy {
   private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
   port = 0;
+  /** Bytes the database sent towards its clients through this proxy. */
+  bytesToClients = 0;
 
   constructor(
     private readonly targetHost: string,
@@ -19,6 +21,9 @@ export class TcpProxy {
         socket.on('close', () => this.sockets.delete(socket));
         socket.on('error', () => socket.destroy());
       }
+      upstream.on('data', (chunk: Buffer) => {
+        this.bytesToClients += chunk.length;
+      });
       client.pipe(upstream).pipe(client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());

@@ -1,0 +1,226 @@
+import { handler as keys } from '#functions/keys';
+import { handler as rows } from '#functions/rows';
+import { handler as schemas } from '#functions/schemas';
+import { handler as tables } from '#functions/tables';
+import { resetConfig } from '#lib/config';
+import { migrate } from '#lib/db/migrations';
+import { closePool } from '#lib/db/pool';
+import { bearer, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
+import { withAdminClient } from '#test/support/db';
+import { call } from '#test/support/http';
+import { uniqueName } from '#test/support/names';
+
+/**
+ * What a tenant can hold or plant to stop the admin from revoking it, to outlive its revocation,
+ * or to make a request run unbounded or fail with a 500.
+ */
+
+afterAll(closePool);
+afterEach(() => {
+  delete process.env.QUERY_TIMEOUT_MS;
+  resetConfig();
+});
+
+/** A session of the tenant's own database login, kept open for the test. */
+async function tenantSession(schema: string) {
+  const client = loginAs(`${schema}_user`, 'schema-pass-1');
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+const hash = (text: string) =>
+  withAdminClient(async (c) => Number((await c.query('SELECT hashtext($1) AS h', [text])).rows[0].h));
+
+describe('a tenant cannot stop the admin from revoking it', () => {
+  it('advisory locks a tenant takes do not block key deletion, key creation or schema deletion', async () => {
+    process.env.QUERY_TIMEOUT_MS = '3000';
+    resetConfig();
+    const schema = await tenantSchema('lockout');
+    const { id } = await createKey(schema, 'service_role');
+    const tenant = await tenantSession(schema);
+    try {
+      for (const name of [`dbadmin.roles:${schema}`, `dbadmin.schema:${schema}`]) {
+        await tenant.query('SELECT pg_advisory_lock($1)', [await hash(name)]);
+      }
+      await tenant.query('SELECT pg_advisory_lock($1)', [0x0db_ad_01]);
+
+      const started = Date.now();
+      const deleted = await call(keys, { method: 'DELETE', path: `/api/project/${schema}/keys/${id}` });
+      const created = await createKey(schema, 'anon', uniqueName('after')).then(
+        () => 201,
+        () => 'failed',
+      );
+      const migrated = await withAdminClient((c) => migrate(c).then(() => 'migrated'));
+      const dropped = await call(schemas, {
+        method: 'DELETE',
+        path: `/api/schema/${schema}`,
+        query: { cascade: 'true' },
+      });
+
+      expect([deleted.status, created, migrated, dropped.status]).toEqual([200, 201, 'migrated', 200]);
+      expect(Date.now() - started).toBeLessThan(2500);
+    } finally {
+      await tenant.end().catch(() => undefined);
+    }
+  });
+
+  it('deleting a schema ends its tenant’s sessions, even one holding a lock on its table', async () => {
+    const schema = await tenantSchema('squat');
+    const tenant = await tenantSession(schema);
+    await tenant.query(`BEGIN; LOCK TABLE "${schema}".items IN ACCESS EXCLUSIVE MODE`);
+
+    const dropped = await call(schemas, {
+      method: 'DELETE',
+      path: `/api/schema/${schema}`,
+      query: { cascade: 'true' },
+    });
+    const stillThere = await tenant.query('SELECT 1').then(
+      () => true,
+      () => false,
+    );
+
+    expect(dropped.status).toBe(200);
+    expect(stillThere).toBe(false);
+  });
+});
+
+describe('a key leaves no login behind', () => {
+  it('a service_role key of public cannot give itself a login through the role it works as', async () => {
+    const { key, id } = await createKey('public', 'service_role', uniqueName('pwd'));
+    await sqlAs(key, "ALTER ROLE CURRENT_USER PASSWORD 'tenant-chose-this'");
+    const who = (await sqlAs(key, 'SELECT current_user AS role')).body.rows[0].role as string;
+    const attempt = async (role: string) => {
+      const login = loginAs(role, 'tenant-chose-this');
+      login.on('error', () => undefined);
+      return login.connect().then(
+        () => login,
+        () => undefined,
+      );
+    };
+    // Whatever login the password gave before the key is deleted ends with it.
+    const opened = await attempt(who);
+
+    await call(keys, { method: 'DELETE', path: `/api/project/public/keys/${id}` });
+    const outcomes = [];
+    for (const role of [who, 'public_exec', 'public_svc']) {
+      const login = await attempt(role);
+      outcomes.push(login ? `${role} logged in` : 'refused');
+      await login?.end();
+    }
+    const openedAlive = opened
+      ? await opened.query('SELECT 1').then(
+          () => true,
+          () => false,
+        )
+      : false;
+    await opened?.end().catch(() => undefined);
+
+    expect(outcomes).toEqual(['refused', 'refused', 'refused']);
+    expect(openedAlive).toBe(false);
+  });
+});
+
+describe('every request is bounded in time', () => {
+  it('planted code that turns the statement timeout off does not make the next statement unbounded', async () => {
+    process.env.QUERY_TIMEOUT_MS = '1000';
+    resetConfig();
+    const schema = await tenantSchema('untimed');
+    // First call (the page's rows): switch the timeout off for the session; later calls: sleep.
+    await withAdminClient((c) =>
+      c.query(`
+        CREATE TABLE "${schema}".calls (n int);
+        GRANT ALL ON "${schema}".calls TO PUBLIC;
+        CREATE FUNCTION "${schema}".stall() RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+          INSERT INTO "${schema}".calls VALUES (1);
+          IF (SELECT count(*) FROM "${schema}".calls) = 1 THEN
+            PERFORM set_config('statement_timeout', '0', false);
+          ELSE
+            PERFORM pg_sleep(7.31);
+          END IF;
+          RETURN true;
+        END $$;`),
+    );
+    const { asTenant } = await import('#test/security/tenant');
+    await asTenant(
+      schema,
+      `ALTER TABLE "${schema}".items ENABLE ROW LEVEL SECURITY; ALTER TABLE "${schema}".items FORCE ROW LEVEL SECURITY;
+       CREATE POLICY stall ON "${schema}".items USING ("${schema}".stall());`,
+    );
+
+    const started = Date.now();
+    const page = await call(tables, { path: '/api/table/items', query: { schema } });
+
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(page.body.error).toBe('Query timeout');
+    const running = await withAdminClient(async (c) => {
+      const count = async () =>
+        Number(
+          (
+            await c.query(
+              "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%count(*)%' AND wait_event = 'PgSleep'",
+            )
+          ).rows[0].n,
+        );
+      let n = await count();
+      for (let tries = 0; tries < 500 && n > 0; tries++) n = await count();
+      return n;
+    });
+    expect(running).toBe(0);
+  });
+});
+
+describe('errors a tenant can cause are 4xx', () => {
+  it.each([
+    ['a subquery with two rows', 'SELECT (VALUES (1), (2))'],
+    ['FETCH from no cursor', 'FETCH c'],
+    ['EXECUTE of nothing prepared', 'EXECUTE nothing'],
+    ['a raised authorization error', "DO $$ BEGIN RAISE EXCEPTION 'no' USING ERRCODE = '28000'; END $$"],
+  ])('%s through a key is 400', async (_, sql) => {
+    const schema = await tenantSchema('err');
+    const { key } = await createKey(schema, 'service_role');
+
+    const reply = await sqlAs(key, sql);
+
+    expect({ status: reply.status, error: typeof reply.body.error }).toEqual({
+      status: 400,
+      error: 'string',
+    });
+  });
+
+  it('a planted trigger that returns nothing makes the admin insert a 400', async () => {
+    const schema = await tenantSchema('noreturn');
+    const { asTenant } = await import('#test/security/tenant');
+    await asTenant(
+      schema,
+      `CREATE FUNCTION "${schema}".broken() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM 1; END $$;
+       CREATE TRIGGER broken BEFORE INSERT ON "${schema}".items FOR EACH ROW EXECUTE FUNCTION "${schema}".broken();`,
+    );
+
+    const reply = await call(rows, {
+      method: 'POST',
+      path: '/api/table/items/row',
+      body: { data: { name: 'x' }, schema },
+    });
+
+    expect(reply.status).toBe(400);
+  });
+});
+
+describe('a connection whose statement was cancelled is not reused', () => {
+  it('the session after a result that was too large is a new one', async () => {
+    const schema = await tenantSchema('reuse');
+    const { key } = await createKey(schema, 'service_role');
+    const pid = async () => (await sqlAs(key, 'SELECT pg_backend_pid() AS pid')).body.rows[0].pid;
+    const before = await pid();
+    expect(await pid()).toBe(before);
+
+    const big = await sqlAs(key, 'SELECT g FROM generate_series(1, 20000) g');
+    const after = await pid();
+
+    expect(big.status).toBe(413);
+    expect(after).not.toBe(before);
+    expect(bearer(key).auth).toBeNull();
+  });
+});

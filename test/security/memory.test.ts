@@ -1,0 +1,78 @@
+import { handler as query } from '#functions/query';
+import { handler as tables } from '#functions/tables';
+import { closePool } from '#lib/db/pool';
+import { boundedQuery } from '#lib/db/result-limits';
+import { withAdminClient } from '#test/support/db';
+import { call } from '#test/support/http';
+import { TcpProxy } from '#test/support/tcp-proxy';
+
+/**
+ * A result is capped before it is in memory: a single huge row stops arriving at the limit, and a
+ * script keeps no rows of statements before its last.
+ */
+
+// This file's own module registry gets its own config and pools, pointed at a counting proxy.
+const target = new URL(process.env.DATABASE_URL as string);
+const proxy = new TcpProxy(target.hostname, Number(target.port || 5432));
+
+beforeAll(async () => {
+  await proxy.up();
+  const viaProxy = new URL(target);
+  viaProxy.port = String(proxy.port);
+  process.env.DATABASE_URL = viaProxy.toString();
+});
+
+afterAll(async () => {
+  await closePool();
+  await proxy.down();
+  process.env.DATABASE_URL = target.toString();
+});
+
+describe('result memory', () => {
+  it('stops reading a single 100 MB row soon after QUERY_MAX_BYTES', async () => {
+    jest.setTimeout(60_000);
+    await call(query, { method: 'POST', path: '/api/query', body: { sql: 'SELECT 1' } });
+    const before = proxy.bytesToClients;
+
+    const reply = await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { sql: "SELECT repeat('x', 100000000) AS huge" },
+    });
+
+    expect(reply.status).toBe(413);
+    expect(proxy.bytesToClients - before).toBeLessThan(30_000_000);
+  });
+
+  it('stops reading a 100 MB row of a CSV export soon after QUERY_MAX_BYTES', async () => {
+    jest.setTimeout(60_000);
+    const table = `huge_${Date.now()}`;
+    await withAdminClient((c) =>
+      c.query(`CREATE TABLE public.${table} (id int PRIMARY KEY, v text);
+               INSERT INTO public.${table} VALUES (1, repeat('x', 100000000))`),
+    );
+    try {
+      const before = proxy.bytesToClients;
+
+      const reply = await call(tables, { path: `/api/table/${table}/export`, query: { format: 'csv' } });
+
+      expect(reply.status).toBe(413);
+      expect(proxy.bytesToClients - before).toBeLessThan(30_000_000);
+    } finally {
+      await withAdminClient((c) => c.query(`DROP TABLE public.${table}`));
+    }
+  });
+
+  it('keeps no rows of a script’s earlier statements', async () => {
+    const results = await withAdminClient((client) =>
+      boundedQuery(
+        client,
+        { text: 'SELECT g FROM generate_series(1, 1000) g; SELECT 1 AS last' },
+        { maxRows: 10_000, maxBytes: 3_000_000 },
+        () => undefined,
+      ),
+    );
+
+    expect(results.map((result) => result.rows.length)).toEqual([0, 1]);
+  });
+});
