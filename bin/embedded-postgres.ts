@@ -29,6 +29,21 @@ export const SERVICE_DATABASE = 'dbadmin';
  * superuser. The same steps as deploy/postgres-init for the container.
  */
 export async function provisionServiceRole(superuserUrl: string, password: string): Promise<string> {
+  await provision(superuserUrl, password);
+  const url = new URL(inServiceDatabase(superuserUrl));
+  url.username = SERVICE_ROLE;
+  url.password = encodeURIComponent(password);
+  return url.toString();
+}
+
+/** The same server and login as `url`, in the service's database. */
+export function inServiceDatabase(url: string): string {
+  const service = new URL(url);
+  service.pathname = `/${SERVICE_DATABASE}`;
+  return service.toString();
+}
+
+async function provision(superuserUrl: string, password: string): Promise<void> {
   const client = new pg.Client({ connectionString: superuserUrl });
   await client.connect();
   try {
@@ -45,14 +60,13 @@ export async function provisionServiceRole(superuserUrl: string, password: strin
     ]);
     if (!hasDatabase)
       await client.query(`CREATE DATABASE ${pg.escapeIdentifier(SERVICE_DATABASE)} OWNER ${role}`);
+    // Tenants' logins reach the service's database only: an object one kept in another database
+    // would make DROP ROLE fail, and the tenant impossible to delete.
+    await client.query('REVOKE CONNECT ON DATABASE postgres FROM PUBLIC');
+    await client.query('REVOKE CONNECT ON DATABASE template1 FROM PUBLIC');
   } finally {
     await client.end();
   }
-  const url = new URL(superuserUrl);
-  url.username = SERVICE_ROLE;
-  url.password = encodeURIComponent(password);
-  url.pathname = `/${SERVICE_DATABASE}`;
-  return url.toString();
 }
 
 /**

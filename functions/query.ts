@@ -41,7 +41,9 @@ export const routes = [
       const adminRights = body.runAs === 'admin';
       const config = await getConfig();
       return runQuery(
-        adminRights ? await adminAccess(body.schema) : await schemaAccess(principal, body.schema),
+        adminRights
+          ? await adminAccess(body.schema, signal)
+          : await schemaAccess(principal, body.schema, signal),
         {
           sql: body.sql,
           schema: body.schema,

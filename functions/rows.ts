@@ -17,8 +17,8 @@ export const routes = [
     body: z.strictObject({ data: z.record(columnName, z.unknown()), schema: inSchema }),
     response: z.object({ success: z.boolean(), row: Row, message: z.string() }),
     status: 201,
-    handler: async ({ params, body, principal }) =>
-      insertRow(await schemaAccess(principal, body.schema), {
+    handler: async ({ params, body, principal, signal }) =>
+      insertRow(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
         table: params.tableName,
         data: body.data,
@@ -32,8 +32,8 @@ export const routes = [
     params: z.object({ tableName, rowId }),
     body: z.strictObject({ column: columnName, value: z.unknown(), schema: inSchema }),
     response: z.object({ row: Row }),
-    handler: async ({ params, body, principal }) =>
-      updateRow(await schemaAccess(principal, body.schema), {
+    handler: async ({ params, body, principal, signal }) =>
+      updateRow(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
         table: params.tableName,
         rowId: params.rowId,
@@ -49,8 +49,8 @@ export const routes = [
     params: z.object({ tableName, rowId }),
     query: z.strictObject({ schema: inSchema }),
     response: Outcome,
-    handler: async ({ params, query, principal }) =>
-      deleteRow(await schemaAccess(principal, query.schema), {
+    handler: async ({ params, query, principal, signal }) =>
+      deleteRow(await schemaAccess(principal, query.schema, signal), {
         schema: query.schema,
         table: params.tableName,
         rowId: params.rowId,
@@ -70,8 +70,8 @@ export const routes = [
       schema: inSchema,
     }),
     response: z.object({ success: z.boolean(), deletedCount: z.number(), message: z.string() }),
-    handler: async ({ params, body, principal }) =>
-      deleteRows(await schemaAccess(principal, body.schema), {
+    handler: async ({ params, body, principal, signal }) =>
+      deleteRows(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
         table: params.tableName,
         rowIds: body.rowIds,

@@ -80,8 +80,8 @@ export const routes = [
       total: z.number(),
       page: z.number(),
     }),
-    handler: async ({ params, query, principal }) =>
-      readTable(await schemaAccess(principal, query.schema), resultLimits(await getConfig()), {
+    handler: async ({ params, query, principal, signal }) =>
+      readTable(await schemaAccess(principal, query.schema, signal), resultLimits(await getConfig()), {
         schema: query.schema,
         table: params.tableName,
         page: query.page,
@@ -103,7 +103,8 @@ export const routes = [
     }),
     response: Outcome,
     status: 201,
-    handler: async ({ body, principal }) => createTable(await schemaAccess(principal, body.schema), body),
+    handler: async ({ body, principal, signal }) =>
+      createTable(await schemaAccess(principal, body.schema, signal), body),
   }),
   defineRoute({
     method: 'DELETE',
@@ -113,8 +114,8 @@ export const routes = [
     params: TablePath,
     query: z.strictObject({ schema: inSchema, cascade: queryBoolean.default(false) }),
     response: Outcome,
-    handler: async ({ params, query, principal }) =>
-      deleteTable(await schemaAccess(principal, query.schema), {
+    handler: async ({ params, query, principal, signal }) =>
+      deleteTable(await schemaAccess(principal, query.schema, signal), {
         schema: query.schema,
         table: params.tableName,
         cascade: query.cascade,
@@ -129,8 +130,8 @@ export const routes = [
     body: z.strictObject({ newTableName: tableName, copyData: z.boolean().default(false), schema: inSchema }),
     response: Outcome,
     status: 201,
-    handler: async ({ params, body, principal }) =>
-      cloneTable(await schemaAccess(principal, body.schema), {
+    handler: async ({ params, body, principal, signal }) =>
+      cloneTable(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
         table: params.tableName,
         newTableName: body.newTableName,
@@ -150,8 +151,8 @@ export const routes = [
     }),
     response: z.object({ table: z.string(), count: z.number(), data: z.array(Row) }),
     alsoProduces: 'text/csv',
-    handler: async ({ params, query, principal }) =>
-      exportTable(await schemaAccess(principal, query.schema), resultLimits(await getConfig()), {
+    handler: async ({ params, query, principal, signal }) =>
+      exportTable(await schemaAccess(principal, query.schema, signal), resultLimits(await getConfig()), {
         table: params.tableName,
         ...query,
       }),
@@ -172,8 +173,8 @@ export const routes = [
     }),
     response: Outcome,
     status: 201,
-    handler: async ({ params, body, principal }) =>
-      addColumn(await schemaAccess(principal, body.schema), {
+    handler: async ({ params, body, principal, signal }) =>
+      addColumn(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
         table: params.tableName,
         column: {

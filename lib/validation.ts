@@ -12,8 +12,8 @@ export const identifier = (label: string, maxLength = IDENTIFIER_MAX_LENGTH) =>
     .max(maxLength, identifierRule(label, maxLength))
     .regex(IDENTIFIER_PATTERN, identifierRule(label, maxLength));
 
-/** `<schemaName>_user` must fit PostgreSQL's 63-character limit for names too. */
-export const SCHEMA_NAME_MAX_LENGTH = IDENTIFIER_MAX_LENGTH - '_user'.length;
+/** `<schemaName>_owner` (its longest role) must fit PostgreSQL's 63-character limit for names too. */
+export const SCHEMA_NAME_MAX_LENGTH = IDENTIFIER_MAX_LENGTH - '_owner'.length;
 
 export const schemaName = identifier('schema name', SCHEMA_NAME_MAX_LENGTH)
   .refine(

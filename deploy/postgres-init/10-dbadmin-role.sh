@@ -7,4 +7,8 @@ set -eu
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres --set=pw="$DBADMIN_DB_PASSWORD" <<'SQL'
 CREATE ROLE dbadmin LOGIN CREATEROLE NOSUPERUSER NOCREATEDB PASSWORD :'pw';
 CREATE DATABASE dbadmin OWNER dbadmin;
+-- Tenants' logins reach dbadmin's database only: an object one kept elsewhere would make
+-- DROP ROLE fail, and the tenant impossible to delete.
+REVOKE CONNECT ON DATABASE postgres FROM PUBLIC;
+REVOKE CONNECT ON DATABASE template1 FROM PUBLIC;
 SQL

@@ -4,7 +4,7 @@ import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { endSessions, type KeyType, kindOfKey, prepareSchemaRole, roleName } from '#lib/db/schema-roles';
+import { endSessions, type KeyType, kindOfKey, prepareSchemaRole } from '#lib/db/schema-roles';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /** SHA-256 suffices: keys are 256 random bits, so there is nothing to guess or stretch. */
@@ -79,23 +79,21 @@ export async function listKeys(db: pg.Pool, schema: string) {
  * schema's last key of its type the role loses its login and its sessions end.
  */
 export async function deleteKey(db: pg.Pool, secret: string, schema: string, keyId: number) {
-  const keyType = await withTransaction(db, async (client) => {
+  const role = await withTransaction(db, async (client) => {
     const { rows } = await client.query<{ key_type: KeyType }>(
       'DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2 RETURNING key_type',
       [schema, keyId],
     );
     const deleted = rows[0];
     if (!deleted) throw new NotFound('Key not found', `schema "${schema}" has no key with id ${keyId}`);
-    const { role } = await prepareSchemaRole(client, secret, schema, kindOfKey(deleted.key_type));
-    // A session opened with a password the key's SQL set for its role ends now. So do the
-    // service's own sessions of that role: a request of another key of the same type that is
-    // running right now fails once (503) and the next one reconnects with the reset password.
-    await endSessions(client, [role]);
-    return deleted.key_type;
+    return (await prepareSchemaRole(client, secret, schema, kindOfKey(deleted.key_type))).role;
   });
-  await Promise.all(
-    [kindOfKey(keyType), 'exec' as const].map((kind) => dropRolePool(roleName(schema, kind))),
-  );
+  // Only once the reset password (and NOLOGIN) is committed can no new session slip in: then a
+  // session opened with a password the key's SQL set for its role ends. So do the service's own
+  // sessions of that role: a request of another key of the same type running right now fails
+  // once (503), and the next one reconnects with the reset password.
+  await endSessions(db, [role]);
+  await dropRolePool(role);
   return { success: true, message: `Key ${keyId} deleted` };
 }
 

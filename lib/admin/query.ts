@@ -35,7 +35,11 @@ function queryError(error: unknown, cancelled: boolean): unknown {
   if (cancelled) return new QueryTimeout("ran longer than the function's time allows");
   if (error instanceof ApiError) return error;
   const mapped = fromDatabaseError(error);
-  if (!mapped || !isPgError(error) || mapped.status === 503) return mapped ?? error;
+  if (!isPgError(error)) return mapped ?? error;
+  // Unmapped codes, and outage codes raised by code rather than by an outage, are left to the
+  // session's own mapping (lib/db/executor): 400s.
+  if (!mapped || (mapped.status === 503 && (error as { where?: string }).where)) return error;
+  if (mapped.status === 503) return mapped;
   if (error.code === '57014') return new QueryTimeout('ran longer than the query timeout', error);
   // Raised by the caller's SQL (RAISE ... ERRCODE '28000'), not a refused login of ours.
   if (error.code.startsWith('28')) return new BadRequest('Query failed', error.message, error);
@@ -57,7 +61,7 @@ async function rollBackPrepared(client: pg.ClientBase, since: Date): Promise<voi
   const { rows } = await client.query<{ gid: string }>(
     `SELECT gid FROM pg_catalog.pg_prepared_xacts
       WHERE owner = current_user AND database = current_database() AND prepared >= $1`,
-    [new Date(since.getTime() - 1000)],
+    [since],
   );
   for (const { gid } of rows) await client.query(`ROLLBACK PREPARED ${pgLiteral(gid)}`);
 }
@@ -77,6 +81,8 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
     access.readOnly ? 'BEGIN READ ONLY' : 'BEGIN',
     `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
     ...(adminRights ? [`SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}, public`] : []),
+    // The server's clock, for what the caller's SQL may prepare (never compare with ours).
+    'SELECT pg_catalog.transaction_timestamp() AS began',
   ].join('; ');
   return access.run(async (client) => {
     const cancelStatement = cancelOnExcess(access, client);
@@ -86,10 +92,10 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       cancelStatement();
     };
     const started = performance.now();
-    const startedAt = new Date();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      await client.query(begin);
+      const opened = (await client.query(begin)) as unknown as pg.QueryResult<{ began: Date }>[];
+      const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
       const results = await boundedQuery(
         client,
         asKey ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : { text: sql },
@@ -99,7 +105,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       if (client.getTransactionStatus() === 'I') {
         // The SQL ended our transaction itself: the admin may; a key may not.
         if (asKey) {
-          await rollBackPrepared(client, startedAt);
+          await rollBackPrepared(client, began);
           throw transactionControl();
         }
       } else {

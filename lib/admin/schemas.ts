@@ -4,7 +4,13 @@ import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { INTERNAL_SCHEMA, lockSchema } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { dropSchemaRoles, prepareSchemaRole, ROLE_SUFFIXES, shutOutSchema } from '#lib/db/schema-roles';
+import {
+  dropSchemaRoles,
+  endSessions,
+  prepareSchemaRole,
+  ROLE_SUFFIXES,
+  shutOutSchema,
+} from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 
@@ -124,7 +130,22 @@ export interface DeleteSchemaInput {
   cascade: boolean;
 }
 
-/** Drops the schema (and with `cascade` its objects) together with its dedicated user. */
+/** Anything in the schema: what DROP SCHEMA without CASCADE would refuse to drop. */
+async function schemaHasObjects(client: pg.ClientBase, schemaName: string): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `SELECT 1 FROM pg_depend d JOIN pg_namespace n ON n.oid = d.refobjid
+      WHERE d.refclassid = 'pg_namespace'::regclass AND d.deptype = 'n' AND n.nspname = $1 LIMIT 1`,
+    [schemaName],
+  );
+  return rowCount === 1;
+}
+
+/**
+ * Drops the schema (and with `cascade` its objects) together with its dedicated user and roles,
+ * in two steps a tenant cannot undo: first its logins are disabled and its keys deleted
+ * (committed), and every session of its roles ends, so none holds a lock the drop waits for or
+ * outlives it; then the drop. Should the drop fail, the schema stays shut: retry the delete.
+ */
 export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteSchemaInput) {
   if (isProtectedSchema(schemaName)) {
     throw new BadRequest(
@@ -133,35 +154,38 @@ export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteS
     );
   }
   const username = schemaUser(schemaName);
-  let shutOut: string[] = [];
-  await withTransaction(db, async (client) => {
+  const roles = await withTransaction(db, async (client) => {
     await lockSchema(client, schemaName);
     if (!(await schemaExists(client, schemaName))) {
       throw new NotFound('Schema not found', `schema "${schemaName}" does not exist`);
     }
-    // Its roles' sessions end first (a refused drop rolls the NOLOGIN back, not the ended sessions).
-    shutOut = await shutOutSchema(client, schemaName);
-    await dropSchema(client, schemaName, cascade);
-    // The schema's API keys and the roles they ran as go with it.
+    if (!cascade && (await schemaHasObjects(client, schemaName))) throw schemaNotEmpty(schemaName);
     await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
+    return shutOutSchema(client, schemaName);
+  });
+  await endSessions(db, roles);
+  await Promise.all(roles.map(dropRolePool));
+  await withTransaction(db, async (client) => {
+    await lockSchema(client, schemaName);
+    await dropSchema(client, schemaName, cascade);
     await dropSchemaRoles(client, schemaName);
     if (await roleExists(client, username)) await dropUser(client, username);
   });
-  await Promise.all(shutOut.map(dropRolePool));
   return { success: true, message: `Schema "${schemaName}" deleted` };
 }
+
+const schemaNotEmpty = (schemaName: string, cause?: unknown) =>
+  new BadRequest(
+    'Schema not empty',
+    `schema "${schemaName}" contains objects; pass cascade=true to delete them with it`,
+    cause,
+  );
 
 async function dropSchema(client: pg.ClientBase, schemaName: string, cascade: boolean) {
   try {
     await client.query(`DROP SCHEMA ${quoteIdent(schemaName, 'schema name')}${cascade ? ' CASCADE' : ''}`);
   } catch (error) {
-    if (isPgError(error) && error.code === '2BP01') {
-      throw new BadRequest(
-        'Schema not empty',
-        `schema "${schemaName}" contains objects; pass cascade=true to delete them with it`,
-        error,
-      );
-    }
+    if (isPgError(error) && error.code === '2BP01') throw schemaNotEmpty(schemaName, error);
     throw error;
   }
 }

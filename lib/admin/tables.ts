@@ -4,8 +4,9 @@ import { columnTypeSql, defaultSql } from '#lib/db/column-types';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
-import { discardAfterUse, inTransaction } from '#lib/db/pool';
+import { discardAfterUse } from '#lib/db/pool';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
+import { inTransaction } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';
 
 export const qualified = (schema: string, table: string) =>

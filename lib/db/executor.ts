@@ -1,8 +1,17 @@
 import type pg from 'pg';
-import { type Config, getConfig } from '#lib/config';
+import { type Config, getConfig, resultLimits } from '#lib/config';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
-import { createPool, getDatabase, getQueryPool, onClose, withSession, withTransaction } from '#lib/db/pool';
+import {
+  createPool,
+  discardAfterUse,
+  getDatabase,
+  getQueryPool,
+  onClose,
+  withSession,
+  withTransaction,
+} from '#lib/db/pool';
+import { ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
 import {
   kindOfKey,
   prepareSchemaRole,
@@ -10,7 +19,7 @@ import {
   rolePassword,
   type SchemaRole,
 } from '#lib/db/schema-roles';
-import { BadRequest } from '#lib/errors';
+import { BadRequest, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 import type { Principal } from '#lib/principal';
 
 /**
@@ -78,6 +87,7 @@ function poolFor(config: Config, prepared: SchemaRole): pg.Pool {
     settings: roleSettings(prepared),
     secondary: true,
   });
+  rolePools.delete(prepared.role);
   rolePools.set(prepared.role, pool);
   if (rolePools.size > MAX_ROLE_POOLS) {
     const [oldest, oldestPool] = rolePools.entries().next().value as [string, pg.Pool];
@@ -103,7 +113,10 @@ async function preparedPool(schema: string, kind: RoleKind): Promise<pg.Pool> {
 /** The role's login failed: gone (schema re-made elsewhere), disabled, or its password changed. */
 const loginRefused = (error: unknown) => isPgError(error) && error.code.startsWith('28');
 
-/** A session of the schema's role; a refused login is repaired once, then reported. */
+/**
+ * A session of the schema's role; a refused login is repaired once, then reported as a 503 (a
+ * tenant can change its role's password in a loop, or its key was deleted this very moment).
+ */
 async function connect(schema: string, kind: RoleKind): Promise<pg.PoolClient> {
   const role = `${schema}_${kind}`;
   let pool = rolePools.get(role);
@@ -117,12 +130,23 @@ async function connect(schema: string, kind: RoleKind): Promise<pg.PoolClient> {
     return await pool.connect();
   } catch (error) {
     if (!loginRefused(error)) throw error;
-    return (await preparedPool(schema, kind)).connect();
+    return (await preparedPool(schema, kind)).connect().catch((again: unknown) => {
+      if (!loginRefused(again)) throw again;
+      throw new ServiceUnavailable(
+        'Database login refused',
+        `the database refused the login of schema "${schema}"'s role; try again`,
+        again,
+      );
+    });
   }
 }
 
 /** Where a principal's work in a schema runs: the admin as `<schema>_exec`, a key as its role. */
-export async function schemaAccess(principal: Principal | undefined, schema: string): Promise<SchemaAccess> {
+export async function schemaAccess(
+  principal: Principal | undefined,
+  schema: string,
+  signal?: AbortSignal,
+): Promise<SchemaAccess> {
   assertTenantSchema(schema);
   const kind: RoleKind = principal?.kind === 'key' ? kindOfKey(principal.keyType) : 'exec';
   const [catalog, config] = await Promise.all([getDatabase(), getConfig()]);
@@ -130,32 +154,72 @@ export async function schemaAccess(principal: Principal | undefined, schema: str
     schema,
     catalog,
     readOnly: kind === 'anon',
-    run: async (work) => {
-      const client = await connect(schema, kind);
-      return withSession(client, work, watchdog(catalog, client, config)).catch((error: unknown) => {
-        throw fromTenantCode(error);
-      });
-    },
+    run: async (work) => guarded(catalog, config, await connect(schema, kind), work, signal),
   };
 }
 
-/** Past the query timeout (and a second's grace) the session is terminated from the service's pool. */
-const watchdog = (catalog: pg.Pool, client: pg.PoolClient, config: Config) => ({
-  afterMs: config.QUERY_TIMEOUT_MS + 1000,
-  terminate: () => {
+/**
+ * Runs work on a session that may run code we did not write, under every ceiling a tenant
+ * cannot raise: the session is terminated from outside past the query timeout (planted code can
+ * switch statement_timeout off) or when the request is ending (a cancel can be caught); its
+ * socket is cut past the wire limit (a single huge row, RETURNING, NOTICE or error); and errors
+ * raised in it are the tenant's, so 400s.
+ */
+async function guarded<T>(
+  catalog: pg.Pool,
+  config: Config,
+  client: pg.PoolClient,
+  work: (client: pg.PoolClient) => Promise<T>,
+  signal: AbortSignal | undefined,
+): Promise<T> {
+  const terminate = () => {
+    discardAfterUse(client);
     const pid = (client as unknown as { processID: number }).processID;
     catalog.query('SELECT pg_terminate_backend($1)', [pid]).catch(() => undefined);
-  },
-});
+  };
+  let ending = false;
+  const onAbort = () => {
+    ending = true;
+    terminate();
+  };
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const limits = resultLimits(config);
+  let cutOff = false;
+  try {
+    return await withSession(
+      client,
+      (session) =>
+        watchWire(
+          session,
+          wireLimit(limits),
+          () => {
+            cutOff = true;
+            discardAfterUse(session);
+          },
+          () => work(session),
+        ),
+      { afterMs: config.QUERY_TIMEOUT_MS + 1000, terminate },
+    );
+  } catch (error) {
+    if (cutOff) throw new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes);
+    if (ending) throw new QueryTimeout("ran longer than the function's time allows", error);
+    throw fromTenantCode(error);
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
+}
 
 /**
  * An error raised in a schema's session is the tenant's doing (its SQL, or code it planted): a
- * 400 with PostgreSQL's message, whatever its SQLSTATE, even one that would mean our own login
- * was refused.
+ * 400 with PostgreSQL's message, whatever its SQLSTATE. Codes that would mean our own login was
+ * refused (28) or the database went away (08, 53, 57P0x) are the tenant's too when raised by
+ * code (they carry a context).
  */
 function fromTenantCode(error: unknown): unknown {
   if (!isPgError(error)) return error;
-  if (!error.code.startsWith('28') && fromDatabaseError(error)) return error;
+  const mapped = fromDatabaseError(error);
+  const raisedByCode = Boolean((error as { where?: string }).where);
+  if (mapped && !error.code.startsWith('28') && (mapped.status < 500 || !raisedByCode)) return error;
   return new BadRequest('Query failed', `${error.message} (SQLSTATE ${error.code})`, error);
 }
 
@@ -163,18 +227,13 @@ function fromTenantCode(error: unknown): unknown {
  * Where the admin's ad-hoc SQL runs with the admin's own rights (`runAs: "admin"`): the query
  * pool, whose sessions are reset after each use like a schema role's.
  */
-export async function adminAccess(schema: string): Promise<SchemaAccess> {
+export async function adminAccess(schema: string, signal?: AbortSignal): Promise<SchemaAccess> {
   const [catalog, pool, config] = await Promise.all([getDatabase(), getQueryPool(), getConfig()]);
   return {
     schema,
     catalog,
     readOnly: false,
-    run: async (work) => {
-      const client = await pool.connect();
-      return withSession(client, work, watchdog(catalog, client, config)).catch((error: unknown) => {
-        throw fromTenantCode(error);
-      });
-    },
+    run: async (work) => guarded(catalog, config, await pool.connect(), work, signal),
   };
 }
 

@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import { quoteCatalogName } from '#lib/db/identifiers';
+import { isPgError } from '#lib/db/pg-errors';
+import { inTransaction } from '#lib/db/transaction';
 
 /** dbadmin's own schema. Its name cannot be created or dropped through the API (leading `_`). */
 export const INTERNAL_SCHEMA = '_dbadmin';
@@ -61,41 +63,17 @@ export async function lockSchema(client: pg.ClientBase, schema: string): Promise
   await client.query('SELECT 1 FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE', [schema]);
 }
 
-/** Any fixed number serves; it only has to be the same in every dbadmin process. */
-const MIGRATION_LOCK = 0x0db_ad_01;
-
-/** Where a set of migrations keeps its record, and the advisory lock that serialises it. */
+/** Where a set of migrations keeps its record (`<schema>.migrations`). */
 export interface MigrationTarget {
   schema: string;
-  lock: number;
 }
 
-export const INTERNAL_TARGET: MigrationTarget = { schema: INTERNAL_SCHEMA, lock: MIGRATION_LOCK };
+export const INTERNAL_TARGET: MigrationTarget = { schema: INTERNAL_SCHEMA };
 
-async function upToDate(client: pg.ClientBase, schema: string, migrations: readonly Migration[]) {
-  const quoted = quoteCatalogName(schema);
-  const { rows: found } = await client.query('SELECT to_regclass($1) AS t', [`${quoted}.migrations`]);
-  if (!found[0]?.t) return false;
-  const { rows } = await client.query<{ id: number }>(`SELECT id FROM ${quoted}.migrations`);
-  const applied = new Set(rows.map((row) => row.id));
-  return migrations.every((migration) => applied.has(migration.id));
-}
+const DUPLICATE = new Set(['23505', '42P06', '42P07']);
 
-/**
- * Brings a schema (by default `_dbadmin`) up to date. Runs under a session advisory lock so that
- * concurrent cold starts apply each migration once; each migration commits with its record.
- */
-export async function migrate(
-  client: pg.ClientBase,
-  migrations: readonly Migration[] = MIGRATIONS,
-  target: MigrationTarget = INTERNAL_TARGET,
-): Promise<number[]> {
-  // Our own schema names, never a caller's: _dbadmin starts with an underscore on purpose.
-  const schema = quoteCatalogName(target.schema);
-  // Up to date (every cold start but the first after an upgrade): no lock, so an advisory lock a
-  // tenant holds on the same number cannot stop the service from starting.
-  if (await upToDate(client, target.schema, migrations)) return [];
-  await client.query('SELECT pg_advisory_lock($1)', [target.lock]);
+/** The schema and its ledger; two cold starts racing here both succeed. */
+async function ensureLedger(client: pg.ClientBase, schema: string, retry = true): Promise<void> {
   try {
     await client.query(`
       CREATE SCHEMA IF NOT EXISTS ${schema};
@@ -104,27 +82,46 @@ export async function migrate(
         name       text NOT NULL,
         applied_at timestamptz NOT NULL DEFAULT now()
       )`);
-    const { rows } = await client.query<{ id: number }>(`SELECT id FROM ${schema}.migrations`);
-    const done = new Set(rows.map((row) => row.id));
+  } catch (error) {
+    if (!(retry && isPgError(error) && DUPLICATE.has(error.code))) throw error;
+    await ensureLedger(client, schema, false);
+  }
+}
+
+const appliedIds = async (client: pg.ClientBase, schema: string) =>
+  new Set(
+    (await client.query<{ id: number }>(`SELECT id FROM ${schema}.migrations`)).rows.map((row) => row.id),
+  );
+
+/**
+ * Brings a schema (by default `_dbadmin`) up to date: the pending migrations and their records
+ * commit together, under a lock on the ledger table, so concurrent cold starts apply each once.
+ * Not an advisory lock: any login may take one of those, and hold it to stop the service.
+ */
+export async function migrate(
+  client: pg.ClientBase,
+  migrations: readonly Migration[] = MIGRATIONS,
+  target: MigrationTarget = INTERNAL_TARGET,
+): Promise<number[]> {
+  // Our own schema names, never a caller's: _dbadmin starts with an underscore on purpose.
+  const schema = quoteCatalogName(target.schema);
+  await ensureLedger(client, schema);
+  // Up to date (every cold start but the first after an upgrade): no lock taken at all.
+  const known = await appliedIds(client, schema);
+  if (migrations.every((migration) => known.has(migration.id))) return [];
+  return inTransaction(client, async () => {
+    await client.query(`LOCK TABLE ${schema}.migrations IN SHARE ROW EXCLUSIVE MODE`);
+    const done = await appliedIds(client, schema);
     const applied: number[] = [];
     for (const migration of migrations) {
       if (done.has(migration.id)) continue;
-      await client.query('BEGIN');
-      try {
-        await client.query(migration.sql);
-        await client.query(`INSERT INTO ${schema}.migrations (id, name) VALUES ($1, $2)`, [
-          migration.id,
-          migration.name,
-        ]);
-        await client.query('COMMIT');
-      } catch (error) {
-        await client.query('ROLLBACK');
-        throw error;
-      }
+      await client.query(migration.sql);
+      await client.query(`INSERT INTO ${schema}.migrations (id, name) VALUES ($1, $2)`, [
+        migration.id,
+        migration.name,
+      ]);
       applied.push(migration.id);
     }
     return applied;
-  } finally {
-    await client.query('SELECT pg_advisory_unlock($1)', [target.lock]);
-  }
+  });
 }

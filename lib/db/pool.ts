@@ -2,6 +2,7 @@ import pg from 'pg';
 import { type Config, getConfig } from '#lib/config';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
+import { inTransaction } from '#lib/db/transaction';
 import { ApiError, QueryTimeout } from '#lib/errors';
 
 /**
@@ -186,20 +187,6 @@ async function useClient<T>(
     client.removeListener('error', onError);
     client.release(broken ?? (doomed.has(client) ? new Error('statement cancelled') : undefined));
   }
-}
-
-/** Runs `work` in one transaction: all of it commits, or none of it. */
-export function inTransaction<T>(client: pg.ClientBase, work: () => Promise<T>): Promise<T> {
-  return client.query('BEGIN').then(async () => {
-    try {
-      const result = await work();
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    }
-  });
 }
 
 /** Runs `work` in one transaction on the service's pool: all of it commits, or none of it. */

@@ -14,13 +14,15 @@ import { BadRequest } from '#lib/errors';
  *   that fire there run with the schema's rights, not the service's.
  * - `<schema>_svc`: `service_role` keys; everything in the schema.
  * - `<schema>_anon`: `anon` keys; USAGE and SELECT, in read-only transactions.
+ * - `<schema>_owner`: cannot log in; owns the schema. The tenant's `<schema>_user`, `_exec` and
+ *   `_svc` are its members and work as it.
  *
  * They log in with passwords derived from DBADMIN_SECRET, never stored, reset whenever a pool for
  * them is made or a key is deleted: a password a tenant sets for one of them (any role may change
  * its own) lasts only until then. Key roles can log in only while a key of their type exists.
  */
 export type RoleKind = 'exec' | 'svc' | 'anon';
-/** `<schema>_owner`: NOLOGIN, owns what the API makes where `<schema>_user` does not own the schema. */
+/** `<schema>_owner`: NOLOGIN, owns the schema and what is made in it (see ensureOwner). */
 type OwnerKind = 'owner';
 export type KeyType = 'anon' | 'service_role';
 
@@ -34,7 +36,7 @@ export function roleName(schema: string, kind: RoleKind | OwnerKind): string {
   if (role.length > 63) {
     throw new BadRequest(
       'Invalid schema name',
-      `schema "${schema}" is too long to be administered (at most 58 characters)`,
+      `schema "${schema}" is too long to be administered (at most 57 characters)`,
     );
   }
   return role;
@@ -50,10 +52,9 @@ export interface SchemaRole {
   kind: RoleKind;
   role: string;
   /**
-   * The role whose rights the session works with (its objects belong to it): the schema's own
-   * user when it owns the schema, else `<schema>_owner`, which cannot log in (a session may change
-   * the password of the role it works as: that must never give anyone a login). anon works as
-   * itself.
+   * The role whose rights the session works with (its objects belong to it): `<schema>_owner`,
+   * which cannot log in (a session may change the password of the role it works as: that must
+   * never give anyone a login). anon works as itself.
    */
   actsAs: string;
 }
@@ -63,14 +64,13 @@ async function roleExists(client: pg.ClientBase, role: string): Promise<boolean>
   return rowCount === 1;
 }
 
-/** The schema's owner when it is `<schema>_user` (schemas made through the API). */
-async function schemaUserOf(client: pg.ClientBase, schema: string): Promise<string | undefined> {
+/** The current owner of the schema. */
+async function schemaOwner(client: pg.ClientBase, schema: string): Promise<string | undefined> {
   const { rows } = await client.query<{ owner: string }>(
     'SELECT pg_catalog.pg_get_userbyid(nspowner) AS owner FROM pg_catalog.pg_namespace WHERE nspname = $1',
     [schema],
   );
-  const owner = rows[0]?.owner;
-  return owner === `${schema}_user` ? owner : undefined;
+  return rows[0]?.owner;
 }
 
 /** Creates the login role, or resets its password; LOGIN or NOLOGIN as asked. */
@@ -84,18 +84,40 @@ async function upsertLogin(
   const verifier = quoteLiteral(scramVerifier(rolePassword(secret, role)));
   const attributes = `${login ? 'LOGIN' : 'NOLOGIN'} NOINHERIT PASSWORD ${verifier}`;
   await client.query(`${exists ? 'ALTER' : 'CREATE'} ROLE ${quoteIdent(role)} ${attributes}`);
+  // Settings the role gave itself (any role may) go with every reset.
+  if (exists) await client.query(`ALTER ROLE ${quoteIdent(role)} RESET ALL`);
   // The service is a member of each role it made (never the other way round): it may cancel
   // their statements and, on PostgreSQL 16+, manage them.
   if (!exists) await client.query(`GRANT ${quoteIdent(role)} TO CURRENT_USER`);
   return !exists;
 }
 
-/** The NOLOGIN owner of a schema not owned by its `<schema>_user` (public, schemas made outside dbadmin). */
+/**
+ * `<schema>_owner` owns the schema and what the API makes in it. It cannot log in: every session
+ * that works in the schema (the tenant's `<schema>_user`, `_exec`, `_svc`) works as it, and any
+ * role may change its own password, which must never give anyone a login. A schema its
+ * `<schema>_user` owned (made before this role existed) is handed over, objects included; the
+ * user becomes a member that works as the owner by default, with all of the owner's rights.
+ */
 async function ensureOwner(client: pg.ClientBase, schema: string): Promise<string> {
   const owner = roleName(schema, 'owner');
+  const o = quoteIdent(owner);
   if (!(await roleExists(client, owner))) {
-    await client.query(`CREATE ROLE ${quoteIdent(owner)} NOLOGIN`);
-    await client.query(`GRANT ${quoteIdent(owner)} TO CURRENT_USER`);
+    await client.query(`CREATE ROLE ${o} NOLOGIN`);
+    await client.query(`GRANT ${o} TO CURRENT_USER`);
+  }
+  const user = `${schema}_user`;
+  if ((await schemaOwner(client, schema)) === user) {
+    const u = quoteIdent(user);
+    const s = quoteIdent(schema, 'schema name');
+    await client.query(`GRANT ${o} TO ${u}`);
+    await client.query(`ALTER SCHEMA ${s} OWNER TO ${o}`);
+    await client.query(`REASSIGN OWNED BY ${u} TO ${o}`);
+    await client.query(`ALTER ROLE ${u} SET role = ${quoteLiteral(owner)}`);
+    // Should the tenant work as itself after all, what it makes stays reachable for the schema.
+    await client.query(`
+      ALTER DEFAULT PRIVILEGES FOR ROLE ${u} IN SCHEMA ${s} GRANT ALL ON TABLES TO ${o};
+      ALTER DEFAULT PRIVILEGES FOR ROLE ${u} IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${o}`);
   }
   return owner;
 }
@@ -133,7 +155,7 @@ async function hasActiveKey(client: pg.ClientBase, schema: string, kind: RoleKin
 }
 
 /** Ends every session of the roles (the service's own pooled ones reconnect when allowed to). */
-export const endSessions = (client: pg.ClientBase, roles: string[]) =>
+export const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
   client.query(
     `SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
       WHERE usename = ANY($1::text[]) AND pid <> pg_catalog.pg_backend_pid()`,
@@ -155,7 +177,7 @@ export async function prepareSchemaRole(
   const exec = roleName(schema, 'exec');
   const role = roleName(schema, kind);
   await lockSchema(client, schema);
-  const owner = (await schemaUserOf(client, schema)) ?? (await ensureOwner(client, schema));
+  const owner = await ensureOwner(client, schema);
   await upsertLogin(client, secret, exec, true);
   await grantExec(client, schema, exec, owner);
   if (kind !== 'exec') {
@@ -163,14 +185,13 @@ export async function prepareSchemaRole(
     await upsertLogin(client, secret, role, login);
     if (kind === 'svc') await client.query(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
     else await grantAnon(client, schema, role, owner);
-    if (!login) await endSessions(client, [role]);
   }
   return { schema, kind, role, actsAs: kind === 'anon' ? role : owner };
 }
 
 /**
- * Before a schema is dropped: no role of it may log in any more, and every session of them ends
- * (a tenant's open transaction would otherwise hold locks the drop waits for, and outlive it).
+ * Before a schema is dropped: no role of it may log in any more (committed by the caller before
+ * their sessions are ended, so none can slip back in). Returns the roles, to end their sessions.
  */
 export async function shutOutSchema(client: pg.ClientBase, schema: string): Promise<string[]> {
   const roles: string[] = [];
@@ -180,7 +201,6 @@ export async function shutOutSchema(client: pg.ClientBase, schema: string): Prom
     await client.query(`ALTER ROLE ${quoteIdent(role)} NOLOGIN`);
     roles.push(role);
   }
-  await endSessions(client, roles);
   return roles;
 }
 

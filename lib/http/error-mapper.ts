@@ -82,6 +82,11 @@ function log(apiError: ApiError): void {
   }
 }
 
+/** A message can quote what the caller sent (PostgreSQL's can be megabytes): answers carry 2000 characters. */
+const MAX_MESSAGE = 2000;
+const shorten = (message: string) =>
+  message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}… (${message.length} characters)` : message;
+
 /**
  * Outermost middleware: every failure becomes `{error, message}` with a status. 5xx bodies never
  * carry stacks or SQL.
@@ -92,7 +97,7 @@ export const errorMapper = (): MiddlewareObj<unknown, HttpResponse> => ({
     log(apiError);
     request.response = json(
       apiError.status,
-      { error: apiError.title, message: apiError.message, ...apiError.details },
+      { error: apiError.title, message: shorten(apiError.message), ...apiError.details },
       apiError.headers,
     );
   },

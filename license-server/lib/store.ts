@@ -3,7 +3,7 @@ import type { Migration, MigrationTarget } from '#lib/db/migrations';
 import { withTransaction } from '#lib/db/pool';
 import { newLicenseKey, normalizeEmail, normalizeKey } from './keys';
 
-export const STORE_TARGET: MigrationTarget = { schema: 'license_server', lock: 0x0db_ad_02 };
+export const STORE_TARGET: MigrationTarget = { schema: 'license_server' };
 
 export const STORE_MIGRATIONS: readonly Migration[] = [
   {

@@ -132,7 +132,7 @@ describe('GET /api/openapi.json', () => {
     const body = create.requestBody.content['application/json'].schema;
     expect(body.required).toEqual(['schemaName', 'password']);
     expect(body.properties.password.minLength).toBe(8);
-    expect(body.properties.schemaName.maxLength).toBe(58);
+    expect(body.properties.schemaName.maxLength).toBe(57);
     expect(create.responses['201']).toBeDefined();
     const remove = reply.body.paths['/api/schema/{schemaName}'].delete;
     expect(remove.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`)).toEqual([

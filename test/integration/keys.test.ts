@@ -328,11 +328,11 @@ describe('escape attempts through SQL', () => {
         expect([400, 403]).toContain(reply.status);
         expect(JSON.stringify(reply.body)).not.toMatch(/top secret|root:|\\\\x/);
         const after = await sqlAs(key, 'SELECT current_user AS who, session_user AS login');
-        // svc logs in as itself and works as the schema's user; anon is itself.
+        // svc logs in as itself and works as the schema's owner; anon is itself.
         expect(after.body.rows[0]).toEqual(
           key === anon
             ? { who: `${mine}_anon`, login: `${mine}_anon` }
-            : { who: `${mine}_user`, login: `${mine}_svc` },
+            : { who: `${mine}_owner`, login: `${mine}_svc` },
         );
       }
       const secret = await withAdminClient((c) =>
@@ -347,6 +347,6 @@ describe('escape attempts through SQL', () => {
     await sqlAs(service, `SET ROLE "${mine}_svc"`);
 
     const after = await sqlAs(service, 'SELECT current_user AS who');
-    expect(after.body.rows[0].who).toBe(`${mine}_user`);
+    expect(after.body.rows[0].who).toBe(`${mine}_owner`);
   });
 });

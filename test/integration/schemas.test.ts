@@ -22,10 +22,16 @@ describe('POST /api/schema/create', () => {
       message: expect.any(String),
       username: `${name}_user`,
     });
+    // The schema belongs to <name>_owner, which cannot log in; its user holds all of its rights.
     const owner = await withAdminClient(async (c) =>
-      c.query('SELECT pg_get_userbyid(nspowner) AS owner FROM pg_namespace WHERE nspname = $1', [name]),
+      c.query(
+        `SELECT pg_get_userbyid(nspowner) AS owner, pg_has_role($2, nspowner, 'USAGE') AS user_has_rights,
+                (SELECT rolcanlogin FROM pg_roles WHERE oid = nspowner) AS owner_can_log_in
+           FROM pg_namespace WHERE nspname = $1`,
+        [name, `${name}_user`],
+      ),
     );
-    expect(owner.rows[0]?.owner).toBe(`${name}_user`);
+    expect(owner.rows[0]).toEqual({ owner: `${name}_owner`, user_has_rights: true, owner_can_log_in: false });
   });
 
   it('gives the role the password, so it can log in with it and create tables in its schema', async () => {
@@ -39,8 +45,8 @@ describe('POST /api/schema/create', () => {
     await client.connect();
     try {
       await client.query(`CREATE TABLE ${name}.t (id int)`);
-      const { rows } = await client.query('SELECT current_user AS who');
-      expect(rows[0].who).toBe(`${name}_user`);
+      const { rows } = await client.query('SELECT current_user AS who, session_user AS login');
+      expect(rows[0]).toEqual({ who: `${name}_owner`, login: `${name}_user` });
     } finally {
       await client.end();
     }

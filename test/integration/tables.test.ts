@@ -36,7 +36,7 @@ describe('POST /api/table/create', () => {
     const owner = await withAdminClient((c) =>
       c.query(`SELECT tableowner FROM pg_tables WHERE schemaname = $1 AND tablename = 'products'`, [schema]),
     );
-    expect(owner.rows[0].tableowner).toBe(`${schema}_user`);
+    expect(owner.rows[0].tableowner).toBe(`${schema}_owner`);
   });
 
   it('lists it, sorted', async () => {

@@ -224,3 +224,121 @@ describe('a connection whose statement was cancelled is not reused', () => {
     expect(bearer(key).auth).toBeNull();
   });
 });
+
+describe('what a review found next', () => {
+  it('a service_role key cannot take over the schema’s own login by setting the password of the role it works as', async () => {
+    const schema = await tenantSchema('owner');
+    const { key, id } = await createKey(schema, 'service_role');
+    await sqlAs(key, "ALTER ROLE CURRENT_USER PASSWORD 'taken-over'");
+    await call(keys, { method: 'DELETE', path: `/api/project/${schema}/keys/${id}` });
+
+    const takenOver = loginAs(`${schema}_user`, 'taken-over');
+    const tookOver = await takenOver.connect().then(
+      () => true,
+      () => false,
+    );
+    await takenOver.end().catch(() => undefined);
+    const owner = await tenantSession(schema);
+    await owner.end();
+
+    expect(tookOver).toBe(false);
+  });
+
+  it('a tenant cannot connect to other databases of the server (where it could keep objects a drop trips on)', async () => {
+    const schema = await tenantSchema('elsewhere');
+    const url = new URL(process.env.DATABASE_URL as string);
+    url.username = `${schema}_user`;
+    url.password = 'schema-pass-1';
+    url.pathname = '/postgres';
+    const { Client } = await import('pg');
+    const elsewhere = new Client({ connectionString: url.toString() });
+
+    const outcome = await elsewhere.connect().then(
+      async () => {
+        await elsewhere.end();
+        return 'connected';
+      },
+      (error: { code?: string }) => error.code,
+    );
+
+    expect(outcome).toBe('42501');
+  });
+
+  it('settings a key role sets for itself do not outlive its key', async () => {
+    const schema = await tenantSchema('settings');
+    const { id } = await createKey(schema, 'service_role');
+    // PostgreSQL 15 lets a role set its own defaults (16+ asks for ADMIN): planted as it could be there.
+    await withAdminClient((c) => c.query(`ALTER ROLE "${schema}_svc" SET work_mem = '77kB'`));
+    await call(keys, { method: 'DELETE', path: `/api/project/${schema}/keys/${id}` });
+
+    const settings = await withAdminClient(async (c) =>
+      Number(
+        (
+          await c.query(
+            'SELECT count(*) AS n FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname = $1',
+            [`${schema}_svc`],
+          )
+        ).rows[0].n,
+      ),
+    );
+
+    expect(settings).toBe(0);
+  });
+
+  it('an advisory lock a tenant holds does not stop a pending migration', async () => {
+    const target = { schema: uniqueName('_mig') };
+    const schema = await tenantSchema('miglock');
+    const tenant = await tenantSession(schema);
+    await tenant.query('SELECT pg_advisory_lock($1)', [0x0db_ad_01]);
+    try {
+      const applied = await withAdminClient(async (c) => {
+        await c.query("SET statement_timeout = '2s'");
+        return migrate(c, [{ id: 1, name: 'one', sql: `CREATE TABLE "${target.schema}".t (a int)` }], target);
+      });
+
+      expect(applied).toEqual([1]);
+    } finally {
+      await tenant.end();
+      await withAdminClient((c) => c.query(`DROP SCHEMA "${target.schema}" CASCADE`));
+    }
+  });
+
+  it('a request about to time out terminates its session, even one whose statement ignores a cancel', async () => {
+    const schema = await tenantSchema('stubborn');
+    const { asTenant } = await import('#test/security/tenant');
+    await asTenant(
+      schema,
+      `CREATE FUNCTION "${schema}".stubborn() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         PERFORM set_config('statement_timeout', '0', false);
+         LOOP BEGIN PERFORM pg_sleep(8.21); EXIT; EXCEPTION WHEN query_canceled THEN NULL; END; END LOOP;
+         RETURN NEW;
+       END $$;
+       CREATE TRIGGER stubborn BEFORE INSERT ON "${schema}".items FOR EACH ROW EXECUTE FUNCTION "${schema}".stubborn();`,
+    );
+    const { httpEvent, lambdaContext } = await import('#test/support/http');
+    const started = Date.now();
+    const context = { ...lambdaContext(), getRemainingTimeInMillis: () => 2500 - (Date.now() - started) };
+
+    const response = (await rows(
+      httpEvent({ method: 'POST', path: '/api/table/items/row', body: { data: { name: 'x' }, schema } }),
+      context,
+    )) as { body: string };
+
+    expect(JSON.parse(response.body)).toMatchObject({ error: 'Query timeout' });
+    const sleeping = await withAdminClient(async (c) => {
+      const count = async () =>
+        Number(
+          (
+            await c.query(
+              "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%INSERT INTO%items%' AND wait_event = 'PgSleep'",
+            )
+          ).rows[0].n,
+        );
+      let n = await count();
+      for (let tries = 0; tries < 2000 && n > 0; tries++) n = await count();
+      return n;
+    });
+    expect(sleeping).toBe(0);
+  });
+});

@@ -76,3 +76,46 @@ describe('result memory', () => {
     expect(results.map((result) => result.rows.length)).toEqual([0, 1]);
   });
 });
+
+describe('what a tenant session returns', () => {
+  it('a row a planted trigger blows up on insert is refused, not held', async () => {
+    const { handler: rows } = await import('#functions/rows');
+    const schema = `big_${Date.now()}`;
+    await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: {
+        runAs: 'admin',
+        sql: `CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.items (id serial PRIMARY KEY, v text);
+              CREATE FUNCTION ${schema}.blow() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN NEW.v := repeat('x', 100000000); RETURN NEW; END $$;
+              CREATE TRIGGER blow BEFORE INSERT ON ${schema}.items FOR EACH ROW EXECUTE FUNCTION ${schema}.blow()`,
+      },
+    });
+    try {
+      const before = proxy.bytesToClients;
+
+      const reply = await call(rows, {
+        method: 'POST',
+        path: '/api/table/items/row',
+        body: { data: {}, schema },
+      });
+
+      expect(reply.status).toBe(413);
+      expect(proxy.bytesToClients - before).toBeLessThan(30_000_000);
+    } finally {
+      await withAdminClient((c) => c.query(`DROP SCHEMA ${schema} CASCADE`));
+    }
+  });
+
+  it('a huge error message is cut to a few KB in the answer', async () => {
+    const reply = await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { sql: "DO $$ BEGIN RAISE EXCEPTION '%', repeat('e', 5000000); END $$" },
+    });
+
+    expect(reply.status).toBe(400);
+    expect(reply.text.length).toBeLessThan(10_000);
+  });
+});

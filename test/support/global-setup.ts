@@ -1,4 +1,4 @@
-import { startTemporaryPostgres } from '../../bin/embedded-postgres';
+import { inServiceDatabase, startTemporaryPostgres } from '../../bin/embedded-postgres';
 
 /**
  * A real PostgreSQL for the whole run: DATABASE_URL when set, otherwise an embedded one in a
@@ -10,7 +10,7 @@ export default async function globalSetup(): Promise<void> {
   if (process.env.DATABASE_URL) return;
   const database = await startTemporaryPostgres('test');
   const asSuperuser = process.env.DBADMIN_TEST_AS === 'superuser';
-  process.env.DATABASE_URL = asSuperuser ? database.superuserUrl : database.url;
+  process.env.DATABASE_URL = asSuperuser ? inServiceDatabase(database.superuserUrl) : database.url;
   process.env.DBADMIN_TEST_SUPERUSER_URL = database.superuserUrl;
   (globalThis as { __dbadminStopDatabase?: () => Promise<void> }).__dbadminStopDatabase = database.stop;
 }
