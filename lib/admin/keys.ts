@@ -4,7 +4,14 @@ import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { endSessions, type KeyType, kindOfKey, prepareSchemaRole } from '#lib/db/schema-roles';
+import {
+  type KeyType,
+  kindOfKey,
+  prepareSchemaRole,
+  resetKeyRole,
+  revoking,
+  roleName,
+} from '#lib/db/schema-roles';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /** SHA-256 suffices: keys are 256 random bits, so there is nothing to guess or stretch. */
@@ -79,20 +86,26 @@ export async function listKeys(db: pg.Pool, schema: string) {
  * schema's last key of its type the role loses its login and its sessions end.
  */
 export async function deleteKey(db: pg.Pool, secret: string, schema: string, keyId: number) {
-  const role = await withTransaction(db, async (client) => {
-    const { rows } = await client.query<{ key_type: KeyType }>(
-      'DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2 RETURNING key_type',
+  const { rows } = await db.query<{ key_type: KeyType }>(
+    'SELECT key_type FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2',
+    [schema, keyId],
+  );
+  const found = rows[0];
+  const notFound = () => new NotFound('Key not found', `schema "${schema}" has no key with id ${keyId}`);
+  if (!found) throw notFound();
+  const kind = kindOfKey(found.key_type);
+  // A session opened with a password the key's SQL set for its role ends, before and after. So
+  // do the service's own sessions of that role: a request of another key of the same type running
+  // right now fails once (503), and the next one reconnects with the reset password.
+  const role = roleName(schema, kind);
+  await revoking(db, [role], async (client) => {
+    const { rowCount } = await client.query(
+      'DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2',
       [schema, keyId],
     );
-    const deleted = rows[0];
-    if (!deleted) throw new NotFound('Key not found', `schema "${schema}" has no key with id ${keyId}`);
-    return (await prepareSchemaRole(client, secret, schema, kindOfKey(deleted.key_type))).role;
+    if (!rowCount) throw notFound();
+    await resetKeyRole(client, secret, schema, kind);
   });
-  // Only once the reset password (and NOLOGIN) is committed can no new session slip in: then a
-  // session opened with a password the key's SQL set for its role ends. So do the service's own
-  // sessions of that role: a request of another key of the same type running right now fails
-  // once (503), and the next one reconnects with the reset password.
-  await endSessions(db, [role]);
   await dropRolePool(role);
   return { success: true, message: `Key ${keyId} deleted` };
 }

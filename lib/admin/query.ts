@@ -19,7 +19,7 @@ export interface RunQueryInput {
    * in a second one), inside a transaction of ours it may not end.
    */
   asKey: boolean;
-  /** The admin's own rights (runAs admin): the search path is set here, `schema` then public. */
+  /** The admin's own rights (runAs admin): the search path is set here, to `schema` alone. */
   adminRights?: boolean;
 }
 
@@ -80,7 +80,8 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
   const begin = [
     access.readOnly ? 'BEGIN READ ONLY' : 'BEGIN',
     `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
-    ...(adminRights ? [`SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}, public`] : []),
+    // The schema alone: a tenant with a key for public may have planted operators there.
+    ...(adminRights ? [`SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}`] : []),
     // The server's clock, for what the caller's SQL may prepare (never compare with ours).
     'SELECT pg_catalog.transaction_timestamp() AS began',
   ].join('; ');

@@ -6,10 +6,11 @@ import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import {
   dropSchemaRoles,
-  endSessions,
   prepareSchemaRole,
   ROLE_SUFFIXES,
+  revoking,
   shutOutSchema,
+  TENANT_CONNECTION_LIMIT,
 } from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
@@ -88,13 +89,17 @@ async function assertOffSearchPaths(client: pg.ClientBase, schemaName: string): 
 }
 
 /**
- * Creates the schema and its login role `<schemaName>_user`, which owns it, and the role the
- * admin's requests in it run as (`<schemaName>_exec`). All or nothing.
+ * Creates the schema, its login role `<schemaName>_user` (with the rights of the schema's owner,
+ * `<schemaName>_owner`) and the role the admin's requests in it run as (`<schemaName>_exec`).
+ * All or nothing.
  */
 export async function createSchema(db: pg.Pool, secret: string, { schemaName, password }: CreateSchemaInput) {
   const username = schemaUser(schemaName);
   await withTransaction(db, async (client) => {
     await lockSchema(client, schemaName);
+    await client.query('UPDATE _dbadmin.schema_locks SET closing = false WHERE schema_name = $1', [
+      schemaName,
+    ]);
     if (await schemaExists(client, schemaName)) {
       throw new BadRequest('Schema exists', `schema "${schemaName}" already exists`);
     }
@@ -109,7 +114,11 @@ export async function createSchema(db: pg.Pool, secret: string, { schemaName, pa
     }
     const role = quoteIdent(username);
     const schema = quoteIdent(schemaName, 'schema name');
-    await client.query(`CREATE ROLE ${role} LOGIN PASSWORD ${quoteLiteral(scramVerifier(password))}`);
+    await client.query(
+      `CREATE ROLE ${role} LOGIN CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT} PASSWORD ${quoteLiteral(scramVerifier(password))}`,
+    );
+    // Keys of an earlier schema of this name (deleted halfway, or raced) never open this one.
+    await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
     // Membership lets an admin that is not a superuser (RDS) create the schema for the role and
     // manage what the role owns.
     await client.query(`GRANT ${role} TO CURRENT_USER`);
@@ -154,22 +163,28 @@ export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteS
     );
   }
   const username = schemaUser(schemaName);
-  const roles = await withTransaction(db, async (client) => {
+  const roles = ROLE_SUFFIXES.map((suffix) => `${schemaName}${suffix}`);
+  await revoking(db, roles, async (client) => {
     await lockSchema(client, schemaName);
     if (!(await schemaExists(client, schemaName))) {
       throw new NotFound('Schema not found', `schema "${schemaName}" does not exist`);
     }
     if (!cascade && (await schemaHasObjects(client, schemaName))) throw schemaNotEmpty(schemaName);
     await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
-    return shutOutSchema(client, schemaName);
+    // Nothing may give its roles a login again (a key made elsewhere meanwhile, a pool repaired).
+    await client.query('UPDATE _dbadmin.schema_locks SET closing = true WHERE schema_name = $1', [
+      schemaName,
+    ]);
+    await shutOutSchema(client, schemaName);
   });
-  await endSessions(db, roles);
   await Promise.all(roles.map(dropRolePool));
   await withTransaction(db, async (client) => {
     await lockSchema(client, schemaName);
+    await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
     await dropSchema(client, schemaName, cascade);
     await dropSchemaRoles(client, schemaName);
     if (await roleExists(client, username)) await dropUser(client, username);
+    await client.query('DELETE FROM _dbadmin.schema_locks WHERE schema_name = $1', [schemaName]);
   });
   return { success: true, message: `Schema "${schemaName}" deleted` };
 }

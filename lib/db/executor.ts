@@ -154,7 +154,7 @@ export async function schemaAccess(
     schema,
     catalog,
     readOnly: kind === 'anon',
-    run: async (work) => guarded(catalog, config, await connect(schema, kind), work, signal),
+    run: async (work) => guarded(catalog, config, () => connect(schema, kind), work, signal),
   };
 }
 
@@ -168,10 +168,18 @@ export async function schemaAccess(
 async function guarded<T>(
   catalog: pg.Pool,
   config: Config,
-  client: pg.PoolClient,
+  open: () => Promise<pg.PoolClient>,
   work: (client: pg.PoolClient) => Promise<T>,
   signal: AbortSignal | undefined,
 ): Promise<T> {
+  // A request that has already ended (it waited for a connection) starts nothing.
+  const ended = () => new QueryTimeout("ran longer than the function's time allows");
+  if (signal?.aborted) throw ended();
+  const client = await open();
+  if (signal?.aborted) {
+    client.release();
+    throw ended();
+  }
   const terminate = () => {
     discardAfterUse(client);
     const pid = (client as unknown as { processID: number }).processID;
@@ -233,7 +241,7 @@ export async function adminAccess(schema: string, signal?: AbortSignal): Promise
     schema,
     catalog,
     readOnly: false,
-    run: async (work) => guarded(catalog, config, await pool.connect(), work, signal),
+    run: async (work) => guarded(catalog, config, () => pool.connect(), work, signal),
   };
 }
 

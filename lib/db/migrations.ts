@@ -50,17 +50,25 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'schema locks',
     // Rows to lock while a schema or its roles change: unlike advisory locks, which any login may
     // take (and hold, to stop the admin), nobody but the service can touch this table.
-    sql: `CREATE TABLE _dbadmin.schema_locks (schema_name text PRIMARY KEY)`,
+    // `closing`: the schema is being deleted; nothing may give its roles a login again.
+    sql: `CREATE TABLE _dbadmin.schema_locks (schema_name text PRIMARY KEY, closing boolean NOT NULL DEFAULT false)`,
   },
 ];
 
-/** Serialises changes to one schema (and its roles) across every dbadmin process: a row lock. */
-export async function lockSchema(client: pg.ClientBase, schema: string): Promise<void> {
+/**
+ * Serialises changes to one schema (and its roles) across every dbadmin process: a row lock.
+ * Answers whether the schema is being deleted.
+ */
+export async function lockSchema(client: pg.ClientBase, schema: string): Promise<{ closing: boolean }> {
   await client.query(
     `INSERT INTO _dbadmin.schema_locks (schema_name) VALUES ($1) ON CONFLICT (schema_name) DO NOTHING`,
     [schema],
   );
-  await client.query('SELECT 1 FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE', [schema]);
+  const { rows } = await client.query<{ closing: boolean }>(
+    'SELECT closing FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE',
+    [schema],
+  );
+  return { closing: rows[0]?.closing ?? false };
 }
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

@@ -2,8 +2,10 @@ import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { lockSchema } from '#lib/db/migrations';
+import { isPgError } from '#lib/db/pg-errors';
+import { withTransaction } from '#lib/db/pool';
 import { scramVerifier } from '#lib/db/scram';
-import { BadRequest } from '#lib/errors';
+import { ApiError, BadRequest, NotFound } from '#lib/errors';
 
 /**
  * The database roles that act inside one schema, so that PostgreSQL itself keeps whatever runs
@@ -30,6 +32,14 @@ export const kindOfKey = (keyType: KeyType): RoleKind => (keyType === 'anon' ? '
 
 /** The suffixes of every role made for a schema; a schema may not be named like one of them. */
 export const ROLE_SUFFIXES = ['_user', '_exec', '_svc', '_anon', '_owner'] as const;
+
+/**
+ * Connections a tenant's own login may hold at once (it must never take the server's last ones),
+ * and the roles the service logs in as (one per container on Lambda, DB_POOL_MAX locally).
+ * Only a role with CREATEROLE can raise them.
+ */
+export const TENANT_CONNECTION_LIMIT = 10;
+export const ROLE_CONNECTION_LIMIT = 50;
 
 export function roleName(schema: string, kind: RoleKind | OwnerKind): string {
   const role = `${schema}_${kind}`;
@@ -82,7 +92,7 @@ async function upsertLogin(
 ): Promise<boolean> {
   const exists = await roleExists(client, role);
   const verifier = quoteLiteral(scramVerifier(rolePassword(secret, role)));
-  const attributes = `${login ? 'LOGIN' : 'NOLOGIN'} NOINHERIT PASSWORD ${verifier}`;
+  const attributes = `${login ? 'LOGIN' : 'NOLOGIN'} NOINHERIT CONNECTION LIMIT ${ROLE_CONNECTION_LIMIT} PASSWORD ${verifier}`;
   await client.query(`${exists ? 'ALTER' : 'CREATE'} ROLE ${quoteIdent(role)} ${attributes}`);
   // Settings the role gave itself (any role may) go with every reset.
   if (exists) await client.query(`ALTER ROLE ${quoteIdent(role)} RESET ALL`);
@@ -113,6 +123,7 @@ async function ensureOwner(client: pg.ClientBase, schema: string): Promise<strin
     await client.query(`GRANT ${o} TO ${u}`);
     await client.query(`ALTER SCHEMA ${s} OWNER TO ${o}`);
     await client.query(`REASSIGN OWNED BY ${u} TO ${o}`);
+    await client.query(`ALTER ROLE ${u} CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT}`);
     await client.query(`ALTER ROLE ${u} SET role = ${quoteLiteral(owner)}`);
     // Should the tenant work as itself after all, what it makes stays reachable for the schema.
     await client.query(`
@@ -176,7 +187,7 @@ export async function prepareSchemaRole(
 ): Promise<SchemaRole> {
   const exec = roleName(schema, 'exec');
   const role = roleName(schema, kind);
-  await lockSchema(client, schema);
+  if ((await lockSchema(client, schema)).closing) throw schemaClosing(schema);
   const owner = await ensureOwner(client, schema);
   await upsertLogin(client, secret, exec, true);
   await grantExec(client, schema, exec, owner);
@@ -187,6 +198,61 @@ export async function prepareSchemaRole(
     else await grantAnon(client, schema, role, owner);
   }
   return { schema, kind, role, actsAs: kind === 'anon' ? role : owner };
+}
+
+const schemaClosing = (schema: string) =>
+  new NotFound('Schema not found', `schema "${schema}" is being deleted`);
+
+/**
+ * A key was deleted: its role's password is reset (whatever the key's SQL set is void) and it
+ * may log in only while another key of its type exists. Nothing else is touched, so no lock a
+ * tenant holds on its tables or owner role can hold the deletion up.
+ */
+export async function resetKeyRole(
+  client: pg.ClientBase,
+  secret: string,
+  schema: string,
+  kind: RoleKind,
+): Promise<string> {
+  const role = roleName(schema, kind);
+  if (await roleExists(client, role))
+    await upsertLogin(client, secret, role, await hasActiveKey(client, schema, kind));
+  return role;
+}
+
+/** Lock waits a tenant could cause, and its concurrent changes to the same role: worth a retry. */
+const RETRYABLE = new Set(['55P03', '40001', '40P01']);
+const retryable = (error: unknown) =>
+  isPgError(error) &&
+  (RETRYABLE.has(error.code) || /tuple concurrently (updated|deleted)/.test(error.message));
+
+/**
+ * Revokes something from a tenant that may be fighting it: every session of the roles ends
+ * first (so none holds a lock on them), then `work` runs with a short lock timeout, retried a few
+ * times should a new session get in between; once it commits, the sessions end again.
+ */
+export async function revoking<T>(
+  db: pg.Pool,
+  roles: string[],
+  work: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    await endSessions(db, roles);
+    try {
+      const result = await withTransaction(db, async (client) => {
+        await client.query("SET LOCAL lock_timeout = '2s'");
+        return work(client);
+      });
+      await endSessions(db, roles);
+      return result;
+    } catch (error) {
+      if (!retryable(error)) throw error;
+      if (attempt === 3)
+        throw new ApiError(409, 'Conflict', "the schema's roles are busy changing; try again", {
+          cause: error,
+        });
+    }
+  }
 }
 
 /**

@@ -342,3 +342,136 @@ describe('what a review found next', () => {
     expect(sleeping).toBe(0);
   });
 });
+
+describe('what a third review found', () => {
+  it('an open transaction of the tenant on its roles does not block deleting a key or the schema', async () => {
+    process.env.QUERY_TIMEOUT_MS = '4000';
+    resetConfig();
+    const schema = await tenantSchema('rowlock');
+    const { id } = await createKey(schema, 'service_role');
+    const tenant = await tenantSession(schema);
+    await tenant.query(
+      `BEGIN; ALTER ROLE CURRENT_USER PASSWORD 'held-open'; GRANT SELECT ON "${schema}".items TO PUBLIC`,
+    );
+    try {
+      const started = Date.now();
+      const deletedKey = await call(keys, { method: 'DELETE', path: `/api/project/${schema}/keys/${id}` });
+      const dropped = await call(schemas, {
+        method: 'DELETE',
+        path: `/api/schema/${schema}`,
+        query: { cascade: 'true' },
+      });
+
+      expect([deletedKey.status, dropped.status]).toEqual([200, 200]);
+      expect(Date.now() - started).toBeLessThan(3500);
+    } finally {
+      await tenant.end().catch(() => undefined);
+    }
+  });
+
+  it('a tenant login cannot take every connection of the server', async () => {
+    const schema = await tenantSchema('flood');
+    const sessions: Array<ReturnType<typeof loginAs>> = [];
+    let refused: string | undefined;
+    try {
+      for (let i = 0; i < 40 && !refused; i++) {
+        const client = loginAs(`${schema}_user`, 'schema-pass-1');
+        client.on('error', () => undefined);
+        await client.connect().then(
+          () => sessions.push(client),
+          (error: { code?: string }) => {
+            refused = error.code;
+          },
+        );
+      }
+
+      expect(refused).toBe('53300');
+      expect(sessions.length).toBeLessThanOrEqual(10);
+    } finally {
+      await Promise.all(sessions.map((s) => s.end().catch(() => undefined)));
+    }
+  });
+
+  it('a key left over from a deleted schema does not open a new schema of the same name', async () => {
+    const name = uniqueName('reborn');
+    const { hashKey } = await import('#lib/admin/keys');
+    const stale = 'ab'.repeat(32);
+    await withAdminClient((c) =>
+      c.query(
+        `INSERT INTO _dbadmin.api_keys (schema_name, key_name, key_type, key_hash, key_prefix)
+         VALUES ($1, 'left over', 'service_role', $2, 'abababab')`,
+        [name, hashKey(stale)],
+      ),
+    );
+
+    await call(schemas, {
+      method: 'POST',
+      path: '/api/schema/create',
+      body: { schemaName: name, password: 'long-enough-1' },
+    });
+    const reply = await call(tables, { path: '/api/tables', ...bearer(stale) });
+
+    expect(reply.status).toBe(401);
+  });
+
+  it('the admin’s own-rights SQL in a schema does not resolve operators a public key planted', async () => {
+    const { key } = await createKey('public', 'service_role', uniqueName('pubop'));
+    const victim = await tenantSchema('adminsql');
+    const { plantCanary, sightings } = await import('#test/security/tenant');
+    await withAdminClient((c) =>
+      c
+        .query(plantCanary('public_canary_x').replace(/"public_canary_x"/g, `"${victim}"`))
+        .catch(() => undefined),
+    );
+    const planted = [
+      await sqlAs(
+        key,
+        `CREATE FUNCTION public.spy_cat3(name, name) RETURNS text LANGUAGE plpgsql AS $$
+         BEGIN PERFORM "${victim}".spy(); RETURN $1::text || $2::text; END $$`,
+      ),
+      await sqlAs(
+        key,
+        'CREATE OPERATOR public.|| (LEFTARG = name, RIGHTARG = name, FUNCTION = public.spy_cat3)',
+      ),
+    ];
+    try {
+      expect(planted.map((r) => r.status)).toEqual([200, 200]);
+      await sightings(victim);
+
+      const reply = await call((await import('#functions/query')).handler, {
+        method: 'POST',
+        path: '/api/query',
+        body: { sql: "SELECT 'a'::name || 'b' AS ab", schema: victim, runAs: 'admin' },
+      });
+
+      expect(reply.status).toBe(200);
+      expect(await sightings(victim)).toEqual([]);
+    } finally {
+      await withAdminClient((c) =>
+        c.query(
+          'DROP OPERATOR IF EXISTS public.|| (name, name); DROP FUNCTION IF EXISTS public.spy_cat3(name, name)',
+        ),
+      );
+    }
+  });
+
+  it('work for a request that has already ended never starts', async () => {
+    const { schemaAccess } = await import('#lib/db/executor');
+    const schema = await tenantSchema('ended');
+    const ended = new AbortController();
+    ended.abort();
+    let ran = false;
+
+    const outcome = await (await schemaAccess(undefined, schema, ended.signal))
+      .run(async () => {
+        ran = true;
+      })
+      .then(
+        () => 'ran',
+        (error: { title?: string }) => error.title,
+      );
+
+    expect(outcome).toBe('Query timeout');
+    expect(ran).toBe(false);
+  });
+});

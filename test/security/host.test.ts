@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { type Host, startHost } from '#test/support/host';
@@ -18,9 +19,14 @@ beforeAll(async () => {
     HOST: '0.0.0.0',
     // A function that runs out of time long before its statement would: the host's own timeout.
     DBADMIN_FUNCTION_TIMEOUT: '3',
+    // Built apart from the packaging and host tests of test/e2e, which may run at the same time.
+    DBADMIN_BUILD_DIR: '.esbuild-security',
   });
 });
-afterAll(() => host?.stop());
+afterAll(async () => {
+  await host?.stop();
+  rmSync('.esbuild-security', { recursive: true, force: true });
+});
 
 /** An address of this machine other than loopback, if it has one. */
 const outsideAddress = () =>
