@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
+import { lockSchema } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import {
@@ -82,8 +83,8 @@ export async function listKeys(db: pg.Pool, schema: string) {
 }
 
 /**
- * Deletes the key. Its role's password is reset (whatever the key's SQL set is void), and with the
- * schema's last key of its type the role loses its login and its sessions end.
+ * Deletes the key. Its role's password is reset (whatever the key's SQL set is void) and its
+ * sessions end; with the schema's last key of its type the role also loses its login.
  */
 export async function deleteKey(db: pg.Pool, secret: string, schema: string, keyId: number) {
   const { rows } = await db.query<{ key_type: KeyType }>(
@@ -99,6 +100,7 @@ export async function deleteKey(db: pg.Pool, secret: string, schema: string, key
   // right now fails once (503), and the next one reconnects with the reset password.
   const role = roleName(schema, kind);
   await revoking(db, [role], async (client) => {
+    await lockSchema(client, schema);
     const { rowCount } = await client.query(
       'DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2',
       [schema, keyId],

@@ -121,6 +121,11 @@ async function ensureOwner(client: pg.ClientBase, schema: string): Promise<strin
     const u = quoteIdent(user);
     const s = quoteIdent(schema, 'schema name');
     await client.query(`GRANT ${o} TO ${u}`);
+    // Key roles made before the owner existed were members of the user: no longer.
+    for (const kind of ['svc', 'anon'] as const) {
+      const key = `${schema}_${kind}`;
+      if (await roleExists(client, key)) await client.query(`REVOKE ${u} FROM ${quoteIdent(key)}`);
+    }
     await client.query(`ALTER SCHEMA ${s} OWNER TO ${o}`);
     await client.query(`REASSIGN OWNED BY ${u} TO ${o}`);
     await client.query(`ALTER ROLE ${u} CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT}`);
@@ -133,16 +138,43 @@ async function ensureOwner(client: pg.ClientBase, schema: string): Promise<strin
   return owner;
 }
 
+/**
+ * Grants on the schema's relations one by one, and only on those whose owner's rights the
+ * service holds: a single table someone else owns (a superuser's, say) must not make the grant,
+ * and with it the whole schema, fail.
+ */
+async function grantOnRelations(
+  client: pg.ClientBase,
+  schema: string,
+  privilege: string,
+  to: string,
+): Promise<void> {
+  const { rows } = await client.query<{ name: string; sequence: boolean }>(
+    `SELECT c.oid::regclass::text AS name, c.relkind = 'S' AS sequence
+       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+        AND pg_catalog.pg_has_role(c.relowner, 'USAGE')`,
+    [schema],
+  );
+  // Names as the catalog prints them (qualified, quoted); not a caller's.
+  const grants = rows
+    .filter((row) => privilege === 'ALL' || !row.sequence)
+    .map(
+      (row) =>
+        `GRANT ${privilege} ON ${row.sequence ? 'SEQUENCE' : 'TABLE'} ${row.name} TO ${quoteIdent(to)}`,
+    );
+  if (grants.length > 0) await client.query(grants.join(';\n'));
+}
+
 /** The grants that make `<schema>_exec` (and svc, through the same owner) act in the schema. */
 async function grantExec(client: pg.ClientBase, schema: string, exec: string, owner: string): Promise<void> {
   const s = quoteIdent(schema, 'schema name');
   const o = quoteIdent(owner);
   await client.query(`GRANT ${o} TO ${quoteIdent(exec)}`);
+  await client.query(`GRANT USAGE, CREATE ON SCHEMA ${s} TO ${o}`);
   // Tables the service's own role made there (ad-hoc SQL with the admin's rights), now and later.
+  await grantOnRelations(client, schema, 'ALL', owner);
   await client.query(`
-    GRANT USAGE, CREATE ON SCHEMA ${s} TO ${o};
-    GRANT ALL ON ALL TABLES IN SCHEMA ${s} TO ${o};
-    GRANT ALL ON ALL SEQUENCES IN SCHEMA ${s} TO ${o};
     ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT ALL ON TABLES TO ${o};
     ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${o}`);
 }
@@ -150,9 +182,9 @@ async function grantExec(client: pg.ClientBase, schema: string, exec: string, ow
 async function grantAnon(client: pg.ClientBase, schema: string, anon: string, owner: string): Promise<void> {
   const s = quoteIdent(schema, 'schema name');
   const a = quoteIdent(anon);
+  await client.query(`GRANT USAGE ON SCHEMA ${s} TO ${a}`);
+  await grantOnRelations(client, schema, 'SELECT', anon);
   await client.query(`
-    GRANT USAGE ON SCHEMA ${s} TO ${a};
-    GRANT SELECT ON ALL TABLES IN SCHEMA ${s} TO ${a};
     ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT SELECT ON TABLES TO ${a};
     ALTER DEFAULT PRIVILEGES FOR ROLE ${quoteIdent(owner)} IN SCHEMA ${s} GRANT SELECT ON TABLES TO ${a}`);
 }
@@ -177,7 +209,7 @@ export const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
  * Makes the schema's role of this kind ready to log in as, within the caller's transaction:
  * created when missing (exec first: svc acts through the same owner), granted its rights,
  * password reset. A key role may log in only while an active key of its type exists; when none
- * does it is disabled and its sessions ended. Idempotent; serialised per schema.
+ * does it is disabled (deleteKey ends its sessions). Idempotent; serialised per schema.
  */
 export async function prepareSchemaRole(
   client: pg.ClientBase,
@@ -213,11 +245,10 @@ export async function resetKeyRole(
   secret: string,
   schema: string,
   kind: RoleKind,
-): Promise<string> {
+): Promise<void> {
   const role = roleName(schema, kind);
   if (await roleExists(client, role))
     await upsertLogin(client, secret, role, await hasActiveKey(client, schema, kind));
-  return role;
 }
 
 /** Lock waits a tenant could cause, and its concurrent changes to the same role: worth a retry. */
@@ -256,18 +287,14 @@ export async function revoking<T>(
 }
 
 /**
- * Before a schema is dropped: no role of it may log in any more (committed by the caller before
- * their sessions are ended, so none can slip back in). Returns the roles, to end their sessions.
+ * Before a schema is dropped: no role of it may log in any more (committed by the caller, see
+ * revoking, before their sessions are ended, so none can slip back in).
  */
-export async function shutOutSchema(client: pg.ClientBase, schema: string): Promise<string[]> {
-  const roles: string[] = [];
+export async function shutOutSchema(client: pg.ClientBase, schema: string): Promise<void> {
   for (const suffix of ROLE_SUFFIXES) {
     const role = `${schema}${suffix}`;
-    if (!(await roleExists(client, role))) continue;
-    await client.query(`ALTER ROLE ${quoteIdent(role)} NOLOGIN`);
-    roles.push(role);
+    if (await roleExists(client, role)) await client.query(`ALTER ROLE ${quoteIdent(role)} NOLOGIN`);
   }
-  return roles;
 }
 
 /** Schema deletion takes its roles along (grants and default privileges included); not `_user`. */

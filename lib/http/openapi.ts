@@ -24,6 +24,7 @@ const ERROR_STATUSES: Record<string, string> = {
   '401': 'Authentication required or failed',
   '403': 'Forbidden (an API key outside its rights, or PostgreSQL refused the privilege)',
   '404': 'Not found',
+  '409': 'Conflict (a concurrent change; try again)',
   '413': 'Request body over 1 MiB, or a result over QUERY_MAX_ROWS / QUERY_MAX_BYTES',
   '500': 'Unexpected failure (details in the service log)',
   '503': 'Database unavailable',

@@ -475,3 +475,27 @@ describe('what a third review found', () => {
     expect(ran).toBe(false);
   });
 });
+
+describe('what a last review found', () => {
+  it('a table the service has no rights on does not make the rest of the schema unusable', async () => {
+    const schema = await tenantSchema('foreign');
+    const { Client } = await import('pg');
+    const url = new URL(process.env.DBADMIN_TEST_SUPERUSER_URL as string);
+    url.pathname = new URL(process.env.DATABASE_URL as string).pathname;
+    const superuser = new Client({ connectionString: url.toString() });
+    await superuser.connect();
+    try {
+      await superuser.query(`CREATE ROLE "${schema}_stranger"; CREATE TABLE "${schema}".alien (a int)`);
+      await superuser.query(`ALTER TABLE "${schema}".alien OWNER TO "${schema}_stranger"`);
+      // A fresh container: its pools are made (and the schema's grants renewed) on first use.
+      await closePool();
+
+      const page = await call(tables, { path: '/api/table/items', query: { schema } });
+
+      expect(page.status).toBe(200);
+    } finally {
+      await superuser.query(`DROP TABLE "${schema}".alien; DROP ROLE "${schema}_stranger"`);
+      await superuser.end();
+    }
+  });
+});
