@@ -49,7 +49,6 @@ export const routes = [
           schema: body.schema,
           timeoutMs: config.QUERY_TIMEOUT_MS,
           limits: resultLimits(config),
-          signal,
           asKey,
           adminRights,
         },

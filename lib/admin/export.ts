@@ -1,8 +1,8 @@
 import { to as copyTo } from 'pg-copy-streams';
-import { cancelOnExcess, orderBy, qualified } from '#lib/admin/tables';
+import { orderBy, qualified } from '#lib/admin/tables';
 import { tableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
-import { boundedQuery, type ResultLimits, ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
+import { boundedQuery, type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { Download } from '#lib/download';
 import { NotFound } from '#lib/errors';
 
@@ -29,7 +29,7 @@ export async function exportTable(
   const select = `SELECT * FROM ${qualified(schema, table)} ORDER BY ${orderBy(info)} LIMIT ${Math.trunc(limit)}`;
   if (format === 'json') {
     const [result] = await access.run((client) =>
-      boundedQuery(client, { text: select }, limits, cancelOnExcess(access, client)),
+      boundedQuery(client, { text: select }, limits, () => access.cancel(client)),
     );
     const rows = result?.rows ?? [];
     if (rows.length === 0) throw noData(table);
@@ -39,12 +39,13 @@ export async function exportTable(
     const chunks: Buffer[] = [];
     let bytes = 0;
     let exceeded = false;
-    // Past the limit the rest is cancelled in PostgreSQL and drained (or cut off), never kept.
+    // Past the limit the rest is cancelled in PostgreSQL and drained, never kept. (One huge row,
+    // which pg-copy-streams only hands over whole, is cut off by the session's wire limit.)
     const exceed = () => {
       exceeded = true;
-      cancelOnExcess(access, client)();
+      access.cancel(client);
     };
-    const copied = watchWire(client, wireLimit(limits), exceed, async () => {
+    const copied = (async () => {
       for await (const chunk of client.query(
         copyTo(`COPY (${select}) TO STDOUT WITH (FORMAT csv, HEADER true)`),
       )) {
@@ -53,7 +54,7 @@ export async function exportTable(
         if (bytes > limits.maxBytes) exceed();
         else chunks.push(chunk as Buffer);
       }
-    });
+    })();
     await copied.catch((error: unknown) => {
       if (!exceeded) throw error;
     });

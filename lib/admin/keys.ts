@@ -2,12 +2,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
-import { lockSchema } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import {
   type KeyType,
   kindOfKey,
+  lockSchema,
   prepareSchemaRole,
   resetKeyRole,
   revoking,

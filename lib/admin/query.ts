@@ -1,6 +1,5 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { cancelOnExcess } from '#lib/admin/tables';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
@@ -12,8 +11,6 @@ export interface RunQueryInput {
   schema: string;
   timeoutMs: number;
   limits: ResultLimits;
-  /** Aborted when the function is about to time out: cancels the statement. */
-  signal?: AbortSignal | undefined;
   /**
    * SQL on behalf of an API key: exactly one statement (extended protocol, so a `;` cannot smuggle
    * in a second one), inside a transaction of ours it may not end.
@@ -31,8 +28,7 @@ export interface QueryResult {
 }
 
 /** A SQL error is the caller's to fix: 400 with PostgreSQL's message and position. */
-function queryError(error: unknown, cancelled: boolean): unknown {
-  if (cancelled) return new QueryTimeout("ran longer than the function's time allows");
+function queryError(error: unknown): unknown {
   if (error instanceof ApiError) return error;
   const mapped = fromDatabaseError(error);
   if (!isPgError(error)) return mapped ?? error;
@@ -76,7 +72,7 @@ const pgLiteral = (value: string) => `'${value.replace(/'/g, "''")}'`;
  * (or destroyed) before anyone else uses it: see lib/db/pool withSession.
  */
 export async function runQuery(access: SchemaAccess, input: RunQueryInput): Promise<QueryResult> {
-  const { sql, schema, timeoutMs, limits, signal, asKey, adminRights } = input;
+  const { sql, schema, timeoutMs, limits, asKey, adminRights } = input;
   const begin = [
     access.readOnly ? 'BEGIN READ ONLY' : 'BEGIN',
     `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
@@ -86,14 +82,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
     'SELECT pg_catalog.transaction_timestamp() AS began',
   ].join('; ');
   return access.run(async (client) => {
-    const cancelStatement = cancelOnExcess(access, client);
-    let cancelled = false;
-    const onAbort = () => {
-      cancelled = true;
-      cancelStatement();
-    };
     const started = performance.now();
-    signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const opened = (await client.query(begin)) as unknown as pg.QueryResult<{ began: Date }>[];
       const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
@@ -101,7 +90,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
         client,
         asKey ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : { text: sql },
         limits,
-        cancelStatement,
+        () => access.cancel(client),
       );
       if (client.getTransactionStatus() === 'I') {
         // The SQL ended our transaction itself: the admin may; a key may not.
@@ -121,9 +110,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       };
     } catch (error) {
       if (client.getTransactionStatus() !== 'I') await client.query('ROLLBACK').catch(() => undefined);
-      throw queryError(error, cancelled);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
+      throw queryError(error);
     }
   });
 }

@@ -1,14 +1,16 @@
 import type pg from 'pg';
 import { dropRolePool } from '#lib/db/executor';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
-import { INTERNAL_SCHEMA, lockSchema } from '#lib/db/migrations';
+import { INTERNAL_SCHEMA } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import {
   dropSchemaRoles,
+  lockSchema,
   prepareSchemaRole,
   ROLE_SUFFIXES,
   revoking,
+  roleExists,
   shutOutSchema,
   TENANT_CONNECTION_LIMIT,
 } from '#lib/db/schema-roles';
@@ -36,11 +38,6 @@ export async function listSchemas(db: pg.Pool): Promise<string[]> {
 
 async function schemaExists(client: pg.ClientBase, schemaName: string): Promise<boolean> {
   const { rowCount } = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schemaName]);
-  return rowCount === 1;
-}
-
-async function roleExists(client: pg.ClientBase, role: string): Promise<boolean> {
-  const { rowCount } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role]);
   return rowCount === 1;
 }
 

@@ -4,7 +4,6 @@ import { columnTypeSql, defaultSql } from '#lib/db/column-types';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
-import { discardAfterUse } from '#lib/db/pool';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import { inTransaction } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';
@@ -43,7 +42,7 @@ export async function readTable(
   const info = await tableInfo(access.catalog, schema, table);
   const from = qualified(schema, table);
   return access.run(async (client) => {
-    const cancel = cancelOnExcess(access, client);
+    const cancel = () => access.cancel(client);
     const [data] = await boundedQuery(
       client,
       {
@@ -62,16 +61,6 @@ export async function readTable(
     };
   });
 }
-
-/**
- * Cancels the session's running statement from the service's pool (a result passed its limits,
- * or the request is ending); the connection is then destroyed, not reused.
- */
-export const cancelOnExcess = (access: SchemaAccess, client: pg.PoolClient) => () => {
-  discardAfterUse(client);
-  const pid = (client as unknown as { processID: number }).processID;
-  access.catalog.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
-};
 
 export interface ColumnDefinition {
   name: string;

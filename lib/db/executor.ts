@@ -8,6 +8,7 @@ import {
   getDatabase,
   getQueryPool,
   onClose,
+  stopBackend,
   withSession,
   withTransaction,
 } from '#lib/db/pool';
@@ -16,6 +17,7 @@ import {
   kindOfKey,
   prepareSchemaRole,
   type RoleKind,
+  roleName,
   rolePassword,
   type SchemaRole,
 } from '#lib/db/schema-roles';
@@ -57,6 +59,8 @@ export interface SchemaAccess {
   run<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T>;
   /** An anon key's access: its sessions run read-only transactions. */
   readOnly: boolean;
+  /** Cancels the statement running on one of its sessions (a result passed its limits). */
+  cancel(client: pg.PoolClient): void;
 }
 
 /** At most this many role pools per container; the least recently used one is closed. */
@@ -118,7 +122,7 @@ const loginRefused = (error: unknown) => isPgError(error) && error.code.startsWi
  * tenant can change its role's password in a loop, or its key was deleted this very moment).
  */
 async function connect(schema: string, kind: RoleKind): Promise<pg.PoolClient> {
-  const role = `${schema}_${kind}`;
+  const role = roleName(schema, kind);
   let pool = rolePools.get(role);
   if (pool) {
     rolePools.delete(role);
@@ -155,6 +159,7 @@ export async function schemaAccess(
     catalog,
     readOnly: kind === 'anon',
     run: async (work) => guarded(catalog, config, () => connect(schema, kind), work, signal),
+    cancel: (client) => stopBackend(catalog, client, 'cancel'),
   };
 }
 
@@ -180,11 +185,7 @@ async function guarded<T>(
     client.release();
     throw ended();
   }
-  const terminate = () => {
-    discardAfterUse(client);
-    const pid = (client as unknown as { processID: number }).processID;
-    catalog.query('SELECT pg_terminate_backend($1)', [pid]).catch(() => undefined);
-  };
+  const terminate = () => stopBackend(catalog, client, 'terminate');
   let ending = false;
   const onAbort = () => {
     ending = true;
@@ -242,6 +243,7 @@ export async function adminAccess(schema: string, signal?: AbortSignal): Promise
     catalog,
     readOnly: false,
     run: async (work) => guarded(catalog, config, () => pool.connect(), work, signal),
+    cancel: (client) => stopBackend(catalog, client, 'cancel'),
   };
 }
 

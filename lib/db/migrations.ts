@@ -55,22 +55,6 @@ export const MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-/**
- * Serialises changes to one schema (and its roles) across every dbadmin process: a row lock.
- * Answers whether the schema is being deleted.
- */
-export async function lockSchema(client: pg.ClientBase, schema: string): Promise<{ closing: boolean }> {
-  await client.query(
-    `INSERT INTO _dbadmin.schema_locks (schema_name) VALUES ($1) ON CONFLICT (schema_name) DO NOTHING`,
-    [schema],
-  );
-  const { rows } = await client.query<{ closing: boolean }>(
-    'SELECT closing FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE',
-    [schema],
-  );
-  return { closing: rows[0]?.closing ?? false };
-}
-
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */
 export interface MigrationTarget {
   schema: string;

@@ -160,6 +160,17 @@ export function discardAfterUse(client: pg.ClientBase): void {
   doomed.add(client);
 }
 
+/**
+ * Cancels the statement of a checked-out session, or ends the session, from another pool (`via`);
+ * either way the session is destroyed after use, so a late cancel never hits a later statement.
+ */
+export function stopBackend(via: pg.Pool, client: pg.ClientBase, how: 'cancel' | 'terminate'): void {
+  discardAfterUse(client);
+  const pid = (client as unknown as { processID: number }).processID;
+  const sql = how === 'cancel' ? 'SELECT pg_cancel_backend($1)' : 'SELECT pg_terminate_backend($1)';
+  via.query(sql, [pid]).catch(() => undefined);
+}
+
 async function useClient<T>(
   client: pg.PoolClient,
   work: (client: pg.PoolClient) => Promise<T>,

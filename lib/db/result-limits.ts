@@ -62,9 +62,10 @@ export async function watchWire<T>(
 
 /**
  * Runs a query collecting its rows under the limits, so a huge result never sits in memory:
- * past a limit the rows are dropped and `onExceeded` cancels the statement in PostgreSQL (and the
- * socket is cut once the wire limit is passed). A script (several statements) yields one result
- * per statement; only the current statement's rows are kept, the limits apply to each.
+ * past a limit the rows are dropped and `onExceeded` cancels the statement in PostgreSQL (a
+ * single huge row is cut off earlier, by the session's wire limit: lib/db/executor). A script
+ * (several statements) yields one result per statement; only the current statement's rows are
+ * kept, the limits apply to each.
  */
 export function boundedQuery(
   client: pg.ClientBase,
@@ -99,7 +100,7 @@ export function boundedQuery(
     else if (bytes > limits.maxBytes) exceed(new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes));
     else rows.push(row);
   });
-  const run = new Promise<pg.QueryResult[]>((resolve, reject) => {
+  return new Promise<pg.QueryResult[]>((resolve, reject) => {
     query.on('error', (error: Error) => reject(exceeded ?? error));
     query.on('end', (ended: pg.QueryResult | pg.QueryResult[]) => {
       if (exceeded) return reject(exceeded);
@@ -109,10 +110,4 @@ export function boundedQuery(
     });
     client.query(query);
   });
-  return watchWire(
-    client,
-    wireLimit(limits),
-    () => exceed(new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes)),
-    () => run,
-  );
 }

@@ -1,7 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
-import { lockSchema } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { scramVerifier } from '#lib/db/scram';
@@ -69,7 +68,23 @@ export interface SchemaRole {
   actsAs: string;
 }
 
-async function roleExists(client: pg.ClientBase, role: string): Promise<boolean> {
+/**
+ * Serialises changes to one schema (and its roles) across every dbadmin process: a row lock.
+ * Answers whether the schema is being deleted.
+ */
+export async function lockSchema(client: pg.ClientBase, schema: string): Promise<{ closing: boolean }> {
+  await client.query(
+    `INSERT INTO _dbadmin.schema_locks (schema_name) VALUES ($1) ON CONFLICT (schema_name) DO NOTHING`,
+    [schema],
+  );
+  const { rows } = await client.query<{ closing: boolean }>(
+    'SELECT closing FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE',
+    [schema],
+  );
+  return { closing: rows[0]?.closing ?? false };
+}
+
+export async function roleExists(client: pg.ClientBase, role: string): Promise<boolean> {
   const { rowCount } = await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role]);
   return rowCount === 1;
 }

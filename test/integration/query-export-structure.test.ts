@@ -144,13 +144,12 @@ describe('POST /api/query', () => {
   it('cancels the running statement when the request is aborted', async () => {
     const abort = new AbortController();
     const started = Date.now();
-    const running = runQuery(await schemaAccess(undefined, schema), {
+    const running = runQuery(await schemaAccess(undefined, schema, abort.signal), {
       ...asAdmin,
       schema,
       adminRights: false,
       sql: 'SELECT pg_sleep(4.321)',
       timeoutMs: 10_000,
-      signal: abort.signal,
     });
     const sleepers = (c: { query: (sql: string) => Promise<{ rows: { n: number }[] }> }) =>
       c

@@ -5,7 +5,16 @@ import { handler as tables } from '#functions/tables';
 import { resetConfig } from '#lib/config';
 import { migrate } from '#lib/db/migrations';
 import { closePool } from '#lib/db/pool';
-import { bearer, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
+import {
+  asTenant,
+  backendsStillRunning,
+  bearer,
+  createKey,
+  loginAs,
+  sightings,
+  sqlAs,
+  tenantSchema,
+} from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
@@ -142,7 +151,6 @@ describe('every request is bounded in time', () => {
           RETURN true;
         END $$;`),
     );
-    const { asTenant } = await import('#test/security/tenant');
     await asTenant(
       schema,
       `ALTER TABLE "${schema}".items ENABLE ROW LEVEL SECURITY; ALTER TABLE "${schema}".items FORCE ROW LEVEL SECURITY;
@@ -154,19 +162,7 @@ describe('every request is bounded in time', () => {
 
     expect(Date.now() - started).toBeLessThan(5000);
     expect(page.body.error).toBe('Query timeout');
-    const running = await withAdminClient(async (c) => {
-      const count = async () =>
-        Number(
-          (
-            await c.query(
-              "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%count(*)%' AND wait_event = 'PgSleep'",
-            )
-          ).rows[0].n,
-        );
-      let n = await count();
-      for (let tries = 0; tries < 500 && n > 0; tries++) n = await count();
-      return n;
-    });
+    const running = await backendsStillRunning("query LIKE '%count(*)%' AND wait_event = 'PgSleep'");
     expect(running).toBe(0);
   });
 });
@@ -191,7 +187,6 @@ describe('errors a tenant can cause are 4xx', () => {
 
   it('a planted trigger that returns nothing makes the admin insert a 400', async () => {
     const schema = await tenantSchema('noreturn');
-    const { asTenant } = await import('#test/security/tenant');
     await asTenant(
       schema,
       `CREATE FUNCTION "${schema}".broken() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM 1; END $$;
@@ -305,7 +300,6 @@ describe('what a review found next', () => {
 
   it('a request about to time out terminates its session, even one whose statement ignores a cancel', async () => {
     const schema = await tenantSchema('stubborn');
-    const { asTenant } = await import('#test/security/tenant');
     await asTenant(
       schema,
       `CREATE FUNCTION "${schema}".stubborn() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -326,19 +320,9 @@ describe('what a review found next', () => {
     )) as { body: string };
 
     expect(JSON.parse(response.body)).toMatchObject({ error: 'Query timeout' });
-    const sleeping = await withAdminClient(async (c) => {
-      const count = async () =>
-        Number(
-          (
-            await c.query(
-              "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%INSERT INTO%items%' AND wait_event = 'PgSleep'",
-            )
-          ).rows[0].n,
-        );
-      let n = await count();
-      for (let tries = 0; tries < 2000 && n > 0; tries++) n = await count();
-      return n;
-    });
+    const sleeping = await backendsStillRunning(
+      "query LIKE '%INSERT INTO%items%' AND wait_event = 'PgSleep'",
+    );
     expect(sleeping).toBe(0);
   });
 });
@@ -417,12 +401,6 @@ describe('what a third review found', () => {
   it('the admin’s own-rights SQL in a schema does not resolve operators a public key planted', async () => {
     const { key } = await createKey('public', 'service_role', uniqueName('pubop'));
     const victim = await tenantSchema('adminsql');
-    const { plantCanary, sightings } = await import('#test/security/tenant');
-    await withAdminClient((c) =>
-      c
-        .query(plantCanary('public_canary_x').replace(/"public_canary_x"/g, `"${victim}"`))
-        .catch(() => undefined),
-    );
     const planted = [
       await sqlAs(
         key,

@@ -2,8 +2,7 @@ import { handler as query } from '#functions/query';
 import { handler as tables } from '#functions/tables';
 import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
-import { asTenant, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { asTenant, backendsStillRunning, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
 import { call, httpEvent, lambdaContext } from '#test/support/http';
 
 /** Ceilings a key holder cannot raise: result size, statement time, export size. */
@@ -67,21 +66,8 @@ describe('result size', () => {
 });
 
 describe('statement time', () => {
-  /** Statements still running pg_sleep(7.77): polled, as a cancel lands a moment after the reply. */
-  const sleepers = () =>
-    withAdminClient(async (c) => {
-      const running = async () =>
-        Number(
-          (
-            await c.query(
-              "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%pg_sleep(7.77)%' AND state = 'active' AND pid <> pg_backend_pid()",
-            )
-          ).rows[0].n,
-        );
-      let n = await running();
-      for (let tries = 0; tries < 500 && n > 0; tries++) n = await running();
-      return n;
-    });
+  /** Statements still running pg_sleep(7.77). */
+  const sleepers = () => backendsStillRunning("query LIKE '%pg_sleep(7.77)%' AND state = 'active'", 500);
 
   it('a statement past QUERY_TIMEOUT_MS ends as the JSON Query timeout error', async () => {
     process.env.QUERY_TIMEOUT_MS = '300';

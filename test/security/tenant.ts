@@ -112,3 +112,22 @@ export function expectTenantRightsOnly(seen: Sighting[]): void {
     expect(sighting).toEqual({ who: expect.not.stringMatching(`^${serviceRole()}$`), internal: false });
   }
 }
+
+/**
+ * How many backends still match `where` (a condition on pg_stat_activity), polled until none do
+ * or the tries run out: a cancel or terminate lands a moment after the reply.
+ */
+export const backendsStillRunning = (where: string, tries = 2000) =>
+  withAdminClient(async (c) => {
+    const count = async () =>
+      Number(
+        (
+          await c.query(
+            `SELECT count(*) AS n FROM pg_stat_activity WHERE ${where} AND pid <> pg_backend_pid()`,
+          )
+        ).rows[0].n,
+      );
+    let n = await count();
+    for (let tried = 0; tried < tries && n > 0; tried++) n = await count();
+    return n;
+  });
