@@ -4,10 +4,12 @@
  * and database behind an HTTPS listener) against a trivial handler on the same kind of listener;
  * and 10 machines racing for a license with 5 slots, many times: how many win each run.
  */
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import { startTemporaryPostgres } from '../bin/embedded-postgres';
+import { newSigningKey } from '../lib/license/lease';
 import { handler } from '../license-server/functions/license';
 import { closeLicenseDatabase, licenseDatabase } from '../license-server/lib/db';
 import { activate, issueLicense } from '../license-server/lib/store';
@@ -69,6 +71,8 @@ async function main() {
   // The benchmark is one client hammering one key: lift the abuse limits for it.
   process.env.LICENSE_SERVER_RATE_PER_ADDRESS = '100000000';
   process.env.LICENSE_SERVER_RATE_PER_KEY = '100000000';
+  // Every answer is signed, as in production: the figure includes the Ed25519 signature.
+  process.env.LICENSE_SERVER_SIGNING_KEY = newSigningKey().privateKey;
   // autocannon checks certificates against Node's trust store; the test CA is private.
   process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
   try {
@@ -94,7 +98,11 @@ async function main() {
       headers: { 'content-type': 'application/json' },
       body: '{"valid":true}',
     }));
-    const body = JSON.stringify({ licenseKey: license.licenseKey, machineId: 'bench-machine' });
+    const body = JSON.stringify({
+      licenseKey: license.licenseKey,
+      machineId: 'bench-machine',
+      nonce: randomBytes(16).toString('hex'),
+    });
     const samples = {
       trivial: [] as Awaited<ReturnType<typeof load>>[],
       validate: [] as Awaited<ReturnType<typeof load>>[],
@@ -131,11 +139,15 @@ async function main() {
       });
       const results = await Promise.all(
         Array.from({ length: 10 }, (_, i) =>
-          activate(db, {
-            licenseKey: contested.licenseKey,
-            machineId: `race-${race}-${i}`,
-            email: 'race@example.com',
-          }),
+          activate(
+            db,
+            {
+              licenseKey: contested.licenseKey,
+              machineId: `race-${race}-${i}`,
+              email: 'race@example.com',
+            },
+            { now: new Date(), signer: undefined, staleAfterMs: 72 * 3_600_000 },
+          ),
         ),
       );
       winners.push(results.filter((r) => r.success).length);

@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
+import { newSigningKey } from '#lib/license/lease';
 import { closeLicenseDatabase, licenseDatabase } from '../license-server/lib/db';
 import {
   deactivate,
@@ -22,8 +23,10 @@ export const HELP = `Usage: license-admin <command> [options]
   show KEY                             one license and its activated machines
   revoke KEY                           the key stops validating
   deactivate KEY MACHINE_ID            frees that machine's deployment slot
+  signing-key new                      a new Ed25519 key pair for signing leases
 
-Needs LICENSE_SERVER_DATABASE_URL.`;
+Trials need --expires-at; dates must be in the future. Keys are stored only as hashes: the key is
+printed once, by issue. Needs LICENSE_SERVER_DATABASE_URL (signing-key new needs nothing).`;
 
 interface Io {
   out: (line: string) => void;
@@ -32,7 +35,7 @@ interface Io {
 
 const line = (l: License) =>
   [
-    l.licenseKey,
+    `${l.keyPrefix}…`,
     l.email,
     l.type,
     l.status,
@@ -42,7 +45,7 @@ const line = (l: License) =>
 
 class UsageError extends Error {}
 
-function issueOptions(args: string[]) {
+function issueOptions(args: string[], now: Date) {
   const { values } = parseArgs({
     args,
     options: {
@@ -60,6 +63,9 @@ function issueOptions(args: string[]) {
   const expiresAt = values['expires-at'] ? new Date(values['expires-at']) : null;
   if (expiresAt && Number.isNaN(expiresAt.getTime()))
     throw new UsageError('--expires-at must be an ISO 8601 date');
+  if (expiresAt && expiresAt <= now) throw new UsageError('--expires-at must be in the future');
+  if (values.type === 'trial' && !expiresAt)
+    throw new UsageError('a trial needs --expires-at (a trial without an expiry would never end)');
   return { email: values.email, type: values.type, maxDeployments, expiresAt } as const;
 }
 
@@ -88,11 +94,23 @@ async function deactivateMachine(db: pg.Pool, [key, machineId]: string[], io: Io
   return 0;
 }
 
+/** The private key goes to the license server's secrets; the public line into lib/license/lease.ts. */
+function newKeyPair(args: string[], io: Io): number {
+  if (args[0] !== 'new') throw new UsageError('usage: signing-key new');
+  const { privateKey, trusted } = newSigningKey();
+  io.out(`LICENSE_SERVER_SIGNING_KEY=${privateKey}`);
+  io.out('');
+  io.out('# add to TRUSTED_KEYS in lib/license/lease.ts, then release the service:');
+  io.out(`  { id: '${trusted.id}', publicKey: '${trusted.publicKey}' },`);
+  return 0;
+}
+
 async function command(name: string, args: string[], io: Io): Promise<number> {
+  if (name === 'signing-key') return newKeyPair(args, io);
   const db = await licenseDatabase();
   switch (name) {
     case 'issue':
-      io.out((await issueLicense(db, issueOptions(args))).licenseKey);
+      io.out((await issueLicense(db, issueOptions(args, new Date()))).licenseKey);
       return 0;
     case 'list':
       for (const license of await listLicenses(db)) io.out(line(license));

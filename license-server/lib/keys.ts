@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { licenseKeyHash, normalizeLicenseKey } from '#lib/license/lease';
 
 /** Crockford's base32: no I, L, O or U, so a key read aloud or retyped survives. */
 const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -11,7 +12,13 @@ export function newLicenseKey(): string {
 }
 
 /** Keys are compared in one spelling: upper case, no surrounding spaces. */
-export const normalizeKey = (key: string) => key.trim().toUpperCase();
+export const normalizeKey = normalizeLicenseKey;
+
+/** The store keeps only this and a display prefix: a copy of the database gives away no key. */
+export const keyHash = licenseKeyHash;
+
+/** What lists show of a key: `DBA-HJQHA…`, enough to tell keys apart, useless to activate. */
+export const keyPrefix = (key: string) => normalizeKey(key).slice(0, 9);
 
 /** Emails match regardless of case and surrounding spaces. */
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();

@@ -1,26 +1,35 @@
+import type pg from 'pg';
+import { RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
 import { ApiError } from '#lib/errors';
 
-/** Fixed one-minute windows per key (client address, license key), kept in this container. */
+/**
+ * Per-minute limits kept in the license server's database (rate-limiter-flexible's PostgreSQL
+ * store, table made by the store's migration), so every container and every Lambda instance
+ * counts against the same budget.
+ */
 export class RateLimiter {
-  private readonly windows = new Map<string, { start: number; count: number }>();
+  private readonly limiter: RateLimiterPostgres;
 
-  constructor(
-    private readonly perMinute: number,
-    private readonly clock: () => number = Date.now,
-  ) {}
+  constructor(db: pg.Pool, name: string, perMinute: number) {
+    this.limiter = new RateLimiterPostgres({
+      storeClient: db,
+      storeType: 'pool',
+      schemaName: 'license_server',
+      tableName: 'rate_limits',
+      tableCreated: true,
+      keyPrefix: name,
+      points: perMinute,
+      duration: 60,
+    });
+  }
 
-  /** Counts one request; throws 429 with Retry-After when the window is full. */
-  take(key: string): void {
-    const now = this.clock();
-    const window = this.windows.get(key);
-    if (!window || now - window.start >= 60_000) {
-      if (this.windows.size > 100_000) this.windows.clear();
-      this.windows.set(key, { start: now, count: 1 });
-      return;
-    }
-    window.count++;
-    if (window.count > this.perMinute) {
-      const retryAfter = Math.max(1, Math.ceil((window.start + 60_000 - now) / 1000));
+  /** Counts one request; throws 429 with Retry-After when the minute's budget is spent. */
+  async take(key: string): Promise<void> {
+    try {
+      await this.limiter.consume(key);
+    } catch (outcome) {
+      if (!(outcome instanceof RateLimiterRes)) throw outcome;
+      const retryAfter = Math.max(1, Math.ceil(outcome.msBeforeNext / 1000));
       throw new ApiError(429, 'Too many requests', `slow down: try again in ${retryAfter} s`, {
         headers: { 'Retry-After': String(retryAfter) },
       });

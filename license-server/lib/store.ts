@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { Migration, MigrationTarget } from '#lib/db/migrations';
 import { withTransaction } from '#lib/db/pool';
-import { newLicenseKey, normalizeEmail, normalizeKey } from './keys';
+import { type LeasePayload, type SignedLease, signLease } from '#lib/license/lease';
+import { keyHash, keyPrefix, newLicenseKey, normalizeEmail } from './keys';
 
 export const STORE_TARGET: MigrationTarget = { schema: 'license_server' };
 
@@ -29,11 +30,35 @@ export const STORE_MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (license_id, machine_id)
       )`,
   },
+  {
+    id: 2,
+    name: 'hashed keys, lease sequence, shared rate limits',
+    // Keys are kept as SHA-256 of their normalized spelling plus a display prefix. The rate-limit
+    // table is rate-limiter-flexible's PostgreSQL layout, shared by every container.
+    sql: `
+      ALTER TABLE license_server.licenses ADD COLUMN key_hash text, ADD COLUMN key_prefix text;
+      UPDATE license_server.licenses
+         SET key_hash = encode(sha256(convert_to(upper(btrim(license_key)), 'UTF8')), 'hex'),
+             key_prefix = left(upper(btrim(license_key)), 9);
+      ALTER TABLE license_server.licenses
+        ALTER COLUMN key_hash SET NOT NULL,
+        ALTER COLUMN key_prefix SET NOT NULL,
+        ADD CONSTRAINT licenses_key_hash_key UNIQUE (key_hash),
+        DROP COLUMN license_key;
+      CREATE SEQUENCE license_server.lease_seq;
+      CREATE TABLE license_server.rate_limits (
+        key    varchar(255) PRIMARY KEY,
+        points integer NOT NULL DEFAULT 0,
+        expire bigint
+      )`,
+  },
 ];
 
 export interface License {
   id: number;
-  licenseKey: string;
+  /** `DBA-XXXXX`: the key itself is never stored, only its hash. */
+  keyPrefix: string;
+  keyHash: string;
   email: string;
   status: 'active' | 'revoked';
   type: 'trial' | 'paid';
@@ -45,11 +70,15 @@ export interface License {
 }
 
 const SELECT_LICENSE = `
-  SELECT l.id, l.license_key AS "licenseKey", l.email, l.status, l.type, l.expires_at AS "expiresAt",
-         l.max_deployments AS "maxDeployments", l.created_at AS "createdAt", l.activated_at AS "activatedAt",
+  SELECT l.id, l.key_prefix AS "keyPrefix", l.key_hash AS "keyHash", l.email, l.status, l.type,
+         l.expires_at AS "expiresAt", l.max_deployments AS "maxDeployments", l.created_at AS "createdAt",
+         l.activated_at AS "activatedAt",
          coalesce((SELECT array_agg(a.machine_id ORDER BY a.first_seen_at) FROM license_server.activations a
                     WHERE a.license_id = l.id), '{}') AS "machineIds"
     FROM license_server.licenses l`;
+
+/** Offline grace a lease grants past the server's answer (SPEC.md: 3 days trial, 7 days paid). */
+const GRACE_MS = { trial: 3 * 86_400_000, paid: 7 * 86_400_000 } as const;
 
 export interface IssueInput {
   email: string;
@@ -58,13 +87,26 @@ export interface IssueInput {
   expiresAt: Date | null;
 }
 
-export async function issueLicense(db: pg.Pool, input: IssueInput): Promise<License> {
+/** A new license; its key is in the answer and nowhere else. */
+export async function issueLicense(
+  db: pg.Pool,
+  input: IssueInput,
+): Promise<License & { licenseKey: string }> {
+  const licenseKey = newLicenseKey();
   const { rows } = await db.query<{ id: number }>(
-    `INSERT INTO license_server.licenses (license_key, email, type, max_deployments, expires_at)
-     VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-    [newLicenseKey(), input.email.trim(), input.type, input.maxDeployments, input.expiresAt],
+    `INSERT INTO license_server.licenses (key_hash, key_prefix, email, type, max_deployments, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+    [
+      keyHash(licenseKey),
+      keyPrefix(licenseKey),
+      input.email.trim(),
+      input.type,
+      input.maxDeployments,
+      input.expiresAt,
+    ],
   );
-  return (await findById(db, rows[0]?.id ?? 0)) as License;
+  const license = (await findById(db, rows[0]?.id ?? 0)) as License;
+  return { ...license, licenseKey };
 }
 
 async function findById(db: pg.Pool | pg.ClientBase, id: number): Promise<License | undefined> {
@@ -75,12 +117,8 @@ async function findById(db: pg.Pool | pg.ClientBase, id: number): Promise<Licens
 export async function findLicense(
   db: pg.Pool | pg.ClientBase,
   licenseKey: string,
-  lock = false,
 ): Promise<License | undefined> {
-  const { rows } = await db.query<License>(
-    `${SELECT_LICENSE} WHERE l.license_key = $1${lock ? ' FOR UPDATE OF l' : ''}`,
-    [normalizeKey(licenseKey)],
-  );
+  const { rows } = await db.query<License>(`${SELECT_LICENSE} WHERE l.key_hash = $1`, [keyHash(licenseKey)]);
   return rows[0];
 }
 
@@ -96,74 +134,167 @@ const usable = (license: License | undefined, now: Date): license is License =>
 const sameOwner = (license: License, email: string | undefined) =>
   email === undefined || normalizeEmail(email) === normalizeEmail(license.email);
 
+/** Signs answers when the server has a signing key (LICENSE_SERVER_SIGNING_KEY). */
+export type Signer = Parameters<typeof signLease>[0] | undefined;
+
+interface LeaseRequest {
+  licenseKey: string;
+  machineId?: string | undefined;
+  nonce?: string | undefined;
+}
+
+/** The lease for an answer: only for a client that named its machine and sent a nonce. */
+async function lease(
+  db: pg.Pool | pg.ClientBase,
+  signer: Signer,
+  request: LeaseRequest,
+  answer: Pick<LeasePayload, 'valid' | 'activated' | 'type' | 'expiresAt'>,
+  now: Date,
+): Promise<{ lease?: SignedLease }> {
+  if (!signer || !request.machineId || !request.nonce) return {};
+  const { rows } = await db.query<{ seq: string }>(`SELECT nextval('license_server.lease_seq') AS seq`);
+  const good = answer.valid && answer.activated && answer.type !== null;
+  const notAfter = new Date(now.getTime() + (good && answer.type ? GRACE_MS[answer.type] : 0));
+  return {
+    lease: signLease(signer, {
+      v: 1,
+      nonce: request.nonce,
+      keyHash: keyHash(request.licenseKey),
+      machineId: request.machineId,
+      serverTime: now.toISOString(),
+      ...answer,
+      notAfter: notAfter.toISOString(),
+      seq: Number(rows[0]?.seq),
+    }),
+  };
+}
+
+export interface Clocked {
+  now: Date;
+  signer: Signer;
+}
+
+/**
+ * Is the key good (and the email its owner's), and does this machine hold a slot? A machine that
+ * asks is seen: its slot's `last_seen_at` moves (the heartbeat that keeps a slot from being freed).
+ */
 export async function validate(
   db: pg.Pool,
-  input: { licenseKey: string; machineId?: string; email?: string },
-  now = new Date(),
+  input: LeaseRequest & { email?: string | undefined },
+  { now, signer }: Clocked,
 ) {
   const license = await findLicense(db, input.licenseKey);
-  if (!usable(license, now)) {
-    return {
-      valid: false,
-      activated: false,
-      message: 'License key not found or inactive',
-      type: null,
-      expiresAt: null,
-    };
-  }
-  if (!sameOwner(license, input.email)) {
-    return { valid: false, activated: false, message: 'Email mismatch', type: null, expiresAt: null };
-  }
-  const activated = input.machineId === undefined ? undefined : license.machineIds.includes(input.machineId);
-  if (activated) {
-    await db.query(
-      'UPDATE license_server.activations SET last_seen_at = now() WHERE license_id = $1 AND machine_id = $2',
-      [license.id, input.machineId],
+  const refused = async (message: string) => ({
+    valid: false,
+    activated: false,
+    message,
+    type: null,
+    expiresAt: null,
+    ...(await lease(db, signer, input, { valid: false, activated: false, type: null, expiresAt: null }, now)),
+  });
+  if (!usable(license, now)) return refused('License key not found or inactive');
+  if (!sameOwner(license, input.email)) return refused('Email mismatch');
+  let activated: boolean | undefined;
+  if (input.machineId !== undefined) {
+    const seen = await db.query(
+      'UPDATE license_server.activations SET last_seen_at = $3 WHERE license_id = $1 AND machine_id = $2',
+      [license.id, input.machineId, now],
     );
+    activated = seen.rowCount === 1;
   }
+  const expiresAt = license.expiresAt?.toISOString() ?? null;
   return {
     valid: true,
     ...(activated === undefined ? {} : { activated }),
     message: 'License is valid',
     type: license.type,
-    expiresAt: license.expiresAt?.toISOString() ?? null,
+    expiresAt,
+    ...(await lease(
+      db,
+      signer,
+      input,
+      { valid: true, activated: activated === true, type: license.type, expiresAt },
+      now,
+    )),
   };
 }
 
 /**
  * Adds the machine to the license's deployments. The license row is locked for the count and the
- * insert, so parallel activations never exceed max_deployments.
+ * insert, so parallel activations never exceed max_deployments. When every slot is taken, slots
+ * whose machine has not been seen for `staleAfterMs` are freed first, and the answer says so.
  */
 export async function activate(
   db: pg.Pool,
-  input: { licenseKey: string; machineId: string; email: string },
-  now = new Date(),
+  input: LeaseRequest & { machineId: string; email: string },
+  { now, signer, staleAfterMs }: Clocked & { staleAfterMs: number },
 ) {
   return withTransaction(db, async (client) => {
     // Lock first, then read the activations in a statement of their own: under READ COMMITTED it
     // sees every activation committed before the lock was granted.
-    await client.query('SELECT 1 FROM license_server.licenses WHERE license_key = $1 FOR UPDATE', [
-      normalizeKey(input.licenseKey),
+    await client.query('SELECT 1 FROM license_server.licenses WHERE key_hash = $1 FOR UPDATE', [
+      keyHash(input.licenseKey),
     ]);
-    const license = await findLicense(client, input.licenseKey);
+    let license = await findLicense(client, input.licenseKey);
     if (!usable(license, now)) return { success: false, message: 'Invalid license' };
     if (!sameOwner(license, input.email)) return { success: false, message: 'Email mismatch' };
-    if (license.machineIds.includes(input.machineId)) return { success: true, message: 'Already activated' };
+    const granted = async (message: string, extra: object = {}) => ({
+      success: true,
+      message,
+      ...extra,
+      ...(await lease(
+        client,
+        signer,
+        input,
+        {
+          valid: true,
+          activated: true,
+          type: (license as License).type,
+          expiresAt: (license as License).expiresAt?.toISOString() ?? null,
+        },
+        now,
+      )),
+    });
+    if (license.machineIds.includes(input.machineId)) {
+      await client.query(
+        'UPDATE license_server.activations SET last_seen_at = $3 WHERE license_id = $1 AND machine_id = $2',
+        [license.id, input.machineId, now],
+      );
+      return granted('Already activated');
+    }
+    let released: string[] = [];
+    if (license.machineIds.length >= license.maxDeployments) {
+      const { rows } = await client.query<{ machine_id: string }>(
+        `DELETE FROM license_server.activations WHERE license_id = $1 AND last_seen_at < $2 RETURNING machine_id`,
+        [license.id, new Date(now.getTime() - staleAfterMs)],
+      );
+      released = rows.map((row) => row.machine_id);
+      license = { ...license, machineIds: license.machineIds.filter((id) => !released.includes(id)) };
+    }
     if (license.machineIds.length >= license.maxDeployments) {
       return {
         success: false,
         message: 'Deployment limit reached. Deactivate an existing deployment first.',
       };
     }
-    await client.query('INSERT INTO license_server.activations (license_id, machine_id) VALUES ($1, $2)', [
-      license.id,
-      input.machineId,
-    ]);
     await client.query(
-      'UPDATE license_server.licenses SET activated_at = coalesce(activated_at, now()) WHERE id = $1',
-      [license.id],
+      `INSERT INTO license_server.activations (license_id, machine_id, first_seen_at, last_seen_at) VALUES ($1, $2, $3, $3)`,
+      [license.id, input.machineId, now],
     );
-    return { success: true, message: 'License activated' };
+    await client.query(
+      'UPDATE license_server.licenses SET activated_at = coalesce(activated_at, $2) WHERE id = $1',
+      [license.id, now],
+    );
+    const hours = Math.round(staleAfterMs / 3_600_000);
+    return granted(
+      'License activated',
+      released.length > 0
+        ? {
+            released,
+            notice: `freed ${released.length} deployment slot(s) not seen for ${hours} h: ${released.join(', ')}`,
+          }
+        : {},
+    );
   });
 }
 
@@ -185,8 +316,8 @@ export async function deactivate(
 
 export async function revoke(db: pg.Pool, licenseKey: string): Promise<boolean> {
   const { rowCount } = await db.query(
-    `UPDATE license_server.licenses SET status = 'revoked' WHERE license_key = $1`,
-    [normalizeKey(licenseKey)],
+    `UPDATE license_server.licenses SET status = 'revoked' WHERE key_hash = $1`,
+    [keyHash(licenseKey)],
   );
   return rowCount === 1;
 }

@@ -1,10 +1,14 @@
+import { randomBytes } from 'node:crypto';
+import { newSigningKey, openLease } from '#lib/license/lease';
 import { call } from '#test/support/http';
-import { handler } from '../../license-server/functions/license';
+import { handler, resetLicenseServer } from '../../license-server/functions/license';
 import { closeLicenseDatabase, licenseDatabase } from '../../license-server/lib/db';
 import { issueLicense } from '../../license-server/lib/store';
 
 process.env.LICENSE_SERVER_DATABASE_URL = process.env.DATABASE_URL;
 process.env.LICENSE_SERVER_RATE_PER_KEY = '12';
+const signing = newSigningKey();
+process.env.LICENSE_SERVER_SIGNING_KEY = signing.privateKey;
 
 afterAll(closeLicenseDatabase);
 
@@ -87,6 +91,34 @@ describe('license server over HTTP', () => {
     expect(reply.text).not.toMatch(/SELECT|at .*\.ts/);
   });
 
+  it('signs the answer to a request with a nonce: the lease echoes nonce, key and machine', async () => {
+    const key = await issue();
+    const nonce = randomBytes(16).toString('hex');
+
+    const activated = await post('/api/license/activate', {
+      licenseKey: key,
+      machineId: 'signed-1',
+      email: 'owner@example.com',
+      nonce,
+    });
+    const validated = await post('/api/license/validate', { licenseKey: key, machineId: 'signed-1', nonce });
+
+    for (const reply of [activated, validated]) {
+      expect(openLease(reply.body.lease, [signing.trusted])).toMatchObject({
+        nonce,
+        machineId: 'signed-1',
+        keyHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+        valid: true,
+        activated: true,
+        type: 'paid',
+      });
+      expect(openLease(reply.body.lease, [newSigningKey().trusted])).toBeUndefined();
+    }
+    expect((await post('/api/license/validate', { licenseKey: key, nonce: 'abc' })).body.message).toMatch(
+      /nonce must be 32 lowercase hex/,
+    );
+  });
+
   it('limits requests per key with 429 and Retry-After', async () => {
     const key = await issue();
     const replies = [];
@@ -96,5 +128,20 @@ describe('license server over HTTP', () => {
     expect(replies[12]?.status).toBe(429);
     expect(Number(replies[12]?.headers['Retry-After'])).toBeGreaterThan(0);
     expect((await post('/api/license/validate', { licenseKey: await issue() })).status).toBe(200);
+  });
+
+  it('shares the limit between containers through the database, and stores no key in clear', async () => {
+    const key = await issue();
+    const statuses = [];
+    for (let i = 0; i < 13; i++) {
+      resetLicenseServer(); // every request lands on a freshly started container
+      statuses.push((await post('/api/license/validate', { licenseKey: key })).status);
+    }
+    const { rows } = await (await licenseDatabase()).query('SELECT key FROM license_server.rate_limits');
+
+    expect(statuses.filter((status) => status === 429)).toEqual([429]);
+    expect(statuses[12]).toBe(429);
+    expect(rows.length).toBeGreaterThan(0);
+    expect(JSON.stringify(rows)).not.toContain(key);
   });
 });

@@ -24,6 +24,11 @@ beforeAll(async () => {
 });
 afterAll(() => db.end());
 
+const NOW = new Date();
+/** The clock and no signer: the store's own rules (signing is tested in test/security/licensee). */
+const at = (now: Date = NOW) => ({ now, signer: undefined });
+const seat = (now: Date = NOW) => ({ ...at(now), staleAfterMs: 72 * 3_600_000 });
+
 const paid = (maxDeployments = 5) =>
   issueLicense(db, { email: 'Owner@Example.com', type: 'paid', maxDeployments, expiresAt: null });
 
@@ -40,14 +45,16 @@ describe('license store', () => {
   it('validates a good key, with the email compared ignoring case and spaces', async () => {
     const license = await paid();
 
-    expect(await validate(db, { licenseKey: license.licenseKey, email: '  owner@EXAMPLE.com ' })).toEqual({
+    expect(
+      await validate(db, { licenseKey: license.licenseKey, email: '  owner@EXAMPLE.com ' }, at()),
+    ).toEqual({
       valid: true,
       message: 'License is valid',
       type: 'paid',
       expiresAt: null,
     });
     expect(
-      await validate(db, { licenseKey: license.licenseKey.toLowerCase(), machineId: 'm1' }),
+      await validate(db, { licenseKey: license.licenseKey.toLowerCase(), machineId: 'm1' }, at()),
     ).toMatchObject({
       valid: true,
       activated: false,
@@ -58,13 +65,18 @@ describe('license store', () => {
     const license = await paid();
     await revoke(db, license.licenseKey);
 
-    const revoked = await validate(db, { licenseKey: license.licenseKey });
-    const unknown = await validate(db, { licenseKey: 'DBA-NOPE' });
+    const revoked = await validate(db, { licenseKey: license.licenseKey }, at());
+    const unknown = await validate(db, { licenseKey: 'DBA-NOPE' }, at());
 
     expect(revoked).toEqual(unknown);
     expect(
-      (await activate(db, { licenseKey: license.licenseKey, machineId: 'm', email: 'owner@example.com' }))
-        .message,
+      (
+        await activate(
+          db,
+          { licenseKey: license.licenseKey, machineId: 'm', email: 'owner@example.com' },
+          seat(),
+        )
+      ).message,
     ).toBe('Invalid license');
   });
 
@@ -77,10 +89,10 @@ describe('license store', () => {
     });
 
     expect(
-      (await validate(db, { licenseKey: license.licenseKey }, new Date('2026-01-02T00:00:00Z'))).valid,
+      (await validate(db, { licenseKey: license.licenseKey }, at(new Date('2026-01-02T00:00:00Z')))).valid,
     ).toBe(false);
     expect(
-      (await validate(db, { licenseKey: license.licenseKey }, new Date('2025-12-31T00:00:00Z'))).valid,
+      (await validate(db, { licenseKey: license.licenseKey }, at(new Date('2025-12-31T00:00:00Z')))).valid,
     ).toBe(true);
   });
 
@@ -88,9 +100,10 @@ describe('license store', () => {
     const license = await paid();
     const input = { licenseKey: license.licenseKey, machineId: 'machine-a', email: 'owner@example.com' };
 
-    expect(await activate(db, input)).toEqual({ success: true, message: 'License activated' });
-    expect(await activate(db, input)).toEqual({ success: true, message: 'Already activated' });
-    expect(await activate(db, { ...input, email: 'thief@example.com' })).toEqual({
+    expect(await activate(db, input, seat())).toEqual({ success: true, message: 'License activated' });
+    expect(await findLicense(db, license.licenseKey)).not.toHaveProperty('licenseKey');
+    expect(await activate(db, input, seat())).toEqual({ success: true, message: 'Already activated' });
+    expect(await activate(db, { ...input, email: 'thief@example.com' }, seat())).toEqual({
       success: false,
       message: 'Email mismatch',
     });
@@ -103,11 +116,11 @@ describe('license store', () => {
 
       const results = await Promise.all(
         Array.from({ length: 10 }, (_, i) =>
-          activate(db, {
-            licenseKey: license.licenseKey,
-            machineId: `race-${run}-${i}`,
-            email: 'owner@example.com',
-          }),
+          activate(
+            db,
+            { licenseKey: license.licenseKey, machineId: `race-${run}-${i}`, email: 'owner@example.com' },
+            seat(),
+          ),
         ),
       );
 
@@ -122,9 +135,10 @@ describe('license store', () => {
   it('frees a slot on deactivation, so another machine can activate', async () => {
     const license = await paid(1);
     const owner = 'owner@example.com';
-    await activate(db, { licenseKey: license.licenseKey, machineId: 'old', email: owner });
+    await activate(db, { licenseKey: license.licenseKey, machineId: 'old', email: owner }, seat());
     expect(
-      (await activate(db, { licenseKey: license.licenseKey, machineId: 'new', email: owner })).success,
+      (await activate(db, { licenseKey: license.licenseKey, machineId: 'new', email: owner }, seat()))
+        .success,
     ).toBe(false);
 
     expect(await deactivate(db, { licenseKey: license.licenseKey, machineId: 'old', email: owner })).toEqual({
@@ -132,7 +146,39 @@ describe('license store', () => {
       message: 'Deployment deactivated',
     });
     expect(
-      (await activate(db, { licenseKey: license.licenseKey, machineId: 'new', email: owner })).success,
+      (await activate(db, { licenseKey: license.licenseKey, machineId: 'new', email: owner }, seat()))
+        .success,
     ).toBe(true);
+  });
+
+  it('frees a slot not seen for 72 hours when another machine needs it, and says so', async () => {
+    const license = await paid(1);
+    const owner = 'owner@example.com';
+    const t0 = new Date('2026-05-01T00:00:00Z');
+    const later = (hours: number) => new Date(t0.getTime() + hours * 3_600_000);
+    await activate(db, { licenseKey: license.licenseKey, machineId: 'gone', email: owner }, seat(t0));
+    await validate(db, { licenseKey: license.licenseKey, machineId: 'gone' }, at(later(10)));
+
+    const early = await activate(
+      db,
+      { licenseKey: license.licenseKey, machineId: 'new', email: owner },
+      seat(later(81)),
+    );
+    const late = await activate(
+      db,
+      { licenseKey: license.licenseKey, machineId: 'new', email: owner },
+      seat(later(83)),
+    );
+
+    expect(early.success).toBe(false);
+    expect(late).toMatchObject({
+      success: true,
+      message: 'License activated',
+      released: ['gone'],
+      notice: expect.stringMatching(/not seen for 72 h/),
+    });
+    expect(
+      (await validate(db, { licenseKey: license.licenseKey, machineId: 'gone' }, at(later(84)))).activated,
+    ).toBe(false);
   });
 });

@@ -1,10 +1,15 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { newSigningKey, type TrustedKey } from '#lib/license/lease';
 import { httpEvent, lambdaContext } from '#test/support/http';
 import { makeTestTls, type TestTls } from '#test/support/tls';
-import { handler } from '../../license-server/functions/license';
+import { handler, resetLicenseServer } from '../../license-server/functions/license';
+import { serverClock } from '../../license-server/lib/clock';
 import { closeLicenseDatabase, licenseDatabase } from '../../license-server/lib/db';
 import { issueLicense, revoke } from '../../license-server/lib/store';
+
+// Answers are rewritten freely by attacks.
+type Body = any;
 
 /**
  * The real license server (license-server/: its handler, store and database) behind an HTTPS
@@ -15,9 +20,26 @@ export class TestLicenseServer {
   tls!: TestTls;
   url = '';
   requests = 0;
+  /** This run's signing key: the service under test trusts `trustedKeys`, nothing else. */
+  readonly signing = newSigningKey();
+  /** Rewrites an answer before it leaves, as a man in the middle or a fake server would. */
+  intercept: ((body: Body, path: string) => Body) | undefined;
 
-  constructor() {
+  constructor(options: { clock?: () => Date } = {}) {
     process.env.LICENSE_SERVER_DATABASE_URL ??= process.env.DATABASE_URL;
+    this.sign(true);
+    if (options.clock) serverClock.now = options.clock;
+  }
+
+  get trustedKeys(): readonly TrustedKey[] {
+    return [this.signing.trusted];
+  }
+
+  /** Signs answers (our server) or not (a server that follows SPEC.md only). */
+  sign(on: boolean): void {
+    if (on) process.env.LICENSE_SERVER_SIGNING_KEY = this.signing.privateKey;
+    else delete process.env.LICENSE_SERVER_SIGNING_KEY;
+    resetLicenseServer();
   }
 
   async issue(
@@ -56,7 +78,13 @@ export class TestLicenseServer {
           headers: Record<string, string>;
           body: string;
         };
-        res.writeHead(reply.statusCode, reply.headers).end(reply.body);
+        let body = reply.body;
+        if (this.intercept) {
+          body = JSON.stringify(this.intercept(JSON.parse(body), req.url ?? '/'));
+          delete reply.headers['Content-Length'];
+          delete reply.headers['content-length'];
+        }
+        res.writeHead(reply.statusCode, reply.headers).end(body);
       });
     });
     const port = this.url ? Number(new URL(this.url).port) : 0;
@@ -76,6 +104,8 @@ export class TestLicenseServer {
   /** Stops the listener and closes the server's database pool (afterAll). */
   async close(): Promise<void> {
     await this.stop();
+    resetLicenseServer();
+    serverClock.now = () => new Date();
     await closeLicenseDatabase();
   }
 }
