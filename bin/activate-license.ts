@@ -1,6 +1,7 @@
 /**
  * activate-license --key KEY --email EMAIL [--server-url URL]
  * Validates the key, activates this machine, saves the license file, prints type and expiry.
+ * activate-license --deactivate [--server-url URL]: frees this machine's slot.
  */
 import { parseArgs } from 'node:util';
 import { type Config, loadConfig } from '#lib/config';
@@ -8,13 +9,16 @@ import { migrate } from '#lib/db/migrations';
 import { createPool, withClient } from '#lib/db/pool';
 import { activateLicense, describeExpiry } from '#lib/license/activation';
 import { createLicensing } from '#lib/license/index';
+import type { Licensing } from '#lib/license/licensing';
 
 export const HELP = `Usage: activate-license --key KEY --email EMAIL [--server-url URL]
+       activate-license --deactivate [--server-url URL]
 
-Activates a dbadmin license on this machine (container).
+Activates a dbadmin license on this machine (container), or frees its deployment slot.
 
-  -k, --key         license key (required)
-  -e, --email       the email the license was bought with (required)
+  -k, --key         license key (required to activate)
+  -e, --email       the email the license was bought with (required to activate)
+  -d, --deactivate  free this machine's slot at the license server and forget the license here
   -s, --server-url  license server, instead of LICENSE_SERVER_URL (https:// only)
   -h, --help        show this help
 
@@ -25,8 +29,25 @@ interface Io {
   err: (line: string) => void;
 }
 
+/** The service's licensing on its own pool (migrated), for one piece of work, then closed. */
+export async function withLicensing<T>(
+  config: Config,
+  work: (licensing: Licensing) => Promise<T>,
+): Promise<T> {
+  const db = createPool(config, {
+    applicationName: 'dbadmin-activate-license',
+    settings: { search_path: 'pg_catalog, pg_temp' },
+  });
+  try {
+    await withClient(db, (client) => migrate(client));
+    return await work(createLicensing(config, db));
+  } finally {
+    await db.end();
+  }
+}
+
 export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promise<number> {
-  let values: { key?: string; email?: string; 'server-url'?: string; help?: boolean };
+  let values: { key?: string; email?: string; 'server-url'?: string; help?: boolean; deactivate?: boolean };
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -34,6 +55,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promi
         key: { type: 'string', short: 'k' },
         email: { type: 'string', short: 'e' },
         'server-url': { type: 'string', short: 's' },
+        deactivate: { type: 'boolean', short: 'd' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -46,7 +68,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promi
     return 0;
   }
   const missing = [!values.key && '--key', !values.email && '--email'].filter(Boolean);
-  if (missing.length > 0 || !values.key || !values.email) {
+  if (!values.deactivate && (missing.length > 0 || !values.key || !values.email)) {
     io.err(`activate-license: missing ${missing.join(' and ')}\n\n${HELP}`);
     return 2;
   }
@@ -60,24 +82,24 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promi
     io.err(`activate-license: ${(error as Error).message}`);
     return 1;
   }
-  const db = createPool(config, {
-    applicationName: 'dbadmin-activate-license',
-    settings: { search_path: 'pg_catalog, pg_temp' },
-  });
+  const { key, email, deactivate } = values;
   try {
-    await withClient(db, (client) => migrate(client));
-    const result = await activateLicense(createLicensing(config, db), values.key, values.email);
-    if (!result.success) {
-      io.err(`activate-license: ${result.message}`);
-      return 1;
-    }
-    io.out(`License activated (${result.message}): type ${result.type}, ${describeExpiry(result)}`);
-    return 0;
+    return await withLicensing(config, async (licensing) => {
+      if (deactivate || !key || !email) {
+        const freed = await licensing.deactivate();
+        if (freed.success) io.out(`License deactivated (${freed.message}): this machine's slot is free`);
+        else io.err(`activate-license: ${freed.message}`);
+        return freed.success ? 0 : 1;
+      }
+      const result = await activateLicense(licensing, key, email);
+      if (result.success)
+        io.out(`License activated (${result.message}): type ${result.type}, ${describeExpiry(result)}`);
+      else io.err(`activate-license: ${result.message}`);
+      return result.success ? 0 : 1;
+    });
   } catch (error) {
     io.err(`activate-license: ${(error as Error).message}`);
     return 1;
-  } finally {
-    await db.end();
   }
 }
 

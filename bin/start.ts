@@ -5,6 +5,9 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { loadConfig } from '#lib/config';
+import { activateFromEnvironment } from '#lib/license/activation';
+import { withLicensing } from './activate-license';
 import { startEmbeddedPostgres } from './embedded-postgres';
 import { runOffline } from './offline';
 
@@ -79,12 +82,31 @@ async function main(): Promise<void> {
     env.DATABASE_URL = database.url;
   }
 
+  await activateAtStart(env);
   await runOffline({
     port: env.PORT ?? '3000',
     host: env.HOST ?? '127.0.0.1',
     env,
     cleanup: async () => database?.stop(),
   });
+}
+
+/**
+ * SPEC.md's startup activation, before the host serves: LICENSE_KEY + LICENSE_EMAIL activate this
+ * machine, then leave the environment the functions get. A failure is reported and the service
+ * starts anyway, so the API and the CLI can still activate.
+ */
+async function activateAtStart(env: NodeJS.ProcessEnv): Promise<void> {
+  if (!env.LICENSE_KEY || !env.LICENSE_EMAIL) return;
+  try {
+    const config = await loadConfig(env);
+    await withLicensing(config, (licensing) => activateFromEnvironment(licensing, config, env));
+  } catch (error) {
+    console.warn(`dbadmin: license activation at start failed: ${(error as Error).message}`);
+  } finally {
+    delete env.LICENSE_KEY;
+    delete env.LICENSE_EMAIL;
+  }
 }
 
 main().catch((error: unknown) => {

@@ -3,7 +3,7 @@ import { ApiError } from '#lib/errors';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { getLicensing } from '#lib/license/index';
-import { TrialRefused } from '#lib/license/licensing';
+import { NotActivated, TrialRefused } from '#lib/license/licensing';
 import type { LicenseState } from '#lib/license/state';
 
 const email = z.string().trim().email('email must be an email address');
@@ -20,6 +20,21 @@ const statusBody = (state: LicenseState) => ({
   daysRemaining: state.daysRemaining,
   lastValidatedAt: iso(state.lastValidatedAt),
   warning: state.warning,
+  verified: state.verified,
+});
+
+const StatusBody = z.object({
+  valid: z.boolean(),
+  status: z.enum(['active', 'trial', 'grace_period', 'expired', 'invalid', 'none']),
+  type: z.enum(['trial', 'paid']).nullable(),
+  expiresAt: z.string().nullable(),
+  trialExpiresAt: z.string().nullable(),
+  gracePeriodEndsAt: z.string().nullable(),
+  daysRemaining: z.number().nullable(),
+  lastValidatedAt: z.string().nullable(),
+  warning: z.string().nullable(),
+  /** Keyed licenses: backed by an answer signed with a compiled-in key; null without one. */
+  verified: z.boolean().nullable(),
 });
 
 export const routes = [
@@ -28,18 +43,31 @@ export const routes = [
     path: '/api/license/status',
     summary: 'License status: active, trial, grace_period, expired, invalid or none',
     access: 'public',
-    response: z.object({
-      valid: z.boolean(),
-      status: z.enum(['active', 'trial', 'grace_period', 'expired', 'invalid', 'none']),
-      type: z.enum(['trial', 'paid']).nullable(),
-      expiresAt: z.string().nullable(),
-      trialExpiresAt: z.string().nullable(),
-      gracePeriodEndsAt: z.string().nullable(),
-      daysRemaining: z.number().nullable(),
-      lastValidatedAt: z.string().nullable(),
-      warning: z.string().nullable(),
-    }),
+    response: StatusBody,
     handler: async () => statusBody(await (await getLicensing()).state()),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/license/refresh',
+    summary: 'Read the license data again and revalidate with the license server now; answers the status',
+    access: 'public',
+    response: StatusBody,
+    handler: async () => statusBody(await (await getLicensing()).refresh()),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/license/deactivate',
+    summary: 'Free this deployment’s slot at the license server and forget the license here (admin)',
+    access: 'admin',
+    response: z.object({ success: z.boolean(), message: z.string() }),
+    handler: async () => {
+      try {
+        return await (await getLicensing()).deactivate();
+      } catch (error) {
+        if (error instanceof NotActivated) throw new ApiError(400, 'Not activated', error.message);
+        throw error;
+      }
+    },
   }),
   defineRoute({
     method: 'POST',
@@ -61,7 +89,12 @@ export const routes = [
     summary: 'Activate a license on this deployment; check `success`',
     access: 'public',
     body: z.strictObject({ licenseKey, email }),
-    response: z.object({ valid: z.boolean(), success: z.boolean(), message: z.string() }),
+    response: z.object({
+      valid: z.boolean(),
+      success: z.boolean(),
+      message: z.string(),
+      notice: z.string().optional(),
+    }),
     handler: async ({ body }) => (await getLicensing()).activate(body.licenseKey, body.email),
   }),
   defineRoute({

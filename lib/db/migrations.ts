@@ -53,6 +53,26 @@ export const MIGRATIONS: readonly Migration[] = [
     // `closing`: the schema is being deleted; nothing may give its roles a login again.
     sql: `CREATE TABLE _dbadmin.schema_locks (schema_name text PRIMARY KEY, closing boolean NOT NULL DEFAULT false)`,
   },
+  {
+    id: 4,
+    name: 'signed leases and the database trial',
+    // The cache row keeps the last signed lease (verified again on every read), its sequence (an
+    // older lease never replaces a newer one), the clock's high-water mark and the last status.
+    // One trial per database: a row that outlives license files and machine ids.
+    sql: `
+      ALTER TABLE _dbadmin.license_cache
+        ADD COLUMN lease      text,
+        ADD COLUMN lease_seq  bigint,
+        ADD COLUMN high_water timestamptz,
+        ADD COLUMN status     varchar(20);
+      CREATE TABLE _dbadmin.trial (
+        one_per_database boolean PRIMARY KEY DEFAULT true CHECK (one_per_database),
+        email            text NOT NULL,
+        machine_id       varchar(64) NOT NULL,
+        started_at       timestamptz NOT NULL,
+        expires_at       timestamptz NOT NULL
+      )`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

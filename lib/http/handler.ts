@@ -11,6 +11,7 @@ import { keyScope } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
 import { download, type HttpResponse, json } from '#lib/http/respond';
 import type { AnyRoute, Method } from '#lib/http/route';
+import { startLicensing } from '#lib/license/index';
 
 const templateToRegExp = (template: string) => new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`);
 
@@ -61,6 +62,8 @@ export interface HttpHandlerOptions {
  */
 export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOptions = {}) {
   const known = [...routes, ...(options.knownRoutes ?? [])];
+  // Functions behind the license gate activate from the environment at cold start, not on a request.
+  if (options.licenseGate !== false && routes.some((route) => route.access !== 'public')) startLicensing();
   const router = httpRouterHandler({
     routes: routes.map((route) => ({
       method: route.method satisfies Method,

@@ -9,6 +9,7 @@ import {
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
+import { signedLease } from '#lib/license/lease';
 
 export const LICENSE_FILE = 'license.json';
 
@@ -23,6 +24,10 @@ const contentsSchema = z.object({
   daysRemaining: z.number().nullable(),
   lastValidatedAt: z.string().nullable(),
   lastSavedAt: z.string(),
+  /** The license server's last signed answer, verified again on every read (the HMAC proves nothing to us). */
+  lease: signedLease.nullable().optional(),
+  /** The latest trustworthy time seen when the file was saved (clock rollback check). */
+  highWater: z.string().nullable().optional(),
 });
 const fileSchema = contentsSchema.extend({ signature: z.string() });
 

@@ -1,8 +1,24 @@
-import { watch } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import type pg from 'pg';
 import { ConfigError } from '#lib/errors';
-import { licenseKeyHash, readCacheRow, recoverMachineId, writeCacheRow } from '#lib/license/cache-table';
+import {
+  type CacheRow,
+  type DatabaseTraces,
+  readTraces,
+  recordTrial,
+  recoverMachineId,
+  writeCacheRow,
+} from '#lib/license/cache-table';
+import {
+  type LeasePayload,
+  licenseKeyHash,
+  openLease,
+  type SignedLease,
+  TRUSTED_KEYS,
+  type TrustedKey,
+} from '#lib/license/lease';
 import {
   fileKeys,
   LICENSE_FILE,
@@ -19,10 +35,11 @@ import {
 } from '#lib/license/server-client';
 import {
   CACHE_TTL_MS,
-  DAY,
+  GRACE_MS,
   isFresh,
   type LicenseRecord,
   type LicenseState,
+  type LicenseType,
   licenseState,
   type ServerAnswer,
   TRIAL_MS,
@@ -30,6 +47,10 @@ import {
 
 /** After a failed validation, the server is asked again this soon (not on every request). */
 const RETRY_MS = 5 * 60_000;
+/** The file and the cache row are read again this often: changes by other containers show up. */
+const RELOAD_MS = 60_000;
+/** `POST /api/license/refresh` asks the server at most this often (it needs no credentials). */
+const REFRESH_MS = 10_000;
 
 export interface LicensingDeps {
   db: pg.Pool;
@@ -39,61 +60,71 @@ export interface LicensingDeps {
   /** Throws LicenseServerMisconfigured when no server is configured. */
   client: () => LicenseServerClient;
   clock?: () => Date;
+  /** PostgreSQL's clock; read with the cache row unless given (tests move it with `clock`). */
+  databaseClock?: () => Date;
+  /** Keys whose signatures are trusted: the compiled-in TRUSTED_KEYS unless a test gives its own. */
+  trustedKeys?: readonly TrustedKey[];
+  /** Unsigned answers are refused (LICENSE_ENFORCEMENT=strict). */
+  requireSignature?: boolean;
 }
 
+interface Lease {
+  signed: SignedLease;
+  payload: LeasePayload;
+}
+
+/** What this container knows: local traces (re-read every minute) and its own last server answer. */
 interface Known {
+  machineId: string;
   file: LicenseFile | undefined;
-  record: LicenseRecord | undefined;
+  /** The key from the license file: needed to ask the server, grants nothing by itself. */
+  key: string | null;
+  email: string | null;
+  keyHash: string | null;
+  /** The newest lease signed by a trusted key for this key and machine, from file or cache row. */
+  lease: Lease | undefined;
+  /** A lease signed for this key has been seen: unsigned answers for it are refused. */
+  pinned: boolean;
+  /** Persisted refusal from a server that does not sign. */
+  refusedUnsigned: boolean;
+  trial: { expiresAt: Date; email: string | null } | undefined;
+  /** The latest trustworthy time seen, ms. */
+  highWater: number;
+  /** This process's last answer from the server, for `keyHash`. */
   answer: ServerAnswer | undefined;
-  /** When the server was last asked (or the record last loaded), in ms. */
+  /** An unsigned valid answer: counts in memory only, never across a restart. */
+  unsigned: { at: Date; type: LicenseType; expiresAt: Date | null } | undefined;
+  /** Local ms of the last server call, and of the last read of file and row. */
   checkedAt: number;
+  loadedAt: number;
 }
 
-const asDate = (value: string | Date | null | undefined) => (value ? new Date(value) : null);
+const asDate = (value: string | null | undefined) => (value ? new Date(value) : null);
+const newNonce = () => randomBytes(16).toString('hex');
 
-function recordFromFile(file: LicenseFile): LicenseRecord {
-  return {
-    type: file.type,
-    keyed: file.licenseKey !== null,
-    expiresAt: asDate(file.expiresAt),
-    lastValidatedAt: asDate(file.lastValidatedAt),
-  };
-}
-
-/** SPEC.md's outcome of a server answer: the runtime check passes on `valid && activated !== false`. */
-function toAnswer(
-  at: Date,
-  reply: {
-    valid: boolean;
-    activated?: boolean | undefined;
-    message?: string | undefined;
-    expiresAt?: string | null | undefined;
-  },
-): ServerAnswer {
-  if (reply.valid && reply.activated !== false)
-    return { kind: 'valid', at, expiresAt: asDate(reply.expiresAt) };
-  return {
-    kind: 'invalid',
-    at,
-    message:
-      reply.message ?? (reply.valid ? 'not activated on this machine' : 'License key not found or inactive'),
-  };
-}
+/** One of SPEC.md's answers the service judged untrustworthy: it counts as no answer at all. */
+class Untrusted extends Error {}
 
 /**
- * This deployment's license: its machine id, file and cache row, the last server answer, and the
+ * This deployment's license: machine id, license file, cache row, signed leases, and the
  * operations of the license and trial endpoints. One per container; the state is recomputed from
- * memory on every request and the server asked only when the last check is 12 hours old.
+ * memory on every request, local traces re-read every minute, the server asked when the last
+ * check is 12 hours old. Only answers signed by a compiled-in key grant a license past this
+ * process's life; files and rows recover ids, leases and trial markers.
  */
 export class Licensing {
   private machine: Promise<string> | undefined;
   private known: Promise<Known> | undefined;
+  /** The last state read or reached: what a reload keeps of this process's own answers. */
+  private last: Known | undefined;
   private readonly clock: () => Date;
-  private watching = false;
+  private readonly trusted: readonly TrustedKey[];
   private readonly revalidate = singleFlight(() => this.askServer());
+  private readonly reload = singleFlight(() => this.load());
 
   constructor(private readonly deps: LicensingDeps) {
     this.clock = deps.clock ?? (() => new Date());
+    this.trusted = deps.trustedKeys ?? TRUSTED_KEYS;
   }
 
   machineId(): Promise<string> {
@@ -112,112 +143,250 @@ export class Licensing {
     return fileKeys(this.deps.secret, await this.machineId());
   }
 
-  /** Forget what is in memory: the next request reads the file again (activation elsewhere). */
+  /** Forget what is in memory: the next request reads file and row again. */
   invalidate(): void {
     this.known = undefined;
   }
 
-  private watchFile(): void {
-    if (this.watching) return;
-    this.watching = true;
-    try {
-      // A CLI activation in another process rewrites the file: notice it without polling.
-      const watcher = watch(this.deps.dataDir, (_, name) => {
-        if (name === LICENSE_FILE) this.invalidate();
-      });
-      watcher.unref();
-      watcher.on('error', () => undefined);
-    } catch {
-      // No watching on this file system: changes are seen at the next validation instead.
-    }
+  private remember(known: Known): Known {
+    this.last = known;
+    this.known = Promise.resolve(known);
+    return known;
   }
 
+  /** A lease that verifies, for this machine and this key; otherwise undefined. */
+  private openLease(raw: unknown, machineId: string, keyHash: string | null): Lease | undefined {
+    const payload = openLease(raw, this.trusted);
+    if (!payload || payload.machineId !== machineId || payload.keyHash !== keyHash) return undefined;
+    return { signed: raw as SignedLease, payload };
+  }
+
+  /** Reads file, cache row, trial traces and PostgreSQL's clock; keeps this process's own answer. */
   private async load(): Promise<Known> {
     const machineId = await this.machineId();
-    this.watchFile();
-    const file = await loadLicenseFile(this.deps.dataDir, await this.keys());
-    if (file)
-      return { file, record: recordFromFile(file), answer: undefined, checkedAt: this.clock().getTime() };
-    const row = await readCacheRow(this.deps.db, machineId);
-    const record: LicenseRecord | undefined = row?.licenseType
-      ? {
-          type: row.licenseType,
-          keyed: row.licenseKeyHash !== null,
-          expiresAt: row.expiresAt,
-          lastValidatedAt: row.lastValidatedAt,
-        }
-      : undefined;
-    return { file: undefined, record, answer: undefined, checkedAt: this.clock().getTime() };
+    const previous = this.last;
+    const [file, traces] = await Promise.all([
+      loadLicenseFile(this.deps.dataDir, await this.keys()),
+      readTraces(this.deps.db, machineId),
+    ]);
+    const row = traces.row;
+    const key = file?.licenseKey ?? null;
+    const keyHash = key ? licenseKeyHash(key) : (row?.licenseKeyHash ?? null);
+    // What this process learnt itself (its answer, its pinning) holds while the key stays the same.
+    const carried = previous?.keyHash === keyHash ? previous : undefined;
+    const { leases, fileCurrent } = this.leases(file, row, machineId, keyHash, carried);
+    const lease = [...leases].sort((a, b) => b.payload.seq - a.payload.seq)[0];
+    const fileRefused = fileCurrent && file?.status === 'invalid';
+    const highWater = Math.max(
+      previous?.highWater ?? 0,
+      (this.deps.databaseClock?.() ?? traces.databaseNow).getTime(),
+      ...[row?.highWater, fileCurrent ? asDate(file?.highWater) : null].map((d) => d?.getTime() ?? 0),
+      ...leases.map((l) => Date.parse(l.payload.serverTime)),
+    );
+    return {
+      machineId,
+      file,
+      key,
+      email: file?.email ?? null,
+      keyHash,
+      lease,
+      pinned: leases.length > 0 || carried?.pinned === true,
+      refusedUnsigned: !lease && (fileRefused || row?.status === 'invalid'),
+      trial: trialOf(traces, key ? undefined : file),
+      highWater,
+      answer: carried?.answer,
+      unsigned: carried?.unsigned,
+      checkedAt: carried?.checkedAt ?? Number.NaN,
+      loadedAt: this.clock().getTime(),
+    };
+  }
+
+  /**
+   * Every lease that verifies for this machine and key: the file's, the row's, this process's.
+   * The file counts only when it is not older than the row's lease (restored from a backup).
+   */
+  private leases(
+    file: LicenseFile | undefined,
+    row: CacheRow | undefined,
+    machineId: string,
+    keyHash: string | null,
+    previous: Known | undefined,
+  ): { leases: Lease[]; fileCurrent: boolean } {
+    const fileLease = this.openLease(file?.lease, machineId, keyHash);
+    const rowLease = this.openLease(parseJson(row?.lease), machineId, keyHash);
+    const leases = [fileLease, rowLease, previous?.lease].filter((l): l is Lease => !!l);
+    const fileCurrent = !rowLease || (fileLease?.payload.seq ?? -1) >= rowLease.payload.seq;
+    return { leases, fileCurrent };
+  }
+
+  /** The license as the state machine sees it: built only from signed leases and trial markers. */
+  private record(known: Known): LicenseRecord | undefined {
+    if (known.keyHash) return keyedRecord(known);
+    if (!known.trial) return undefined;
+    return {
+      type: 'trial',
+      keyed: false,
+      expiresAt: known.trial.expiresAt,
+      lastValidatedAt: null,
+      graceEndsAt: null,
+      verified: false,
+      refused: null,
+    };
   }
 
   private current(): Promise<Known> {
-    this.known ??= this.load().catch((error: unknown) => {
+    this.known ??= this.fresh().catch((error: unknown) => {
       this.known = undefined;
       throw error;
     });
     return this.known;
   }
 
-  /** Asks the license server about the key in the file; records a valid answer in file and table. */
-  private async askServer(): Promise<Known> {
-    const known = await this.current();
-    const at = this.clock();
-    const key = known.file?.licenseKey;
-    let answer: ServerAnswer;
-    if (!key) {
-      answer = { kind: 'unreachable', at, message: 'the license file is gone; activate the license again' };
-    } else {
-      try {
-        answer = toAnswer(
-          at,
-          await this.deps.client().validate({ licenseKey: key, machineId: await this.machineId() }),
-        );
-      } catch (error) {
-        if (!(error instanceof LicenseServerUnreachable || error instanceof LicenseServerMisconfigured))
-          throw error;
-        answer = { kind: 'unreachable', at, message: error.message };
-      }
-    }
-    const next: Known = { ...known, answer, checkedAt: at.getTime() };
-    if (answer.kind === 'valid' && known.file && known.record) {
-      const record = {
-        ...known.record,
-        lastValidatedAt: at,
-        expiresAt: answer.expiresAt ?? known.record.expiresAt,
-      };
-      await this.save(
-        {
-          ...known.file,
-          lastValidatedAt: at.toISOString(),
-          expiresAt: record.expiresAt?.toISOString() ?? null,
-        },
-        record,
-      );
-      Object.assign(next, { record });
-    }
-    this.known = Promise.resolve(next);
-    return next;
+  private async fresh(): Promise<Known> {
+    return this.remember(await this.reload());
   }
 
-  private async save(file: LicenseFile, record: LicenseRecord): Promise<void> {
-    const state = licenseState(record, this.clock());
-    await saveLicenseFile(this.deps.dataDir, await this.keys(), {
-      ...file,
+  /** Judges a server answer: a signed lease must verify and echo our nonce, machine and key. */
+  private judge(
+    known: Known,
+    reply: {
+      valid: boolean;
+      activated?: boolean | undefined;
+      message?: string | undefined;
+      type?: LicenseType | null;
+      expiresAt?: string | null;
+      lease?: unknown;
+    },
+    nonce: string,
+    key: string,
+  ): {
+    lease: Lease | undefined;
+    valid: boolean;
+    message: string | undefined;
+    type: LicenseType | null;
+    expiresAt: string | null;
+  } {
+    if (reply.lease !== undefined) {
+      const lease = this.openLease(reply.lease, known.machineId, licenseKeyHash(key));
+      if (!lease || lease.payload.nonce !== nonce)
+        throw new Untrusted('the answer is not signed by a trusted key for this request');
+      if (known.lease && lease.payload.seq <= known.lease.payload.seq)
+        throw new Untrusted('the answer is older than the lease already held');
+      const { valid, activated, type, expiresAt } = lease.payload;
+      return { lease, valid: valid && activated, message: reply.message, type, expiresAt };
+    }
+    if (this.deps.requireSignature) throw new Untrusted('strict enforcement requires a signed answer');
+    if (known.pinned) throw new Untrusted('an unsigned answer for a license seen signed before');
+    return {
+      lease: undefined,
+      valid: reply.valid && reply.activated !== false,
+      message: reply.message,
+      type: reply.type ?? null,
+      expiresAt: reply.expiresAt ?? null,
+    };
+  }
+
+  /** Asks the license server about the key in the file; records the answer in file and table. */
+  private async askServer(): Promise<Known> {
+    const known = await this.fresh();
+    if (!this.record(known)?.keyed) return known;
+    const at = this.clock();
+    let next: Known = { ...known, checkedAt: at.getTime() };
+    if (!known.key) {
+      next.answer = {
+        kind: 'unreachable',
+        at,
+        message: 'the license file is gone; activate the license again',
+      };
+    } else {
+      try {
+        const nonce = newNonce();
+        const reply = await this.deps
+          .client()
+          .validate({ licenseKey: known.key, machineId: known.machineId, nonce });
+        const judged = this.judge(known, reply, nonce, known.key);
+        next = this.accept(next, judged, at);
+        await this.save(next);
+      } catch (error) {
+        if (
+          !(
+            error instanceof LicenseServerUnreachable ||
+            error instanceof LicenseServerMisconfigured ||
+            error instanceof Untrusted
+          )
+        )
+          throw error;
+        const message = error instanceof Untrusted ? `answer refused: ${error.message}` : error.message;
+        next.answer = { kind: 'unreachable', at, message };
+      }
+    }
+    return this.remember(next);
+  }
+
+  /** Folds a judged answer into what is known. */
+  private accept(known: Known, judged: ReturnType<Licensing['judge']>, at: Date): Known {
+    const highWater = Math.max(
+      known.highWater,
+      at.getTime(),
+      judged.lease ? Date.parse(judged.lease.payload.serverTime) : 0,
+    );
+    const answer: ServerAnswer = judged.valid
+      ? { kind: 'valid', at, expiresAt: asDate(judged.expiresAt) }
+      : { kind: 'invalid', at, message: judged.message ?? 'License key not found or inactive' };
+    return {
+      ...known,
+      lease: judged.lease ?? known.lease,
+      pinned: known.pinned || judged.lease !== undefined,
+      refusedUnsigned: !judged.lease && !judged.valid,
+      unsigned:
+        judged.lease || !judged.valid
+          ? undefined
+          : { at, type: judged.type ?? 'paid', expiresAt: asDate(judged.expiresAt) },
+      answer,
+      highWater,
+    };
+  }
+
+  /** Writes what is known to the license file and the cache row. */
+  private async save(known: Known): Promise<void> {
+    const now = this.clock();
+    const record = this.record(known);
+    const state = licenseState(record, now, known.answer);
+    const highWater = new Date(Math.max(known.highWater, now.getTime()));
+    const lease = known.lease?.signed ?? null;
+    const keyed = known.key !== null;
+    const file: LicenseFile = {
+      licenseKey: known.key,
+      email: keyed ? known.email : (known.trial?.email ?? null),
+      type: record?.type ?? 'trial',
       valid: state.valid,
       status: state.status,
+      expiresAt: record?.expiresAt?.toISOString() ?? null,
       daysRemaining: state.daysRemaining,
-      lastSavedAt: this.clock().toISOString(),
-    }).catch((error: Error) => {
-      throw new ConfigError(
-        `cannot write the license file in ${this.deps.dataDir} (${error.message}); set LICENSE_DATA_DIR to a writable directory (EFS on Lambda)`,
-      );
-    });
+      lastValidatedAt: record?.lastValidatedAt?.toISOString() ?? null,
+      lastSavedAt: now.toISOString(),
+      lease,
+      highWater: highWater.toISOString(),
+    };
+    if (record) {
+      await saveLicenseFile(this.deps.dataDir, await this.keys(), file).catch((error: Error) => {
+        throw new ConfigError(
+          `cannot write the license file in ${this.deps.dataDir} (${error.message}); set LICENSE_DATA_DIR to a writable directory (EFS on Lambda)`,
+        );
+      });
+    } else {
+      await rm(join(this.deps.dataDir, LICENSE_FILE), { force: true });
+    }
     await writeCacheRow(this.deps.db, {
-      machineId: await this.machineId(),
-      licenseKeyHash: file.licenseKey ? licenseKeyHash(file.licenseKey) : null,
-      licenseType: record.type,
-      expiresAt: record.expiresAt,
-      lastValidatedAt: record.lastValidatedAt,
+      machineId: known.machineId,
+      licenseKeyHash: keyed ? known.keyHash : null,
+      licenseType: record?.type ?? null,
+      expiresAt: record?.expiresAt ?? null,
+      lastValidatedAt: record?.lastValidatedAt ?? null,
+      lease: lease ? JSON.stringify(lease) : null,
+      leaseSeq: known.lease?.payload.seq ?? null,
+      highWater,
+      status: state.status,
     });
   }
 
@@ -225,55 +394,64 @@ export class Licensing {
   async state(): Promise<LicenseState> {
     let known = await this.current();
     const now = this.clock();
-    if (known.record?.keyed && this.stale(known, now)) known = await this.revalidate();
-    return licenseState(known.record, now, known.answer);
+    const sinceLoad = now.getTime() - known.loadedAt;
+    if (!(sinceLoad >= 0 && sinceLoad < RELOAD_MS)) known = await this.fresh();
+    if (this.record(known)?.keyed && this.stale(known, now)) known = await this.revalidate();
+    return this.stateOf(known, now);
+  }
+
+  private stateOf(known: Known, now: Date): LicenseState {
+    return licenseState(this.record(known), now, known.answer, new Date(known.highWater));
   }
 
   private stale(known: Known, now: Date): boolean {
+    const lastValidatedAt = this.record(known)?.lastValidatedAt ?? null;
+    if (!known.answer) return !isFresh(lastValidatedAt, now);
     const since = now.getTime() - known.checkedAt;
-    if (known.answer === undefined) return !isFresh(known.record?.lastValidatedAt ?? null, now);
-    return since >= (known.answer.kind === 'unreachable' ? RETRY_MS : CACHE_TTL_MS);
+    if (!(since >= 0)) return true;
+    if (known.answer.kind === 'unreachable') return since >= RETRY_MS;
+    return since >= CACHE_TTL_MS && !isFresh(lastValidatedAt, now);
+  }
+
+  /** SPEC.md's refresh action: read file and row again and ask the server now (at most every 10 s). */
+  async refresh(): Promise<LicenseState> {
+    const known = await this.fresh();
+    const now = this.clock();
+    const since = now.getTime() - known.checkedAt;
+    const asked = this.record(known)?.keyed && !(since >= 0 && since < REFRESH_MS);
+    return this.stateOf(asked ? await this.revalidate() : known, now);
   }
 
   async startTrial(email: string): Promise<{ trialExpiresAt: Date }> {
-    const known = await this.current();
-    if (known.record) {
-      const what =
-        known.record.type === 'trial' && !known.record.keyed
-          ? 'a trial was already started'
-          : 'a license is already active';
-      throw new TrialRefused(`${what} on this deployment; trials cannot be restarted`);
-    }
+    const known = await this.fresh();
+    const refuse = (what: string) =>
+      new TrialRefused(`${what} on this deployment; trials cannot be restarted`);
+    if (known.keyHash) throw refuse('a license is already active');
+    if (known.trial) throw refuse('a trial was already started');
     const now = this.clock();
     const expiresAt = new Date(now.getTime() + TRIAL_MS);
-    const record: LicenseRecord = { type: 'trial', keyed: false, expiresAt, lastValidatedAt: null };
-    await this.save(
-      {
-        licenseKey: null,
-        email,
-        type: 'trial',
-        valid: true,
-        status: 'trial',
-        expiresAt: expiresAt.toISOString(),
-        daysRemaining: Math.round(TRIAL_MS / DAY),
-        lastValidatedAt: null,
-        lastSavedAt: now.toISOString(),
-      },
-      record,
-    );
+    const recorded = await recordTrial(this.deps.db, {
+      email,
+      machineId: known.machineId,
+      startedAt: now,
+      expiresAt,
+    });
+    if (!recorded) throw refuse('a trial was already started');
+    await this.save({ ...known, trial: { expiresAt, email } });
     this.invalidate();
     return { trialExpiresAt: expiresAt };
   }
 
   async trialStatus() {
     const known = await this.current();
-    const state = licenseState(known.record, this.clock());
-    const isTrial = known.record?.type === 'trial' && !known.record.keyed;
+    const record = this.record(known);
+    const state = this.stateOf(known, this.clock());
+    const isTrial = record !== undefined && !record.keyed;
     return {
       active: isTrial && state.valid,
-      trialExpiresAt: isTrial ? (known.record?.expiresAt ?? null) : null,
+      trialExpiresAt: isTrial ? record.expiresAt : null,
       daysRemaining: isTrial ? (state.daysRemaining ?? 0) : 0,
-      email: isTrial ? (known.file?.email ?? null) : null,
+      email: isTrial ? (known.trial?.email ?? null) : null,
     };
   }
 
@@ -315,27 +493,71 @@ export class Licensing {
       const message = checked.message === 'Email mismatch' ? checked.message : 'Invalid license';
       return { valid: false, success: false, message };
     }
-    const reply = await this.deps.client().activate({ licenseKey, machineId: await this.machineId(), email });
+    const known = await this.fresh();
+    const nonce = newNonce();
+    const reply = await this.deps.client().activate({ licenseKey, machineId: known.machineId, email, nonce });
     if (!reply.success) return { valid: true, success: false, message: reply.message };
-    const now = this.clock();
-    const type = checked.type ?? 'paid';
-    const expiresAt = asDate(checked.expiresAt);
-    await this.save(
-      {
+    const at = this.clock();
+    const keyHash = licenseKeyHash(licenseKey);
+    const sameKey = known.keyHash === keyHash;
+    const base: Known = {
+      ...known,
+      key: licenseKey,
+      keyHash,
+      lease: sameKey ? known.lease : undefined,
+      pinned: sameKey && known.pinned,
+      email,
+      checkedAt: at.getTime(),
+    };
+    let judged: ReturnType<Licensing['judge']>;
+    try {
+      judged = this.judge(
+        base,
+        { ...reply, valid: true, activated: true, type: checked.type, expiresAt: checked.expiresAt },
+        nonce,
         licenseKey,
-        email,
-        type,
-        valid: true,
-        status: type === 'paid' ? 'active' : 'trial',
-        expiresAt: expiresAt?.toISOString() ?? null,
-        daysRemaining: null,
-        lastValidatedAt: now.toISOString(),
-        lastSavedAt: now.toISOString(),
-      },
-      { type, keyed: true, expiresAt, lastValidatedAt: now },
-    );
+      );
+    } catch (error) {
+      if (!(error instanceof Untrusted)) throw error;
+      return { valid: true, success: false, message: `License server answer refused: ${error.message}` };
+    }
+    await this.save(this.accept(base, judged, at));
     this.invalidate();
-    return { valid: true, success: true, message: reply.message };
+    return {
+      valid: true,
+      success: true,
+      message: reply.message,
+      ...(reply.notice ? { notice: reply.notice } : {}),
+    };
+  }
+
+  /**
+   * Frees this deployment's slot at the license server and forgets the license here (the trial
+   * marker stays). The server's "not activated" also clears the local copy.
+   */
+  async deactivate(): Promise<{ success: boolean; message: string }> {
+    const known = await this.fresh();
+    if (!known.key || !known.email) throw new NotActivated('no license is activated on this deployment');
+    const reply = await serverTrouble(
+      this.deps
+        .client()
+        .deactivate({ licenseKey: known.key, machineId: known.machineId, email: known.email }),
+      (message) => ({ success: false, message }),
+    );
+    const gone = reply.success || reply.message === 'This machine is not activated for the license';
+    if (!gone) return reply;
+    await this.save({
+      ...known,
+      key: null,
+      keyHash: null,
+      lease: undefined,
+      pinned: false,
+      refusedUnsigned: false,
+      answer: undefined,
+      unsigned: undefined,
+    });
+    this.invalidate();
+    return { success: true, message: reply.message };
   }
 }
 
@@ -353,4 +575,70 @@ async function serverTrouble<T>(work: Promise<T>, report: (message: string) => T
 
 export class TrialRefused extends Error {
   override name = 'TrialRefused';
+}
+
+/**
+ * A license held by key: the newest of the signed lease and this process's own unsigned answer
+ * (a SPEC-only server); nothing local but a lease says how long it lasts.
+ */
+function keyedRecord(known: Known): LicenseRecord {
+  const lease = known.lease?.payload;
+  const type = (lease?.type ?? known.unsigned?.type ?? known.file?.type ?? 'paid') as LicenseType;
+  const { unsigned } = known;
+  if (unsigned && (!lease || Date.parse(lease.serverTime) < unsigned.at.getTime())) {
+    return {
+      type,
+      keyed: true,
+      expiresAt: unsigned.expiresAt,
+      lastValidatedAt: unsigned.at,
+      graceEndsAt: new Date(unsigned.at.getTime() + GRACE_MS[type]),
+      verified: false,
+      refused: null,
+    };
+  }
+  if (!lease) {
+    return {
+      type,
+      keyed: true,
+      expiresAt: asDate(known.file?.expiresAt),
+      lastValidatedAt: null,
+      graceEndsAt: null,
+      verified: false,
+      refused: known.refusedUnsigned ? 'License key not found or inactive' : null,
+    };
+  }
+  const good = lease.valid && lease.activated;
+  const refusal = lease.valid
+    ? 'this machine does not hold a deployment slot: activate again'
+    : 'License key not found or inactive';
+  return {
+    type,
+    keyed: true,
+    expiresAt: asDate(lease.expiresAt),
+    lastValidatedAt: good ? new Date(lease.serverTime) : null,
+    graceEndsAt: good ? new Date(lease.notAfter) : null,
+    verified: true,
+    refused: good ? null : refusal,
+  };
+}
+
+function parseJson(text: string | null | undefined): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The earliest trial end any trace records: the database's trial table, or a keyless file. */
+function trialOf(traces: DatabaseTraces, keylessFile: LicenseFile | undefined): Known['trial'] {
+  const ends = [traces.trialExpiresAt, keylessFile?.type === 'trial' ? asDate(keylessFile.expiresAt) : null]
+    .filter((d): d is Date => d !== null)
+    .sort((a, b) => a.getTime() - b.getTime())[0];
+  return ends ? { expiresAt: ends, email: traces.trialEmail ?? keylessFile?.email ?? null } : undefined;
+}
+
+export class NotActivated extends Error {
+  override name = 'NotActivated';
 }

@@ -23,8 +23,15 @@ const validateAnswer = z.object({
   message: z.string().optional(),
   type: z.enum(['trial', 'paid']).nullable().optional(),
   expiresAt: z.string().nullable().optional(),
+  /** Our server's signed lease; checked by the caller against the trusted keys, never trusted as is. */
+  lease: z.unknown().optional(),
 });
-const activateAnswer = z.object({ success: z.boolean(), message: z.string() });
+const activateAnswer = z.object({
+  success: z.boolean(),
+  message: z.string(),
+  notice: z.string().optional(),
+  lease: z.unknown().optional(),
+});
 
 export type ValidateAnswer = z.infer<typeof validateAnswer>;
 export type ActivateAnswer = z.infer<typeof activateAnswer>;
@@ -37,8 +44,18 @@ export interface LicenseServerOptions {
 }
 
 export interface LicenseServerClient {
-  validate(body: { licenseKey: string; machineId?: string; email?: string }): Promise<ValidateAnswer>;
-  activate(body: { licenseKey: string; machineId: string; email: string }): Promise<ActivateAnswer>;
+  validate(body: {
+    licenseKey: string;
+    machineId?: string;
+    email?: string;
+    nonce?: string;
+  }): Promise<ValidateAnswer>;
+  activate(body: {
+    licenseKey: string;
+    machineId: string;
+    email: string;
+    nonce?: string;
+  }): Promise<ActivateAnswer>;
   deactivate(body: { licenseKey: string; machineId: string; email: string }): Promise<ActivateAnswer>;
 }
 

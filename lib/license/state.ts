@@ -11,6 +11,8 @@ export const TRIAL_MS = 14 * DAY;
 export const CACHE_TTL_MS = 12 * HOUR;
 /** Offline grace after the last successful validation (SPEC.md: 3 days trial, 7 days paid). */
 export const GRACE_MS = { trial: 3 * DAY, paid: 7 * DAY } as const;
+/** A clock this far behind the latest trustworthy time seen is a clock rolled back. */
+export const CLOCK_TOLERANCE_MS = 5 * 60_000;
 
 export type LicenseType = 'trial' | 'paid';
 export type LicenseStatusValue = 'active' | 'trial' | 'grace_period' | 'expired' | 'invalid' | 'none';
@@ -21,8 +23,17 @@ export interface LicenseRecord {
   keyed: boolean;
   /** When the license (or trial) ends; null for lifetime licenses. */
   expiresAt: Date | null;
-  /** Last successful validation with the license server (keyed licenses). */
+  /** Last successful validation with the license server (keyed licenses): a signed lease's time. */
   lastValidatedAt: Date | null;
+  /**
+   * Keyed licenses: when offline grace ends. From a signed lease's `notAfter` (no local field can
+   * move it), or for an unsigned answer, its time plus the grace period, held in memory only.
+   */
+  graceEndsAt: Date | null;
+  /** Keyed licenses: the license rests on an answer signed by a trusted key. */
+  verified: boolean;
+  /** The license server's last answer refused the license (kept across restarts). */
+  refused: string | null;
 }
 
 export type ServerAnswer =
@@ -43,13 +54,17 @@ export interface LicenseState {
   warning: string | null;
   /** The state rests on the license server being unreachable (grace, or expired for want of it). */
   offline: boolean;
+  /** Keyed licenses: true when backed by a signed answer; false for an unsigned (SPEC-only) server. */
+  verified: boolean | null;
 }
 
 const daysUntil = (end: Date, now: Date) => Math.max(0, Math.ceil((end.getTime() - now.getTime()) / DAY));
 
-/** Does the last validation still stand without asking the server? */
+/** Does the last validation still stand without asking the server? A negative age is stale. */
 export function isFresh(lastValidatedAt: Date | null, now: Date): boolean {
-  return lastValidatedAt !== null && now.getTime() - lastValidatedAt.getTime() < CACHE_TTL_MS;
+  if (lastValidatedAt === null) return false;
+  const age = now.getTime() - lastValidatedAt.getTime();
+  return age >= 0 && age < CACHE_TTL_MS;
 }
 
 const NONE: LicenseState = {
@@ -63,53 +78,88 @@ const NONE: LicenseState = {
   lastValidatedAt: null,
   warning: 'no license yet: start a trial or activate a license',
   offline: false,
+  verified: null,
 };
 
+/**
+ * @param highWater the latest trustworthy time seen (signed server time, PostgreSQL's clock, our
+ *   own saves): a clock more than 5 minutes behind it has been rolled back.
+ */
 export function licenseState(
   record: LicenseRecord | undefined,
   now: Date,
   answer?: ServerAnswer,
+  highWater?: Date | null,
 ): LicenseState {
   if (!record) return NONE;
-  const base: Common = {
-    type: record.type,
-    expiresAt: record.expiresAt,
-    trialExpiresAt: record.type === 'trial' ? record.expiresAt : null,
-    daysRemaining: record.expiresAt ? daysUntil(record.expiresAt, now) : null,
-    lastValidatedAt: answer?.kind === 'valid' ? answer.at : record.lastValidatedAt,
-    gracePeriodEndsAt: null,
-    warning: null,
-    offline: false,
-  };
-  const expired = (warning: string): LicenseState => ({ ...base, valid: false, status: 'expired', warning });
-
-  if (record.expiresAt && now.getTime() >= record.expiresAt.getTime()) {
-    return expired(
-      record.type === 'trial' ? 'the trial has ended: activate a license' : 'the license has expired',
-    );
-  }
-  const healthy: LicenseState = { ...base, valid: true, status: record.type === 'paid' ? 'active' : 'trial' };
-  if (!record.keyed) return healthy;
-  if (answer?.kind === 'invalid') {
+  const base = common(record, now);
+  if (highWater && now.getTime() < highWater.getTime() - CLOCK_TOLERANCE_MS) {
     return {
       ...base,
       valid: false,
       status: 'invalid',
-      warning: `the license server refused the license: ${answer.message}`,
+      warning: `clock rollback: this clock (${now.toISOString()}) is behind the latest trusted time seen (${highWater.toISOString()}); set the clock right`,
     };
   }
-  if (answer?.kind === 'valid' || (answer === undefined && isFresh(record.lastValidatedAt, now)))
-    return healthy;
-
-  return offlineState(record, base, now);
+  if (record.expiresAt && now.getTime() >= record.expiresAt.getTime()) {
+    const warning =
+      record.type === 'trial' ? 'the trial has ended: activate a license' : 'the license has expired';
+    return { ...base, valid: false, status: 'expired', warning };
+  }
+  const healthy: LicenseState = { ...base, valid: true, status: record.type === 'paid' ? 'active' : 'trial' };
+  return record.keyed ? keyedState(record, base, healthy, now, answer) : healthy;
 }
 
 type Common = Omit<LicenseState, 'valid' | 'status'>;
 
-/** The server could not be asked: the last successful validation carries the grace period. */
-function offlineState(record: LicenseRecord, base: Common, now: Date): LicenseState {
-  const last = record.lastValidatedAt;
-  const graceEnds = last ? new Date(last.getTime() + GRACE_MS[record.type]) : null;
+function common(record: LicenseRecord, now: Date): Common {
+  return {
+    type: record.type,
+    expiresAt: record.expiresAt,
+    trialExpiresAt: record.type === 'trial' ? record.expiresAt : null,
+    daysRemaining: record.expiresAt ? daysUntil(record.expiresAt, now) : null,
+    lastValidatedAt: record.lastValidatedAt,
+    gracePeriodEndsAt: record.keyed ? record.graceEndsAt : null,
+    warning: null,
+    offline: false,
+    verified: record.keyed ? record.verified : null,
+  };
+}
+
+/** A license held by key: what the server said now, else what it said last (refusals persist). */
+function keyedState(
+  record: LicenseRecord,
+  base: Common,
+  healthy: LicenseState,
+  now: Date,
+  answer: ServerAnswer | undefined,
+): LicenseState {
+  const refusal =
+    answer === undefined || answer.kind === 'unreachable'
+      ? record.refused
+      : answer.kind === 'invalid'
+        ? answer.message
+        : null;
+  if (refusal !== null) {
+    return {
+      ...base,
+      valid: false,
+      status: 'invalid',
+      warning: `the license server refused the license: ${refusal}`,
+    };
+  }
+  if (answer?.kind === 'valid' || (answer === undefined && isFresh(record.lastValidatedAt, now))) {
+    return record.verified
+      ? healthy
+      : { ...healthy, warning: 'the license server did not sign its answer (verified: false)' };
+  }
+  return offlineState(record, base, now, answer?.kind === 'unreachable' ? answer.message : undefined);
+}
+
+/** The server could not be asked: the last lease carries the grace period, to its `notAfter`. */
+function offlineState(record: LicenseRecord, base: Common, now: Date, reason?: string): LicenseState {
+  const graceEnds = record.graceEndsAt;
+  const why = reason ? ` (${reason})` : '';
   if (graceEnds && now.getTime() <= graceEnds.getTime()) {
     return {
       ...base,
@@ -117,7 +167,7 @@ function offlineState(record: LicenseRecord, base: Common, now: Date): LicenseSt
       status: 'grace_period',
       offline: true,
       gracePeriodEndsAt: graceEnds,
-      warning: `license server unreachable; working offline until ${graceEnds.toISOString()}`,
+      warning: `license server unreachable${why}; working offline until ${graceEnds.toISOString()}`,
     };
   }
   return {
@@ -126,7 +176,6 @@ function offlineState(record: LicenseRecord, base: Common, now: Date): LicenseSt
     status: 'expired',
     offline: true,
     gracePeriodEndsAt: graceEnds,
-    warning:
-      'license server unreachable and the offline grace period is over: validate or activate the license',
+    warning: `license server unreachable${why} and the offline grace period is over: validate or activate the license`,
   };
 }

@@ -10,6 +10,8 @@ import { activateFromEnvironment } from '#lib/license/activation';
 import { createLicensing } from '#lib/license/index';
 import { lambdaContext } from '#test/support/http';
 import { TestLicenseServer } from '#test/support/license-server';
+import { licenseDatabase } from '../../license-server/lib/db';
+import { findLicense } from '../../license-server/lib/store';
 
 const server = new TestLicenseServer();
 beforeAll(() => server.start());
@@ -21,6 +23,10 @@ afterAll(async () => {
 const freshDir = () => mkdtempSync(join(tmpdir(), 'dbadmin-activation-'));
 
 describe('activate-license (CLI, in a child process)', () => {
+  // A child process trusts only the compiled-in keys, which this run's server does not hold: the
+  // server answers as a SPEC-only server would, unsigned (the signed path is test/security's).
+  beforeAll(() => server.sign(false));
+  afterAll(() => server.sign(true));
   const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
     promisify(execFile)(process.execPath, ['bin/activate-license.cjs', ...args], {
       env: { ...process.env, LICENSE_SERVER_CA_FILE: server.tls.caFile, ...env },
@@ -71,6 +77,23 @@ describe('activate-license (CLI, in a child process)', () => {
     expect(result.stderr).toMatch(message);
   });
 
+  it("--deactivate frees this machine's slot at the server and forgets the license here", async () => {
+    const key = await server.issue('owner@example.com', { maxDeployments: 1 });
+    const dir = freshDir();
+    await cli(['-k', key, '-e', 'owner@example.com', '-s', server.url], { LICENSE_DATA_DIR: dir });
+    const slots = async () => (await findLicense(await licenseDatabase(), key))?.machineIds;
+    expect(await slots()).toHaveLength(1);
+
+    const freed = await cli(['--deactivate', '-s', server.url], { LICENSE_DATA_DIR: dir });
+    const again = await cli(['-d', '-s', server.url], { LICENSE_DATA_DIR: dir });
+
+    expect(freed.code).toBe(0);
+    expect(freed.stdout).toMatch(/License deactivated \(Deployment deactivated\)/);
+    expect(await slots()).toEqual([]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/no license is activated on this deployment/);
+  });
+
   it('refuses a plain http:// server', async () => {
     const result = await cli(['-k', 'K', '-e', 'a@b.co', '-s', 'http://license.example'], {
       LICENSE_DATA_DIR: freshDir(),
@@ -104,7 +127,7 @@ describe('activation from the environment', () => {
         LICENSE_SERVER_CA_FILE: server.tls.caFile,
         LICENSE_DATA_DIR: dir,
       });
-      const licensing = createLicensing(config, await getDatabase());
+      const licensing = createLicensing(config, await getDatabase(), { trustedKeys: server.trustedKeys });
       const log = jest.spyOn(console, 'log').mockImplementation(() => undefined);
 
       await activateFromEnvironment(licensing, config, env);
@@ -120,6 +143,8 @@ describe('activation from the environment', () => {
 });
 
 describe('functions/activate-license (invoked)', () => {
+  beforeAll(() => server.sign(false));
+  afterAll(() => server.sign(true));
   it('activates and answers type and expiry', async () => {
     const KEY_FN = await server.issue('owner@example.com');
     process.env.LICENSE_SERVER_CA_FILE = server.tls.caFile;

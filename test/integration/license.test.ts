@@ -1,60 +1,39 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { handler as license } from '#functions/license';
-import { handler as tables } from '#functions/tables';
 import { loadConfig, resetConfig } from '#lib/config';
-import { closePool, getDatabase } from '#lib/db/pool';
+import { closePool } from '#lib/db/pool';
 import { createLicensing, setLicensing } from '#lib/license/index';
 import type { Licensing } from '#lib/license/licensing';
 import { licenseServerClient } from '#lib/license/server-client';
 import { DAY, HOUR } from '#lib/license/state';
-import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
-import { TestLicenseServer } from '#test/support/license-server';
+import { LicensingHarness } from '#test/support/licensing';
 
-const server = new TestLicenseServer();
-const T0 = new Date('2026-03-01T12:00:00Z');
-let now = T0;
-const clock = () => now;
+const h = new LicensingHarness();
+const server = h.server;
+const T0 = h.T0;
+const setNow = (date: Date) => {
+  h.now = date;
+};
 let dataDir: string;
 
-beforeAll(() => server.start());
+beforeAll(() => h.start());
 afterAll(async () => {
-  await server.close();
-  setLicensing(undefined);
+  await h.close();
   await closePool();
 });
 
-/** A fresh deployment: its own license-data directory and machine id, the clock at T0. */
+/** A fresh deployment, or with `dir` a restart of one; the clock at T0 for a fresh one. */
 async function deploy(options: { dir?: string; env?: Record<string, string> } = {}): Promise<Licensing> {
-  now = T0;
-  if (!options.dir) {
-    dataDir = mkdtempSync(join(tmpdir(), 'dbadmin-license-'));
-    writeFileSync(
-      join(dataDir, 'machine-id.json'),
-      JSON.stringify({
-        machineId: Math.random().toString(16).slice(2).padEnd(32, '0').slice(0, 32),
-        createdAt: T0.toISOString(),
-        recovered: false,
-      }),
-    );
-  }
-  const config = await loadConfig({
-    ...process.env,
-    LICENSE_SERVER_URL: server.url,
-    LICENSE_SERVER_CA_FILE: server.tls.caFile,
-    LICENSE_DATA_DIR: options.dir ?? dataDir,
-    ...options.env,
-  });
-  const licensing = createLicensing(config, await getDatabase(), clock);
-  setLicensing(licensing);
+  const licensing = await h.deploy(options);
+  dataDir = h.dataDir;
   return licensing;
 }
 
-const status = async () => (await call(license, { path: '/api/license/status', auth: null })).body;
-const post = (path: string, body: unknown) => call(license, { method: 'POST', path, body, auth: null });
-const gated = () => call(tables, { path: '/api/tables' });
+const status = h.status;
+const post = (path: string, body: unknown) => h.post(path, body);
+const gated = h.gated;
 
 describe('before any license', () => {
   it('is none, and requests proceed with a warning header so activation stays possible', async () => {
@@ -99,7 +78,7 @@ describe('trial', () => {
   it('expires after 14 days; strict enforcement then answers 402 on gated endpoints only', async () => {
     const licensing = await deploy({ env: { LICENSE_ENFORCEMENT: 'strict' } });
     await post('/api/trial/start', { email: 'me@example.com' });
-    now = new Date(T0.getTime() + 14 * DAY);
+    setNow(new Date(T0.getTime() + 14 * DAY));
     process.env.LICENSE_ENFORCEMENT = 'strict';
     resetConfig();
     try {
@@ -207,7 +186,7 @@ describe('activation', () => {
     });
 
     const config = await loadConfig({ ...process.env, LICENSE_DATA_DIR: dataDir });
-    setLicensing(createLicensing(config, await getDatabase(), clock));
+    setLicensing(createLicensing(config, h.db, { clock: h.clock, databaseClock: h.clock }));
     expect((await post('/api/license/activate', { licenseKey: 'K', email: 'a@b.co' })).body).toEqual({
       valid: false,
       success: false,
@@ -250,7 +229,7 @@ describe('at run time', () => {
   it('asks the license server nothing while the last check is under 12 hours old', async () => {
     await activated();
     const before = server.requests;
-    now = new Date(T0.getTime() + 12 * HOUR - 1);
+    setNow(new Date(T0.getTime() + 12 * HOUR - 1));
 
     for (let i = 0; i < 20; i++) expect((await gated()).headers['X-License-Status']).toBe('active');
     expect(server.requests).toBe(before);
@@ -259,7 +238,7 @@ describe('at run time', () => {
   it('revalidates after 12 hours and notices a revocation', async () => {
     const key = await activated();
     await server.revoke(key);
-    now = new Date(T0.getTime() + 12 * HOUR);
+    setNow(new Date(T0.getTime() + 12 * HOUR));
 
     const reply = await gated();
 
@@ -271,7 +250,7 @@ describe('at run time', () => {
     await activated();
     await server.stop();
     try {
-      now = new Date(T0.getTime() + 2 * DAY);
+      setNow(new Date(T0.getTime() + 2 * DAY));
       const within = await gated();
       expect(within.status).toBe(200);
       expect(within.headers['X-License-Status']).toBe('grace_period');
@@ -280,7 +259,7 @@ describe('at run time', () => {
         gracePeriodEndsAt: new Date(T0.getTime() + 7 * DAY).toISOString(),
       });
 
-      now = new Date(T0.getTime() + 8 * DAY);
+      setNow(new Date(T0.getTime() + 8 * DAY));
       expect((await status()).status).toBe('expired');
     } finally {
       await server.start();
@@ -290,7 +269,7 @@ describe('at run time', () => {
   it('in strict mode, lets requests through an unreachable server in development only', async () => {
     await activated();
     await server.stop();
-    now = new Date(T0.getTime() + 8 * DAY);
+    setNow(new Date(T0.getTime() + 8 * DAY));
     try {
       for (const [nodeEnv, expected] of [
         ['development', 200],
@@ -308,7 +287,7 @@ describe('at run time', () => {
     }
   });
 
-  it('notices a license file written by another process (the CLI) without a restart', async () => {
+  it('notices an activation by another process (the CLI) within a minute, without a file watcher', async () => {
     const running = await deploy();
     expect((await running.state()).status).toBe('none');
     const KEY_CLI = await server.issue('owner@example.com');
@@ -320,18 +299,52 @@ describe('at run time', () => {
         LICENSE_SERVER_CA_FILE: server.tls.caFile,
         LICENSE_DATA_DIR: dataDir,
       }),
-      await getDatabase(),
-      clock,
+      h.db,
+      { clock: h.clock, databaseClock: h.clock, trustedKeys: server.trustedKeys },
     );
     expect((await cli.activate(KEY_CLI, 'owner@example.com')).success).toBe(true);
 
-    // The file watcher's event arrives asynchronously; yield to it, bounded.
-    let seen = (await running.state()).status;
-    for (let turns = 0; seen === 'none' && turns < 200; turns++) {
-      await new Promise((resolve) => setImmediate(resolve));
-      seen = (await running.state()).status;
-    }
-    expect(seen).toBe('active');
+    setNow(new Date(T0.getTime() + 59_999));
+    expect((await running.state()).status).toBe('none');
+    setNow(new Date(T0.getTime() + 60_000));
+    expect((await running.state()).status).toBe('active');
+  });
+
+  it('refresh reads the license data again and asks the server now', async () => {
+    const running = await deploy();
+    const key = await server.issue('owner@example.com');
+    const cli = await h.deploy({ dir: dataDir });
+    expect((await cli.activate(key, 'owner@example.com')).success).toBe(true);
+    setLicensing(running);
+    const before = server.requests;
+
+    const refreshed = await post('/api/license/refresh', undefined);
+
+    expect(refreshed.status).toBe(200);
+    expect(refreshed.body).toMatchObject({
+      status: 'active',
+      verified: true,
+      lastValidatedAt: T0.toISOString(),
+    });
+    expect(server.requests).toBe(before + 1);
+  });
+
+  it('deactivates its own machine with admin credentials, freeing the slot', async () => {
+    const key = await server.issue('owner@example.com', { maxDeployments: 1 });
+    await deploy();
+    await post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
+
+    const anonymous = await h.post('/api/license/deactivate');
+    const freed = await h.postAsAdmin('/api/license/deactivate');
+
+    expect(anonymous.status).toBe(401);
+    expect(freed.body).toEqual({ success: true, message: 'Deployment deactivated' });
+    expect((await status()).status).toBe('none');
+    expect((await h.postAsAdmin('/api/license/deactivate')).status).toBe(400);
+    await deploy();
+    expect(
+      (await post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' })).body.success,
+    ).toBe(true);
   });
 
   it('recovers a lost machine id from the cache table, marked recovered', async () => {
@@ -347,9 +360,9 @@ describe('at run time', () => {
       machineId,
       recovered: true,
     });
-    const row = await withAdminClient((c) =>
-      c.query('SELECT license_type FROM _dbadmin.license_cache WHERE machine_id = $1', [machineId]),
-    );
+    const row = await h.db.query('SELECT license_type FROM _dbadmin.license_cache WHERE machine_id = $1', [
+      machineId,
+    ]);
     expect(row.rows[0].license_type).toBe('paid');
   });
 

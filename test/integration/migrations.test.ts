@@ -34,7 +34,13 @@ describe('migrate', () => {
       'last_validated_at',
       'created_at',
       'updated_at',
+      'lease',
+      'lease_seq',
+      'high_water',
+      'status',
     ]);
+    const trial = await withAdminClient((c) => c.query(`SELECT to_regclass('_dbadmin.trial') AS t`));
+    expect(trial.rows[0].t).toBe('_dbadmin.trial');
   });
 
   it('applies each migration once when several processes start together', async () => {

@@ -17,13 +17,28 @@ const localTrial: LicenseRecord = {
   keyed: false,
   expiresAt: at(TRIAL_MS),
   lastValidatedAt: null,
+  graceEndsAt: null,
+  verified: false,
+  refused: null,
 };
-const paid: LicenseRecord = { type: 'paid', keyed: true, expiresAt: null, lastValidatedAt: T0 };
+/** As the signed lease gives it: validated at T0, grace to T0 + 7 days. */
+const paid: LicenseRecord = {
+  type: 'paid',
+  keyed: true,
+  expiresAt: null,
+  lastValidatedAt: T0,
+  graceEndsAt: at(GRACE_MS.paid),
+  verified: true,
+  refused: null,
+};
 const serverTrial: LicenseRecord = {
   type: 'trial',
   keyed: true,
   expiresAt: at(30 * DAY),
   lastValidatedAt: T0,
+  graceEndsAt: at(GRACE_MS.trial),
+  verified: true,
+  refused: null,
 };
 const unreachable = (ms: number) => ({ kind: 'unreachable' as const, at: at(ms), message: 'ECONNREFUSED' });
 
@@ -67,14 +82,33 @@ describe('licenseState', () => {
       });
     });
 
-    it('is stale exactly at 12 hours', () => {
+    it('is stale exactly at 12 hours, and at any negative age (a validation in the future)', () => {
       expect(isFresh(T0, at(CACHE_TTL_MS))).toBe(false);
+      expect(isFresh(at(1), T0)).toBe(false);
+      expect(licenseState({ ...paid, lastValidatedAt: at(100 * DAY), graceEndsAt: null }, T0).status).toBe(
+        'expired',
+      );
     });
 
-    it('is active again after a valid answer, which becomes the last validation', () => {
+    it('is active after a valid answer', () => {
       const state = licenseState(paid, at(3 * DAY), { kind: 'valid', at: at(3 * DAY), expiresAt: null });
 
-      expect(state).toMatchObject({ status: 'active', valid: true, lastValidatedAt: at(3 * DAY) });
+      expect(state).toMatchObject({ status: 'active', valid: true, verified: true });
+    });
+
+    it('stays invalid after a persisted refusal, even with the server unreachable', () => {
+      const refused = { ...paid, refused: 'License key not found or inactive' };
+      expect(licenseState(refused, at(HOUR), unreachable(HOUR)).status).toBe('invalid');
+      expect(licenseState(refused, at(HOUR), { kind: 'valid', at: at(HOUR), expiresAt: null }).status).toBe(
+        'active',
+      );
+    });
+
+    it('is invalid with a clock more than 5 minutes behind the high-water mark', () => {
+      expect(licenseState(paid, T0, undefined, at(5 * 60_000)).status).toBe('active');
+      const rolledBack = licenseState(paid, T0, undefined, at(5 * 60_000 + 1));
+      expect(rolledBack.status).toBe('invalid');
+      expect(rolledBack.warning).toMatch(/clock rollback/);
     });
 
     it('is in its grace period up to exactly 7 days after the last validation when the server is unreachable', () => {
