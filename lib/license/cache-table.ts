@@ -30,7 +30,16 @@ export interface DatabaseTraces {
   databaseNow: Date;
 }
 
-const asDate = (value: string | null | undefined) => (value ? new Date(value) : null);
+/** The latest time a Date can hold: where PostgreSQL's 'infinity' lands (tampering, never ours). */
+const END_OF_TIME = 8.64e15;
+
+/** A timestamp as json_build_object writes it; 'infinity' is the end of time, junk is absent. */
+function asDate(value: string | null | undefined): Date | null {
+  if (!value || value === '-infinity') return null;
+  if (value === 'infinity') return new Date(END_OF_TIME);
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? null : date;
+}
 
 export async function readTraces(db: pg.Pool, machineId: string): Promise<DatabaseTraces> {
   const { rows } = await db.query<{
@@ -110,6 +119,18 @@ export async function writeCacheRow(db: pg.Pool, row: CacheRow): Promise<void> {
       row.highWater,
       row.status,
     ],
+  );
+}
+
+/**
+ * Raises this machine's high-water mark to `at` (a time both the host and PostgreSQL have passed),
+ * so a clock rolled back and a restart are noticed without a server answer or a save between.
+ */
+export async function raiseHighWater(db: pg.Pool, machineId: string, at: Date): Promise<void> {
+  await db.query(
+    `UPDATE _dbadmin.license_cache SET high_water = $2
+      WHERE machine_id = $1 AND (high_water IS NULL OR high_water < $2)`,
+    [machineId, at],
   );
 }
 

@@ -6,6 +6,7 @@ import { ConfigError } from '#lib/errors';
 import {
   type CacheRow,
   type DatabaseTraces,
+  raiseHighWater,
   readTraces,
   recordTrial,
   recoverMachineId,
@@ -177,9 +178,11 @@ export class Licensing {
     const { leases, fileCurrent } = this.leases(file, row, machineId, keyHash, carried);
     const lease = [...leases].sort((a, b) => b.payload.seq - a.payload.seq)[0];
     const fileRefused = fileCurrent && file?.status === 'invalid';
+    const databaseNow = (this.deps.databaseClock?.() ?? traces.databaseNow).getTime();
+    await this.keepTime(machineId, row, databaseNow);
     const highWater = Math.max(
       previous?.highWater ?? 0,
-      (this.deps.databaseClock?.() ?? traces.databaseNow).getTime(),
+      databaseNow,
       ...[row?.highWater, fileCurrent ? asDate(file?.highWater) : null].map((d) => d?.getTime() ?? 0),
       ...leases.map((l) => Date.parse(l.payload.serverTime)),
     );
@@ -199,6 +202,17 @@ export class Licensing {
       checkedAt: carried?.checkedAt ?? Number.NaN,
       loadedAt: this.clock().getTime(),
     };
+  }
+
+  /**
+   * Records, about once a minute, the time both this host's clock and PostgreSQL's have reached:
+   * rolling both back and restarting then shows as a rollback. The earlier of the two, so one clock
+   * set wrongly ahead (and corrected) never makes an honest deployment look rolled back.
+   */
+  private async keepTime(machineId: string, row: CacheRow | undefined, databaseNow: number): Promise<void> {
+    const agreed = Math.min(this.clock().getTime(), databaseNow);
+    if (!row || agreed - (row.highWater?.getTime() ?? 0) < RELOAD_MS) return;
+    await raiseHighWater(this.deps.db, machineId, new Date(agreed));
   }
 
   /**

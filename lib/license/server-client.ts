@@ -22,7 +22,12 @@ const validateAnswer = z.object({
   activated: z.boolean().optional(),
   message: z.string().optional(),
   type: z.enum(['trial', 'paid']).nullable().optional(),
-  expiresAt: z.string().nullable().optional(),
+  // A date that is not one makes the answer unreadable (the server unreachable), never a crash later.
+  expiresAt: z
+    .string()
+    .refine((text) => !Number.isNaN(Date.parse(text)), 'expected a date')
+    .nullable()
+    .optional(),
   /** Our server's signed lease; checked by the caller against the trusted keys, never trusted as is. */
   lease: z.unknown().optional(),
 });

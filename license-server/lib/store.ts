@@ -152,7 +152,12 @@ async function lease(
   now: Date,
 ): Promise<{ lease?: SignedLease }> {
   if (!signer || !request.machineId || !request.nonce) return {};
-  const { rows } = await db.query<{ seq: string }>(`SELECT nextval('license_server.lease_seq') AS seq`);
+  // Milliseconds since 1970 times 1000, plus a counter: increasing even across a restored backup
+  // (which would rewind a plain sequence, and every client would refuse answers as older).
+  const { rows } = await db.query<{ seq: string }>(
+    `SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint * 1000
+             + nextval('license_server.lease_seq') % 1000) AS seq`,
+  );
   const good = answer.valid && answer.activated && answer.type !== null;
   const notAfter = new Date(now.getTime() + (good && answer.type ? GRACE_MS[answer.type] : 0));
   return {

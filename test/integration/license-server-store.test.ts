@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { migrate } from '#lib/db/migrations';
+import { newSigningKey, openLease, signingKey } from '#lib/license/lease';
 import { newLicenseKey } from '../../license-server/lib/keys';
 import {
   activate,
@@ -180,5 +181,28 @@ describe('license store', () => {
     expect(
       (await validate(db, { licenseKey: license.licenseKey, machineId: 'gone' }, at(later(84)))).activated,
     ).toBe(false);
+  });
+});
+
+describe('signed leases', () => {
+  it('keep increasing their sequence when the database is restored from a backup', async () => {
+    const { privateKey, trusted } = newSigningKey();
+    const signer = signingKey(privateKey);
+    const license = await paid();
+    const ask = async () => {
+      const answer = await validate(
+        db,
+        { licenseKey: license.licenseKey, machineId: 'm', nonce: '0'.repeat(32) },
+        { now: new Date(), signer },
+      );
+      return openLease(answer.lease, [trusted])?.seq ?? Number.NaN;
+    };
+    const before = await ask();
+
+    await db.query('ALTER SEQUENCE license_server.lease_seq RESTART WITH 1');
+    const after = await ask();
+
+    expect(after).toBeGreaterThan(before);
+    expect(Number.isSafeInteger(after)).toBe(true);
   });
 });

@@ -156,6 +156,41 @@ describe('the clock', () => {
     expect(status.warning).toMatch(/clock rollback/);
   });
 
+  it('rolled back within the fresh window after running for hours, then restarted, is caught', async () => {
+    await h.activated();
+    h.at(10 * HOUR);
+    expect((await h.status()).status).toBe('active'); // running: time seen is kept each minute
+
+    h.at(HOUR); // still "fresh" against the lease's server time
+    await h.deploy({ dir: h.dataDir });
+
+    expect((await h.status()).warning).toMatch(/clock rollback/);
+  });
+
+  it('rolled back to the start of a trial, then restarted, does not give the days back', async () => {
+    await h.deploy();
+    expect((await h.post('/api/trial/start', { email: 'me@example.com' })).status).toBe(200);
+    h.at(13 * DAY);
+    expect((await h.status()).status).toBe('trial');
+
+    h.at(HOUR);
+    await h.deploy({ dir: h.dataDir });
+    const status = await h.status();
+
+    expect(status.valid).toBe(false);
+    expect(status.warning).toMatch(/clock rollback/);
+  });
+
+  it('a high-water mark of infinity in the cache row is tampering, not a crash', async () => {
+    await h.activated();
+    await h.db.query(`UPDATE _dbadmin.license_cache SET high_water = 'infinity'`);
+    await h.deploy({ dir: h.dataDir });
+
+    const reply = await h.post('/api/license/refresh');
+    expect(reply.status).toBe(200);
+    expect(reply.body.warning).toMatch(/clock rollback/);
+  });
+
   it('behind PostgreSQL’s own clock makes the license invalid', async () => {
     await h.activated();
     // The test clock stands in 2026-03; PostgreSQL's clock is the real one, later.
@@ -262,6 +297,19 @@ describe('answers that are not our server’s', () => {
     const refused = await h.post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
     expect(refused.body.success).toBe(false);
     expect(refused.body.message).toMatch(/signed/);
+  });
+
+  it('an unsigned server answering a date that is not one is unreadable, not a crash', async () => {
+    h.server.sign(false);
+    await h.deploy();
+    const key = await h.server.issue('owner@example.com');
+    h.server.intercept = (body, path) => (path.endsWith('/validate') ? { ...body, expiresAt: 'soon' } : body);
+
+    const reply = await h.post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
+
+    expect(reply.status).toBe(200);
+    expect(reply.body).toMatchObject({ success: false, message: 'Unable to connect to license server' });
+    expect((await h.post('/api/license/refresh')).status).toBe(200);
   });
 
   it('the lease names the key by hash, the machine and the nonce, and verifies only with our key', async () => {
