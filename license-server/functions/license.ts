@@ -5,7 +5,7 @@ import { defineRoute } from '#lib/http/route';
 import { signedLease, signingKey } from '#lib/license/lease';
 import { serverClock } from '../lib/clock';
 import { type LicenseServerConfig, parseLicenseServerConfig } from '../lib/config';
-import { licenseDatabase } from '../lib/db';
+import { licenseCounters, licenseDatabase } from '../lib/db';
 import { keyHash } from '../lib/keys';
 import { RateLimiter } from '../lib/rate-limit';
 import { activate, deactivate, type Signer, validate } from '../lib/store';
@@ -40,8 +40,8 @@ function licenseServer(): Promise<Server> {
       db,
       signer,
       limits: {
-        address: new RateLimiter(db, 'address', config.LICENSE_SERVER_RATE_PER_ADDRESS),
-        key: new RateLimiter(db, 'key', config.LICENSE_SERVER_RATE_PER_KEY),
+        address: new RateLimiter(licenseCounters(), 'address', config.LICENSE_SERVER_RATE_PER_ADDRESS),
+        key: new RateLimiter(licenseCounters(), 'key', config.LICENSE_SERVER_RATE_PER_KEY),
       },
     };
   })().catch((error: unknown) => {
@@ -61,9 +61,11 @@ const limited =
   <B extends { licenseKey: string }, R>(operation: (server: Server, body: B) => Promise<R>) =>
   async ({ body, clientAddress }: { body: B; clientAddress: string | undefined }) => {
     const running = await licenseServer();
-    await running.limits.address.take(clientAddress ?? 'unknown');
     // Counted by the key's hash: the rate table must not hold keys the licenses table only hashes.
-    await running.limits.key.take(keyHash(body.licenseKey));
+    await Promise.all([
+      running.limits.address.take(clientAddress ?? 'unknown'),
+      running.limits.key.take(keyHash(body.licenseKey)),
+    ]);
     return operation(running, body);
   };
 
