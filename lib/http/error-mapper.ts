@@ -2,6 +2,7 @@ import type { MiddlewareObj } from '@middy/core';
 import { z } from 'zod';
 import { fromDatabaseError } from '#lib/db/pg-errors';
 import { ApiError, BadRequest, ConfigError } from '#lib/errors';
+import { type HttpEvent, header } from '#lib/http/event';
 import { type HttpResponse, json } from '#lib/http/respond';
 
 /** `schemaName` -> `schema name`, as SPEC.md words its errors ("Invalid schema name"). */
@@ -91,14 +92,25 @@ const shorten = (message: string) =>
  * Outermost middleware: every failure becomes `{error, message}` with a status. 5xx bodies never
  * carry stacks or SQL.
  */
-export const errorMapper = (): MiddlewareObj<unknown, HttpResponse> => ({
+export const errorMapper = (): MiddlewareObj<HttpEvent, HttpResponse> => ({
   onError: (request) => {
     const apiError = toApiError(request.error);
     log(apiError);
     request.response = json(
       apiError.status,
       { error: apiError.title, message: shorten(apiError.message), ...apiError.details },
-      apiError.headers,
+      fromConsole(request.event) ? withoutChallenge(apiError.headers) : apiError.headers,
     );
   },
 });
+
+/**
+ * The web console marks its requests: a 401 to them carries no `WWW-Authenticate`, so the browser
+ * never opens its own Basic dialog over the console's sign-in form.
+ */
+export const CONSOLE_HEADER = 'x-requested-with';
+const fromConsole = (event: HttpEvent | undefined) =>
+  !!event && header(event, CONSOLE_HEADER) === 'dbadmin-console';
+
+const withoutChallenge = (headers: Record<string, string>) =>
+  Object.fromEntries(Object.entries(headers).filter(([name]) => name.toLowerCase() !== 'www-authenticate'));

@@ -3,9 +3,10 @@ import httpRouterHandler from '@middy/http-router';
 import type { Context } from 'aws-lambda';
 import { Download } from '#lib/download';
 import { MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
+import { Asset, assetResponse } from '#lib/http/asset';
 import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
-import { clientAddress, type HttpEvent } from '#lib/http/event';
+import { clientAddress, type HttpEvent, header } from '#lib/http/event';
 import { jsonBody } from '#lib/http/json-body';
 import { keyScope } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
@@ -42,7 +43,9 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
       signal,
       clientAddress: clientAddress(event),
     });
-    return result instanceof Download ? download(result) : json(route.status ?? 200, result);
+    if (result instanceof Download) return download(result);
+    if (result instanceof Asset) return assetResponse(result, header(event, 'accept-encoding'));
+    return json(route.status ?? 200, result);
   });
 }
 

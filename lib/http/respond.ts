@@ -4,6 +4,8 @@ export interface HttpResponse {
   statusCode: number;
   headers: Record<string, string>;
   body: string;
+  /** The body is base64 (compressed assets); API Gateway decodes it. */
+  isBase64Encoded?: boolean;
 }
 
 const JSON_HEADERS = {

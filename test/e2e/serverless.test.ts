@@ -3,6 +3,7 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { routes as consoleRoutes } from '#functions/console';
 import { routes as healthRoutes } from '#functions/health';
 import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
@@ -20,6 +21,7 @@ jest.setTimeout(180_000);
 
 const SERVERLESS = require.resolve('serverless/bin/serverless.js');
 const byFunction = {
+  console: consoleRoutes,
   health: healthRoutes,
   schemas: schemaRoutes,
   tables: tableRoutes,

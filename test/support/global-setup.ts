@@ -1,3 +1,4 @@
+import { buildConsole } from '../../bin/build-console';
 import { inServiceDatabase, startTemporaryPostgres } from '../../bin/embedded-postgres';
 
 /**
@@ -7,6 +8,8 @@ import { inServiceDatabase, startTemporaryPostgres } from '../../bin/embedded-po
  * Workers inherit the URLs through the environment.
  */
 export default async function globalSetup(): Promise<void> {
+  // The console function embeds the console's bundle: build it as packaging and `npm start` do.
+  await buildConsole();
   if (process.env.DATABASE_URL) return;
   const database = await startTemporaryPostgres('test');
   const asSuperuser = process.env.DBADMIN_TEST_AS === 'superuser';

@@ -10,6 +10,8 @@ import { withClient } from '#lib/db/pool';
  */
 export async function licenseTestDatabase(): Promise<{
   db: pg.Pool;
+  /** The service role's URL of this database. */
+  url: string;
   clear: () => Promise<void>;
   drop: () => Promise<void>;
 }> {
@@ -30,6 +32,7 @@ export async function licenseTestDatabase(): Promise<{
   await withClient(db, (client) => migrate(client));
   return {
     db,
+    url: serviceUrl.href,
     /** A new deployment's database: no trial, no cache rows. */
     clear: async () => {
       await db.query('DELETE FROM _dbadmin.trial; DELETE FROM _dbadmin.license_cache');

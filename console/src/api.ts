@@ -1,0 +1,108 @@
+import { signal } from '@preact/signals';
+
+/** An answer of the API that is not a success: its `{error, message}` and any extra fields. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly title: string,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+const CREDENTIALS = 'dbadmin.credentials';
+
+/** `user:password` as base64, kept for the tab's life (sessionStorage): a reload stays signed in. */
+export const credentials = signal<string | null>(sessionStorage.getItem(CREDENTIALS));
+
+export function signIn(token: string): void {
+  sessionStorage.setItem(CREDENTIALS, token);
+  credentials.value = token;
+}
+
+export function signOut(): void {
+  sessionStorage.removeItem(CREDENTIALS);
+  credentials.value = null;
+}
+
+export const basicToken = (user: string, password: string) =>
+  btoa(String.fromCharCode(...new TextEncoder().encode(`${user}:${password}`)));
+
+type Query = Record<string, string | number | boolean | undefined>;
+
+/** `api/...` relative to the page, so a stage prefix works; `?` parameters left out when undefined. */
+export function apiUrl(path: string, query: Query = {}): string {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== undefined) search.set(name, String(value));
+  const text = search.toString();
+  return `api/${path}${text ? `?${text}` : ''}`;
+}
+
+async function send(method: string, url: string, body: unknown, token: string | null): Promise<Response> {
+  const headers: Record<string, string> = { 'x-requested-with': 'dbadmin-console' };
+  if (token) headers.authorization = `Basic ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  return fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+}
+
+async function failure(response: Response): Promise<ApiError> {
+  const text = await response.text();
+  try {
+    const { error, message, ...details } = JSON.parse(text) as { error?: string; message?: string };
+    return new ApiError(response.status, error ?? response.statusText, message ?? text, details);
+  } catch {
+    return new ApiError(
+      response.status,
+      response.statusText || 'Request failed',
+      text || `HTTP ${response.status}`,
+    );
+  }
+}
+
+/**
+ * Calls the API as the signed-in admin. A 401 means the credentials no longer hold (changed on the
+ * server): the console signs out, back to the form.
+ */
+export async function api<T>(
+  method: string,
+  path: string,
+  options: { query?: Query; body?: unknown } = {},
+): Promise<T> {
+  const token = credentials.value;
+  let response: Response;
+  try {
+    response = await send(method, apiUrl(path, options.query), options.body, token);
+  } catch (error) {
+    throw new ApiError(0, 'Network error', `the service did not answer (${(error as Error).message})`);
+  }
+  if (!response.ok) {
+    const error = await failure(response);
+    if (response.status === 401 && token) signOut();
+    throw error;
+  }
+  return (await response.json()) as T;
+}
+
+/** Checks credentials without keeping them: true when the API accepts them. */
+export async function checkCredentials(token: string): Promise<boolean> {
+  const response = await send('GET', apiUrl('schemas'), undefined, token);
+  if (response.status === 401) return false;
+  // 402 (strict license) still proves the credentials: the license page is the way back.
+  if (response.ok || response.status === 402) return true;
+  throw await failure(response);
+}
+
+/** Fetches an export with the admin's credentials and hands it to the browser as a download. */
+export async function download(path: string, query: Query, filename: string): Promise<void> {
+  const response = await send('GET', apiUrl(path, query), undefined, credentials.value);
+  if (!response.ok) throw await failure(response);
+  const url = URL.createObjectURL(await response.blob());
+  const link = Object.assign(document.createElement('a'), { href: url, download: filename });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}

@@ -1,0 +1,177 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, api } from '../api';
+import type { SqlEditor } from '../sql-editor';
+import { cellText, loadStructure } from '../structure';
+import { ErrorText, useAction } from '../ui';
+
+interface Result {
+  rows: Record<string, unknown>[];
+  fields: { name: string; dataTypeID: number }[];
+  rowCount: number;
+  duration: number;
+}
+
+const HISTORY = 'dbadmin.sql.history';
+const draftKey = (schema: string) => `dbadmin.sql.draft.${schema}`;
+const HISTORY_SIZE = 50;
+
+interface HistoryEntry {
+  sql: string;
+  schema: string;
+  at: string;
+}
+
+function readHistory(): HistoryEntry[] {
+  try {
+    const parsed = JSON.parse(localStorage.getItem(HISTORY) ?? '[]');
+    return Array.isArray(parsed) ? parsed : [];
+  } catch {
+    return [];
+  }
+}
+
+function remember(entry: HistoryEntry): HistoryEntry[] {
+  const next = [
+    entry,
+    ...readHistory().filter((old) => old.sql !== entry.sql || old.schema !== entry.schema),
+  ].slice(0, HISTORY_SIZE);
+  localStorage.setItem(HISTORY, JSON.stringify(next));
+  return next;
+}
+
+const nonce = () => document.querySelector<HTMLMetaElement>('meta[name="csp-nonce"]')?.content;
+
+/** The SQL editor: drafts per schema and the last 50 queries survive a reload (local storage). */
+export function SqlPage({ schema }: { schema: string }) {
+  const host = useRef<HTMLDivElement>(null);
+  const editor = useRef<SqlEditor | undefined>(undefined);
+  const text = useRef(localStorage.getItem(draftKey(schema)) ?? '');
+  const [result, setResult] = useState<Result | undefined>(undefined);
+  const [history, setHistory] = useState(readHistory);
+  const [runAs, setRunAs] = useState<'schema' | 'admin'>('schema');
+  const runAsRef = useRef(runAs);
+  runAsRef.current = runAs;
+  const execute = useAction(async () => {
+    const sqlText = text.current.trim();
+    if (!sqlText) return;
+    setHistory(remember({ sql: sqlText, schema, at: new Date().toISOString() }));
+    try {
+      setResult(
+        await api<Result>('POST', 'query', { body: { sql: sqlText, schema, runAs: runAsRef.current } }),
+      );
+    } catch (error) {
+      setResult(undefined);
+      const position = error instanceof ApiError ? Number(error.details.position) : Number.NaN;
+      if (Number.isInteger(position)) editor.current?.setPosition(position);
+      throw error;
+    }
+  });
+  const runRef = useRef(execute.run);
+  runRef.current = execute.run;
+
+  useEffect(() => {
+    let cancelled = false;
+    text.current = localStorage.getItem(draftKey(schema)) ?? '';
+    import('../sql-editor').then(({ createSqlEditor }) => {
+      if (cancelled || !host.current) return;
+      editor.current = createSqlEditor({
+        parent: host.current,
+        doc: text.current,
+        nonce: nonce(),
+        onChange: (value) => {
+          text.current = value;
+          localStorage.setItem(draftKey(schema), value);
+        },
+        onRun: () => runRef.current(),
+      });
+      editor.current.view.focus();
+      loadStructure(schema).then(
+        (tables) =>
+          editor.current?.setTables(
+            Object.fromEntries(tables.map((t) => [t.table, t.columns.map((c) => c.name)])),
+          ),
+        () => undefined, // completion of keywords still works
+      );
+    });
+    return () => {
+      cancelled = true;
+      editor.current?.destroy();
+      editor.current = undefined;
+    };
+  }, [schema]);
+
+  const load = (sqlText: string) => {
+    const view = editor.current?.view;
+    if (!view) return;
+    view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: sqlText } });
+    view.focus();
+  };
+
+  return (
+    <section class="page">
+      <h1>
+        SQL in <span class="mono">{schema}</span>
+      </h1>
+      <div class="editor" ref={host} />
+      <div class="toolbar">
+        <button type="button" class="primary" disabled={execute.busy} onClick={() => execute.run()}>
+          Run <kbd>Ctrl</kbd>+<kbd>Enter</kbd>
+        </button>
+        <label class="inline">
+          Run as
+          <select
+            aria-label="Run as"
+            value={runAs}
+            onChange={(e) => setRunAs(e.currentTarget.value as 'schema' | 'admin')}
+          >
+            <option value="schema">the schema's role</option>
+            <option value="admin">admin (the service's rights)</option>
+          </select>
+        </label>
+      </div>
+      <ErrorText error={execute.error} />
+      {result && (
+        <div class="result">
+          <p class="muted" data-testid="result-summary">
+            {result.rowCount} row{result.rowCount === 1 ? '' : 's'} · {result.duration} ms
+          </p>
+          <div class="grid-wrap">
+            <table class="grid" aria-label="Result">
+              <thead>
+                <tr>
+                  {result.fields.map((field) => (
+                    <th key={field.name}>{field.name}</th>
+                  ))}
+                </tr>
+              </thead>
+              <tbody>
+                {result.rows.map((row, index) => (
+                  <tr key={index}>
+                    {result.fields.map((field) => (
+                      <td key={field.name} class={row[field.name] === null ? 'cell null' : 'cell'}>
+                        {row[field.name] === null ? 'NULL' : cellText(row[field.name])}
+                      </td>
+                    ))}
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </div>
+      )}
+      <details class="history">
+        <summary>History ({history.length})</summary>
+        <ul>
+          {history.map((entry) => (
+            <li key={`${entry.at}${entry.sql}`}>
+              <button type="button" class="link mono" onClick={() => load(entry.sql)}>
+                {entry.sql.length > 120 ? `${entry.sql.slice(0, 120)}…` : entry.sql}
+              </button>
+              <span class="muted"> {entry.schema}</span>
+            </li>
+          ))}
+        </ul>
+      </details>
+    </section>
+  );
+}

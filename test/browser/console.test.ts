@@ -1,0 +1,277 @@
+import { readFileSync } from 'node:fs';
+import type { Page } from 'playwright-core';
+import { ConsoleHarness, describeInBrowser } from '#test/support/browser';
+import { uniqueName } from '#test/support/names';
+
+/**
+ * The web console in a real Chromium, through `npm start`'s host: what a person does with it,
+ * click by click. Skipped, loudly, where no Chromium is installed (CI installs one).
+ */
+jest.setTimeout(120_000);
+
+const h = new ConsoleHarness();
+
+describeInBrowser('the web console', () => {
+  beforeAll(() => h.start(), 180_000);
+  afterAll(() => h.close());
+
+  /** A schema with a table `items (id serial primary key, name text)` of `rows` rows. */
+  async function schemaWithItems(rows: number): Promise<string> {
+    const schema = uniqueName('web');
+    expect(
+      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
+    ).toBe(201);
+    await h.api('POST', 'query', {
+      schema,
+      sql: `CREATE TABLE items (id serial PRIMARY KEY, name text);
+            INSERT INTO items (name) SELECT 'row ' || g FROM generate_series(1, ${rows}) g;`,
+    });
+    return schema;
+  }
+
+  const cell = (page: Page, id: number, column = 2) =>
+    page
+      .getByRole('row')
+      .filter({ has: page.getByLabel(`Select row ${id}`, { exact: true }) })
+      .locator('td')
+      .nth(column);
+
+  it('signs in with a form (no browser dialog), stays signed in across a reload, and manages the license', async () => {
+    const page = await h.browser.newPage({ viewport: { width: 1280, height: 760 } });
+    await page.goto(`${h.host.base}/`);
+    await h.screenshot(page, 'sign-in');
+    await page.getByLabel('User name').fill('test-admin');
+    await page.getByLabel('Password').fill('not the password');
+    const refused = page.waitForResponse((r) => r.url().includes('/api/schemas') && r.status() === 401);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+
+    expect((await refused).headers()['www-authenticate']).toBeUndefined();
+    await page.getByText('Wrong user name or password').waitFor();
+
+    await page.getByLabel('Password').fill('test-admin-password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+    await page.reload();
+    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+
+    const badge = page.getByTestId('license-badge');
+    await expectText(badge, 'No license');
+    await badge.click();
+    await page.getByRole('form', { name: 'Start a trial' }).getByLabel('Email').fill('owner@example.com');
+    await page.getByRole('button', { name: 'Start trial' }).click();
+    await expectText(badge, 'Trial: 14 days left');
+
+    const key = await h.licenseServer.issue('owner@example.com');
+    await page.getByLabel('License key').fill(key);
+    await page.getByRole('button', { name: 'Activate' }).click();
+    await page.getByText('License activated').waitFor();
+    await expectText(badge, 'Licensed');
+    await expectText(page.getByTestId('license-status'), 'active');
+    await h.screenshot(page, 'license');
+
+    await page.getByRole('button', { name: 'Refresh now' }).click();
+    await page.waitForFunction(
+      `document.querySelector('[data-testid="last-validated"]')?.textContent !== '—'`,
+    );
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    await page.reload();
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    await page.close();
+  });
+
+  it('creates a schema and a table through the forms, adds a column, clones and deletes them', async () => {
+    const { page, errors } = await h.signedIn('#/schemas');
+    const schema = uniqueName('web');
+    const form = page.getByRole('form', { name: 'Create a schema' });
+    await form.getByLabel('Name').fill(schema);
+    await form.getByLabel('Password for its database user').fill('pw-0123456789');
+    await form.getByRole('button', { name: 'Create schema' }).click();
+    await page.getByText(`Its database user is ${schema}_user`).waitFor();
+    await h.screenshot(page, 'schemas');
+
+    await page.getByRole('link', { name: schema, exact: true }).click();
+    const create = page.getByRole('form', { name: 'Create a table' });
+    await create.getByLabel('Table name').fill('people');
+    await create.getByRole('button', { name: 'Add a column' }).click();
+    const second = create.getByRole('group', { name: 'Column 2' });
+    await second.getByLabel('Column name').fill('email');
+    await second.getByLabel('Column type').selectOption('VARCHAR');
+    await second.getByLabel('Length').fill('120');
+    await create.getByRole('button', { name: 'Create table' }).click();
+    await page.getByRole('link', { name: 'people', exact: true }).waitFor();
+
+    await page.getByRole('link', { name: 'Structure' }).click();
+    const add = page.getByRole('form', { name: 'Add a column' });
+    await add.getByLabel('Column name').fill('age');
+    await add.getByLabel('Column type').selectOption('INTEGER');
+    await add.getByRole('button', { name: 'Add column' }).click();
+    await page.getByRole('cell', { name: 'age', exact: true }).waitFor();
+    await expectText(page.getByRole('row').filter({ hasText: 'email' }), 'character varying(120)');
+    await h.screenshot(page, 'structure');
+
+    await page.getByRole('link', { name: schema }).first().click();
+    await page.getByRole('button', { name: 'Clone' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Clone', exact: true }).click();
+    await page.getByRole('link', { name: 'people_copy', exact: true }).waitFor();
+    await h.screenshot(page, 'tables');
+    await page
+      .getByRole('listitem')
+      .filter({ hasText: 'people_copy' })
+      .getByRole('button', { name: 'Delete' })
+      .click();
+    const confirm = page.getByRole('dialog');
+    await expect(await confirm.getByRole('button', { name: 'Delete table' }).isDisabled()).toBe(true);
+    await confirm.getByLabel('Type people_copy to confirm').fill('people_copy');
+    await confirm.getByRole('button', { name: 'Delete table' }).click();
+    await page.getByRole('link', { name: 'people_copy', exact: true }).waitFor({ state: 'detached' });
+
+    await page.goto(`${h.host.base}/#/schemas`);
+    await page
+      .getByRole('listitem')
+      .filter({ hasText: schema })
+      .getByRole('button', { name: 'Delete' })
+      .click();
+    await page.getByLabel(`Type ${schema} to confirm`).fill(schema);
+    await page.getByRole('button', { name: 'Delete schema' }).click();
+    await page.getByRole('link', { name: schema, exact: true }).waitFor({ state: 'detached' });
+    expect((await h.api<string[]>('GET', 'schemas')).body).not.toContain(schema);
+    expect(errors).toEqual([]);
+  });
+
+  it('edits safely: Enter saves one cell (kept after a reload), Esc sends nothing, a failure stays on the cell', async () => {
+    const schema = await schemaWithItems(120);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/items`);
+    await expectText(page.getByTestId('pager'), 'Page 1 of 3 · 120 rows');
+    const patches: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'PATCH') patches.push(request.url());
+    });
+
+    await cell(page, 1).dblclick();
+    await page.getByLabel('Cell value').fill('edited');
+    await page.getByLabel('Cell value').press('Enter');
+    await expectText(cell(page, 1), 'edited');
+    await page.reload();
+    await expectText(cell(page, 1), 'edited');
+    await h.screenshot(page, 'grid');
+
+    await cell(page, 2).dblclick();
+    await page.getByLabel('Cell value').fill('never saved');
+    await page.getByLabel('Cell value').press('Escape');
+    await expectText(cell(page, 2), 'row 2');
+    expect(patches).toHaveLength(1);
+
+    await h.api('POST', 'query', {
+      schema,
+      sql: 'ALTER TABLE items ADD CONSTRAINT short CHECK (length(name) < 20)',
+    });
+    await cell(page, 3).dblclick();
+    await page.getByLabel('Cell value').fill('a value far too long for the check');
+    await page.getByLabel('Cell value').press('Enter');
+    await page.getByRole('alert').filter({ hasText: 'short' }).waitFor();
+    await h.screenshot(page, 'cell-error');
+    expect(await page.getByLabel('Cell value').inputValue()).toBe('a value far too long for the check');
+
+    await page.getByLabel('Cell value').press('Escape');
+    await page.getByLabel('Select row 4', { exact: true }).check();
+    await page.getByLabel('Select row 5', { exact: true }).check();
+    await page.getByRole('button', { name: 'Delete selected (2)' }).click();
+    await page.getByRole('button', { name: 'Delete rows' }).click();
+    await expectText(page.getByTestId('pager'), 'Page 1 of 3 · 118 rows');
+
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await expectText(page.getByTestId('pager'), 'Page 2 of 3');
+    await page.getByLabel('Rows per page').selectOption('250');
+    await expectText(page.getByTestId('pager'), 'Page 1 of 1 · 118 rows');
+    expect(await page.getByRole('row').count()).toBe(119);
+    expect(errors).toEqual([]);
+  });
+
+  it('shows a table without a primary key read-only, with the reason', async () => {
+    const schema = await schemaWithItems(1);
+    await h.api('POST', 'query', {
+      schema,
+      sql: 'CREATE TABLE logbook (line text); INSERT INTO logbook VALUES ($$hello$$)',
+    });
+    const { page } = await h.signedIn(`#/s/${schema}/t/logbook`);
+
+    await page.getByText('Read-only: this table has no primary key').waitFor();
+    await page.getByRole('cell', { name: 'hello' }).dblclick();
+    expect(await page.getByLabel('Cell value').count()).toBe(0);
+  });
+
+  it('runs SQL with completion of the schema’s tables, keeps the text on an error, and keeps drafts and history', async () => {
+    const schema = await schemaWithItems(3);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);
+    const editor = page.locator('.cm-content');
+    await editor.click();
+    await page.keyboard.type('SELECT name FROM ite');
+    await page.locator('.cm-tooltip-autocomplete').getByText('items').waitFor();
+    await page.keyboard.press('Enter');
+    await page.keyboard.type(' ORDER BY id');
+    await page.keyboard.press('Control+Enter');
+    await expectText(page.getByTestId('result-summary'), '3 rows');
+    await page.getByRole('cell', { name: 'row 2' }).waitFor();
+    await h.screenshot(page, 'sql');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await h.screenshot(page, 'sql-dark');
+
+    await page.keyboard.press('Control+a');
+    await page.keyboard.type('SELECT nme FROM items');
+    await page.keyboard.press('Control+Enter');
+    await page.getByRole('alert').filter({ hasText: 'nme' }).waitFor();
+    await expectText(editor, 'SELECT nme FROM items');
+
+    await page.reload();
+    await expectText(page.locator('.cm-content'), 'SELECT nme FROM items');
+    await page.getByText('History (2)').click();
+    await page.getByRole('button', { name: 'SELECT name FROM items ORDER BY id' }).waitFor();
+    expect(errors).toEqual([]);
+  });
+
+  it('creates an API key shown once that works against the API, and exports JSON that matches the grid', async () => {
+    const schema = await schemaWithItems(4);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/keys`);
+    const form = page.getByRole('form', { name: 'Create an API key' });
+    await form.getByLabel('Name').fill('reader');
+    await form.getByRole('button', { name: 'Create key' }).click();
+    const key = (await page.getByTestId('new-key').textContent()) ?? '';
+    expect(key).toMatch(/^[0-9a-f]{64}$/);
+    await page.getByRole('cell', { name: 'reader' }).waitFor();
+    await h.screenshot(page, 'keys');
+
+    const viaKey = await fetch(`${h.host.base}/api/tables?schema=${schema}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(await viaKey.json()).toEqual(['items']);
+    await page.reload();
+    expect(await page.getByTestId('new-key').count()).toBe(0);
+
+    await page.goto(`${h.host.base}/#/s/${schema}/t/items`);
+    await expectText(page.getByTestId('pager'), '4 rows');
+    const grid = await page.getByRole('row').allTextContents();
+    const saving = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Export JSON' }).click();
+    const file = await saving;
+    const exported = JSON.parse(readFileSync((await file.path()) as string, 'utf8'));
+
+    expect(file.suggestedFilename()).toBe('items.json');
+    expect(exported.count).toBe(4);
+    expect(exported.data.map((row: { id: number; name: string }) => `${row.id}${row.name}`)).toEqual(
+      grid.slice(1).map((line) => line.trim()),
+    );
+    expect(errors).toEqual([]);
+  });
+});
+
+async function expectText(locator: ReturnType<Page['locator']>, text: string): Promise<void> {
+  try {
+    await locator.filter({ hasText: text }).first().waitFor({ timeout: 10_000 });
+  } catch {
+    throw new Error(
+      `expected ${JSON.stringify(text)}, found ${JSON.stringify(await locator.first().textContent())}`,
+    );
+  }
+}

@@ -1,0 +1,104 @@
+import { existsSync, rmSync } from 'node:fs';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { type Host, startHost } from '#test/support/host';
+import { ADMIN } from '#test/support/http';
+import { licenseTestDatabase } from '#test/support/license-db';
+import { TestLicenseServer } from '#test/support/license-server';
+
+/** Debian's chromium (or CHROMIUM_PATH): playwright-core downloads no browser of its own. */
+export function findChromium(): string | undefined {
+  const candidates = [
+    process.env.CHROMIUM_PATH,
+    '/usr/bin/chromium',
+    '/usr/bin/chromium-browser',
+    '/usr/bin/google-chrome',
+  ];
+  return candidates.find((path): path is string => !!path && existsSync(path));
+}
+
+const chromiumPath = findChromium();
+if (!chromiumPath) {
+  console.warn(
+    '\n*** BROWSER TESTS SKIPPED: no Chromium found (apt-get install -y chromium, or set CHROMIUM_PATH) ***\n',
+  );
+}
+
+/** `describe` when a Chromium is installed, else `describe.skip` (and the warning above). */
+export const describeInBrowser = chromiumPath ? describe : describe.skip;
+
+/**
+ * `npm start`'s real host on a database of its own, the real license server over HTTPS, and a
+ * browser. The host trusts only the compiled-in signing keys, so the license server answers
+ * unsigned, as a SPEC-only server would (status `verified: false`).
+ */
+export class ConsoleHarness {
+  host!: Host;
+  browser!: Browser;
+  readonly licenseServer = new TestLicenseServer();
+  private database: Awaited<ReturnType<typeof licenseTestDatabase>> | undefined;
+  private buildDir = `.esbuild-browser-${process.pid}`;
+
+  async start(): Promise<void> {
+    this.licenseServer.sign(false);
+    await this.licenseServer.start();
+    this.database = await licenseTestDatabase();
+    this.host = await startHost({
+      ...process.env,
+      DATABASE_URL: this.database.url,
+      LICENSE_SERVER_URL: this.licenseServer.url,
+      LICENSE_SERVER_CA_FILE: this.licenseServer.tls.caFile,
+      DBADMIN_BUILD_DIR: this.buildDir,
+    });
+    this.browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
+  }
+
+  async close(): Promise<void> {
+    await this.browser?.close();
+    await this.host?.stop();
+    await this.licenseServer.close();
+    await this.database?.drop();
+    rmSync(this.buildDir, { recursive: true, force: true });
+  }
+
+  get db() {
+    if (!this.database) throw new Error('ConsoleHarness.start() first');
+    return this.database.db;
+  }
+
+  /** A new tab, signed in through the form; page errors fail the test that reads `errors`. */
+  async signedIn(hash = ''): Promise<{ page: Page; errors: string[] }> {
+    const page = await this.browser.newPage({ viewport: { width: 1280, height: 760 } });
+    const errors: string[] = [];
+    page.on('pageerror', (error) => errors.push(String(error)));
+    await page.goto(`${this.host.base}/${hash}`);
+    await page.getByLabel('User name').fill(ADMIN.user);
+    await page.getByLabel('Password').fill(ADMIN.pass);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+    return { page, errors };
+  }
+
+  /**
+   * With DBADMIN_SCREENSHOTS=1, saves the page as docs/console-NAME.png (the README shows them):
+   * `DBADMIN_SCREENSHOTS=1 npx jest test/browser` refreshes them.
+   */
+  async screenshot(page: Page, name: string): Promise<void> {
+    if (process.env.DBADMIN_SCREENSHOTS !== '1') return;
+    await page.evaluate('document.fonts.ready');
+    await page.screenshot({ path: `docs/console-${name}.png` });
+  }
+
+  /** Calls the API as the admin (setting up what a test needs, or checking what the console did). */
+  async api<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+    const response = await fetch(`${this.host.base}/api/${path}`, {
+      method,
+      headers: {
+        authorization: `Basic ${Buffer.from(`${ADMIN.user}:${ADMIN.pass}`).toString('base64')}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T };
+  }
+}
