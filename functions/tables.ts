@@ -73,11 +73,14 @@ export const routes = [
       schema: inSchema,
       page: queryInt('page', 1, 10_000_000).default(1),
       limit: queryInt('limit', 1, 1000).default(50),
+      count: queryBoolean.optional().meta({
+        description: 'false: skip counting the rows (total is null), for turning pages of a big table',
+      }),
     }),
     response: z.object({
       data: z.array(Row),
       columns: z.array(z.string()),
-      total: z.number(),
+      total: z.number().nullable().meta({ description: 'every row of the table; null with count=false' }),
       page: z.number(),
     }),
     handler: async ({ params, query, principal, signal }) =>
@@ -86,6 +89,7 @@ export const routes = [
         table: params.tableName,
         page: query.page,
         limit: query.limit,
+        count: query.count ?? true,
       }),
   }),
   defineRoute({

@@ -31,13 +31,15 @@ export interface ReadTableInput {
   table: string;
   page: number;
   limit: number;
+  /** Count every row (the default); false skips it (`total: null`) for page turns of big tables. */
+  count?: boolean;
 }
 
 /** One page of rows in primary-key order, with the exact row count, read as the schema's role. */
 export async function readTable(
   access: SchemaAccess,
   limits: ResultLimits,
-  { schema, table, page, limit }: ReadTableInput,
+  { schema, table, page, limit, count = true }: ReadTableInput,
 ) {
   const info = await tableInfo(access.catalog, schema, table);
   const from = qualified(schema, table);
@@ -52,11 +54,13 @@ export async function readTable(
       limits,
       cancel,
     );
-    const count = await client.query<{ total: number }>(`SELECT count(*) AS total FROM ${from}`);
+    const counted = count
+      ? await client.query<{ total: number }>(`SELECT count(*) AS total FROM ${from}`)
+      : undefined;
     return {
       data: data?.rows ?? [],
       columns: info.columns.map((c) => c.name),
-      total: count.rows[0]?.total ?? 0,
+      total: counted ? (counted.rows[0]?.total ?? 0) : null,
       page,
     };
   });

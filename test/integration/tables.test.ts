@@ -244,7 +244,19 @@ describe('GET /api/table/:tableName', () => {
     );
   });
 
+  it('skips the count with count=false (total null), for page turns of big tables', async () => {
+    const turned = await call(tables, {
+      path: '/api/table/numbers',
+      query: { schema, page: '2', count: 'false' },
+    });
+
+    expect(turned.status).toBe(200);
+    expect(turned.body.total).toBeNull();
+    expect(turned.body.data[0]).toEqual({ n: 51, label: 'n51' });
+  });
+
   it.each([
+    [{ count: 'maybe' }, /expected true or false/],
     [{ limit: '0' }, /limit must be between 1 and 1000/],
     [{ limit: '1001' }, /limit must be between 1 and 1000/],
     [{ limit: 'ten' }, /limit must be a number/],
