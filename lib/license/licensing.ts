@@ -122,6 +122,8 @@ export class Licensing {
   private readonly trusted: readonly TrustedKey[];
   private readonly revalidate = singleFlight(() => this.askServer());
   private readonly reload = singleFlight(() => this.load());
+  /** When `refresh()` last asked the server (NaN: never). */
+  private lastRefresh = Number.NaN;
 
   constructor(private readonly deps: LicensingDeps) {
     this.clock = deps.clock ?? (() => new Date());
@@ -431,9 +433,13 @@ export class Licensing {
   async refresh(): Promise<LicenseState> {
     const known = await this.fresh();
     const now = this.clock();
-    const since = now.getTime() - known.checkedAt;
+    // Throttled against refreshes only: one right after an activation still asks (a revocation
+    // since shows at once), and a flood of calls to this public endpoint reaches the server once.
+    const since = now.getTime() - this.lastRefresh;
     const asked = this.record(known)?.keyed && !(since >= 0 && since < REFRESH_MS);
-    return this.stateOf(asked ? await this.revalidate() : known, now);
+    if (!asked) return this.stateOf(known, now);
+    this.lastRefresh = now.getTime();
+    return this.stateOf(await this.revalidate(), now);
   }
 
   async startTrial(email: string): Promise<{ trialExpiresAt: Date }> {

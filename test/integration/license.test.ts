@@ -329,6 +329,27 @@ describe('at run time', () => {
     expect(server.requests).toBe(before + 1);
   });
 
+  it('refresh asks the server now (a revocation shows at once), then at most once every 10 s', async () => {
+    const key = await server.issue('owner@example.com');
+    await deploy();
+    await post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
+    expect((await h.status()).status).toBe('active'); // as the console does after activating
+    await server.revoke(key);
+    const before = server.requests;
+    setNow(new Date(T0.getTime() + 1_000));
+
+    const first = await post('/api/license/refresh', undefined);
+    setNow(new Date(T0.getTime() + 10_999));
+    await post('/api/license/refresh', undefined);
+    const throttled = server.requests;
+    setNow(new Date(T0.getTime() + 11_000));
+    await post('/api/license/refresh', undefined);
+
+    expect(first.body.status).toBe('invalid');
+    expect(throttled).toBe(before + 1);
+    expect(server.requests).toBe(before + 2);
+  });
+
   it('deactivates its own machine with admin credentials, freeing the slot', async () => {
     const key = await server.issue('owner@example.com', { maxDeployments: 1 });
     await deploy();
