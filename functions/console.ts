@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { consolePage } from '#lib/console/page';
 import { NotFound } from '#lib/errors';
 import { Asset } from '#lib/http/asset';
 import { httpHandler } from '#lib/http/handler';
@@ -18,37 +18,6 @@ const assets = new Map(
   ]),
 );
 
-/** Only this origin, no inline script; CodeMirror's injected styles carry the page's nonce. */
-const policy = (nonce: string) =>
-  [
-    "default-src 'self'",
-    "script-src 'self'",
-    `style-src 'self' 'nonce-${nonce}'`,
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-    "object-src 'none'",
-  ].join('; ');
-
-function page(nonce: string): string {
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="csp-nonce" content="${nonce}">
-<title>dbadmin</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="assets/${bundle.style}">
-<script type="module" src="assets/${bundle.script}"></script>
-</head>
-<body><div id="app"></div><noscript>The dbadmin console needs JavaScript; the API is at api/openapi.json.</noscript></body>
-</html>
-`;
-}
-
 export const routes = [
   defineRoute({
     method: 'GET',
@@ -57,12 +26,7 @@ export const routes = [
     access: 'public',
     response: z.unknown(),
     handler: async () => {
-      const nonce = randomBytes(16).toString('base64');
-      return new Asset(page(nonce), 'text/html; charset=utf-8', 'revalidate', {
-        'content-security-policy': policy(nonce),
-        'referrer-policy': 'no-referrer',
-        'x-frame-options': 'DENY',
-      });
+      return consolePage(bundle);
     },
   }),
   defineRoute({

@@ -23,10 +23,21 @@ export function signIn(token: string): void {
   credentials.value = token;
 }
 
+/** Forgets the credentials and what this browser kept of the admin's work (SQL drafts, history). */
 export function signOut(): void {
   sessionStorage.removeItem(CREDENTIALS);
+  for (const key of Object.keys(localStorage))
+    if (key.startsWith('dbadmin.sql.')) localStorage.removeItem(key);
   credentials.value = null;
 }
+
+/** The credentials no longer hold (changed on the server): back to the form, unless already newer. */
+function expired(token: string | null): void {
+  if (token !== null && credentials.value === token) signOut();
+}
+
+/** The license state each answer reports (`X-License-Status`): the header's badge follows it. */
+export const reportedLicense = signal<string | null>(null);
 
 export const basicToken = (user: string, password: string) =>
   btoa(String.fromCharCode(...new TextEncoder().encode(`${user}:${password}`)));
@@ -78,10 +89,11 @@ export async function api<T>(
   } catch (error) {
     throw new ApiError(0, 'Network error', `the service did not answer (${(error as Error).message})`);
   }
+  const reported = response.headers.get('x-license-status');
+  if (reported) reportedLicense.value = reported;
   if (!response.ok) {
-    const error = await failure(response);
-    if (response.status === 401 && token) signOut();
-    throw error;
+    if (response.status === 401) expired(token);
+    throw await failure(response);
   }
   return (await response.json()) as T;
 }
@@ -97,8 +109,12 @@ export async function checkCredentials(token: string): Promise<boolean> {
 
 /** Fetches an export with the admin's credentials and hands it to the browser as a download. */
 export async function download(path: string, query: Query, filename: string): Promise<void> {
-  const response = await send('GET', apiUrl(path, query), undefined, credentials.value);
-  if (!response.ok) throw await failure(response);
+  const token = credentials.value;
+  const response = await send('GET', apiUrl(path, query), undefined, token);
+  if (!response.ok) {
+    if (response.status === 401) expired(token);
+    throw await failure(response);
+  }
   const url = URL.createObjectURL(await response.blob());
   const link = Object.assign(document.createElement('a'), { href: url, download: filename });
   document.body.append(link);

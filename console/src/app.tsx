@@ -1,5 +1,5 @@
-import { useEffect, useState } from 'preact/hooks';
-import { credentials, signOut } from './api';
+import { useCallback, useEffect, useState } from 'preact/hooks';
+import { credentials, reportedLicense, signOut } from './api';
 import { badgeText, license, loadLicense } from './license';
 import { KeysPage } from './pages/keys';
 import { LicensePage } from './pages/license';
@@ -163,17 +163,23 @@ function Page() {
 export function App() {
   const [help, setHelp] = useState(false);
   const signedIn = credentials.value !== null;
-  useShortcuts(() => setHelp(true));
+  const openHelp = useCallback(() => setHelp(true), []);
+  useShortcuts(openHelp);
   useEffect(() => {
     if (!signedIn) return;
     loadLicense().catch(() => undefined);
     schemas.load().catch(() => undefined);
   }, [signedIn]);
+  // An answer reported another license state than the badge shows: read the status again.
+  const reported = reportedLicense.value;
+  useEffect(() => {
+    if (signedIn && reported && license.peek()?.status !== reported) loadLicense().catch(() => undefined);
+  }, [reported, signedIn]);
   if (!signedIn) return <SignIn />;
   const blocked = license.value && !license.value.valid && route.value.page !== 'license';
   return (
     <>
-      <Header onHelp={() => setHelp(true)} />
+      <Header onHelp={openHelp} />
       {blocked && (
         <p class="banner" role="alert">
           {license.value?.warning ?? 'The license is not valid.'}{' '}

@@ -69,10 +69,12 @@ describeInBrowser('the web console', () => {
     await expectText(page.getByTestId('license-status'), 'active');
     await h.screenshot(page, 'license');
 
+    // Refresh asks the server now: a revocation shows at once, with the way back on every page.
+    await h.licenseServer.revoke(key);
     await page.getByRole('button', { name: 'Refresh now' }).click();
-    await page.waitForFunction(
-      `document.querySelector('[data-testid="last-validated"]')?.textContent !== '—'`,
-    );
+    await expectText(page.getByTestId('license-status'), 'invalid');
+    await page.getByRole('link', { name: 'dbadmin' }).click();
+    await page.getByRole('alert').getByRole('link', { name: 'Open the license page' }).waitFor();
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
@@ -110,9 +112,20 @@ describeInBrowser('the web console', () => {
     await page.getByRole('cell', { name: 'age', exact: true }).waitFor();
     await expectText(page.getByRole('row').filter({ hasText: 'email' }), 'character varying(120)');
     await h.screenshot(page, 'structure');
+    await h.api('POST', 'query', {
+      schema,
+      sql: 'CREATE TABLE visits (id serial PRIMARY KEY, person integer REFERENCES people (id))',
+    });
+    await page.goto(`${h.host.base}/#/s/${schema}/t/visits/structure`);
+    await page.getByRole('link', { name: '→ people.id' }).click();
+    await page.getByRole('heading', { name: `${schema} / people` }).waitFor();
 
     await page.getByRole('link', { name: schema }).first().click();
-    await page.getByRole('button', { name: 'Clone' }).click();
+    await page
+      .getByRole('listitem')
+      .filter({ hasText: /^people/ })
+      .getByRole('button', { name: 'Clone' })
+      .click();
     await page.getByRole('dialog').getByRole('button', { name: 'Clone', exact: true }).click();
     await page.getByRole('link', { name: 'people_copy', exact: true }).waitFor();
     await h.screenshot(page, 'tables');
@@ -161,6 +174,9 @@ describeInBrowser('the web console', () => {
     await page.getByLabel('Cell value').fill('never saved');
     await page.getByLabel('Cell value').press('Escape');
     await expectText(cell(page, 2), 'row 2');
+    await cell(page, 2).dblclick();
+    await page.getByLabel('Cell value').press('Enter'); // unchanged: nothing to save
+    await page.getByLabel('Cell value').waitFor({ state: 'detached' });
     expect(patches).toHaveLength(1);
 
     await h.api('POST', 'query', {
@@ -181,11 +197,20 @@ describeInBrowser('the web console', () => {
     await page.getByRole('button', { name: 'Delete rows' }).click();
     await expectText(page.getByTestId('pager'), 'Page 1 of 3 · 118 rows');
 
+    await page.getByRole('button', { name: 'Insert row' }).click();
+    await page.getByRole('dialog').getByLabel('name (text)').fill('inserted here');
+    await page.getByRole('dialog').getByRole('button', { name: 'Insert' }).click();
+    await expectText(page.getByTestId('pager'), 'Page 1 of 3 · 119 rows');
+
+    const turned = page.waitForRequest((request) => request.url().includes('/api/table/items?'));
     await page.getByRole('button', { name: 'Next page' }).click();
-    await expectText(page.getByTestId('pager'), 'Page 2 of 3');
+    await expectText(page.getByTestId('pager'), 'Page 2 of 3 · 119 rows');
+    // A page turn does not count every row again.
+    expect((await turned).url()).toMatch(/[?&]count=false(&|$)/);
     await page.getByLabel('Rows per page').selectOption('250');
-    await expectText(page.getByTestId('pager'), 'Page 1 of 1 · 118 rows');
-    expect(await page.getByRole('row').count()).toBe(119);
+    await expectText(page.getByTestId('pager'), 'Page 1 of 1 · 119 rows');
+    expect(await page.getByRole('row').count()).toBe(120);
+    await page.getByRole('cell', { name: 'inserted here' }).waitFor();
     expect(errors).toEqual([]);
   });
 
@@ -222,6 +247,7 @@ describeInBrowser('the web console', () => {
     await page.keyboard.type('SELECT nme FROM items');
     await page.keyboard.press('Control+Enter');
     await page.getByRole('alert').filter({ hasText: 'nme' }).waitFor();
+    await page.getByText('at line 1, column 8').waitFor();
     await expectText(editor, 'SELECT nme FROM items');
 
     await page.reload();
@@ -248,9 +274,22 @@ describeInBrowser('the web console', () => {
     expect(await viaKey.json()).toEqual(['items']);
     await page.reload();
     expect(await page.getByTestId('new-key').count()).toBe(0);
+    page.once('dialog', (dialog) => dialog.accept());
+    await page.getByRole('row').filter({ hasText: 'reader' }).getByRole('button', { name: 'Delete' }).click();
+    await page.getByRole('cell', { name: 'reader' }).waitFor({ state: 'detached' });
+    const revoked = await fetch(`${h.host.base}/api/tables?schema=${schema}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(revoked.status).toBe(401);
 
     await page.goto(`${h.host.base}/#/s/${schema}/t/items`);
     await expectText(page.getByTestId('pager'), '4 rows');
+    const csv = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Export CSV' }).click();
+    const csvFile = await csv;
+    expect(csvFile.suggestedFilename()).toBe('items.csv');
+    const csvLines = readFileSync((await csvFile.path()) as string, 'utf8').split(/\r?\n/);
+    expect(csvLines.slice(0, 2)).toEqual(['id,name', '1,row 1']);
     const grid = await page.getByRole('row').allTextContents();
     const saving = page.waitForEvent('download');
     await page.getByRole('button', { name: 'Export JSON' }).click();

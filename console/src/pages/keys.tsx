@@ -3,7 +3,7 @@ import { api } from '../api';
 import { ErrorText, formatDate, useAction, useLoad } from '../ui';
 
 interface KeyRow {
-  id: string;
+  id: number;
   key_name: string;
   key_type: 'anon' | 'service_role';
   key_prefix: string;
@@ -12,23 +12,41 @@ interface KeyRow {
   is_active: boolean;
 }
 
+/** The clipboard API needs a secure origin (https or localhost); plain http gets the old way. */
+async function copy(text: string): Promise<boolean> {
+  try {
+    if (navigator.clipboard) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // fall through to the old way
+  }
+  const area = Object.assign(document.createElement('textarea'), { value: text });
+  document.body.append(area);
+  area.select();
+  const done = document.execCommand('copy');
+  area.remove();
+  return done;
+}
+
 export function KeysPage({ schema }: { schema: string }) {
   const keys = useLoad(() => api<KeyRow[]>('GET', `project/${encodeURIComponent(schema)}/keys`), [schema]);
   const [name, setName] = useState('');
   const [type, setType] = useState<'anon' | 'service_role'>('anon');
   const [shown, setShown] = useState<string | undefined>(undefined);
-  const [copied, setCopied] = useState(false);
+  const [copied, setCopied] = useState<boolean | undefined>(undefined);
   const create = useAction(async () => {
     const answer = await api<{ key: string }>('POST', `project/${encodeURIComponent(schema)}/keys`, {
       body: { keyName: name, keyType: type },
     });
     setShown(answer.key);
-    setCopied(false);
+    setCopied(undefined);
     setName('');
     await keys.reload();
   });
-  const remove = useAction(async (id: string) => {
-    await api('DELETE', `project/${encodeURIComponent(schema)}/keys/${encodeURIComponent(id)}`);
+  const remove = useAction(async (id: number) => {
+    await api('DELETE', `project/${encodeURIComponent(schema)}/keys/${id}`);
     await keys.reload();
   });
   return (
@@ -44,15 +62,10 @@ export function KeysPage({ schema }: { schema: string }) {
         <div class="card key-shown" role="status">
           <p>Copy the key now: it is shown only once.</p>
           <code data-testid="new-key">{shown}</code>
-          <button
-            type="button"
-            onClick={async () => {
-              await navigator.clipboard.writeText(shown);
-              setCopied(true);
-            }}
-          >
+          <button type="button" onClick={() => copy(shown).then(setCopied)}>
             {copied ? 'Copied' : 'Copy'}
           </button>
+          {copied === false && <span class="muted"> Select the key and copy it by hand.</span>}
         </div>
       )}
       <ErrorText error={keys.error ?? remove.error} />

@@ -50,13 +50,7 @@ export function SchemasPage() {
         <p class="muted">A schema gets its own database user, &lt;name&gt;_user, with this password.</p>
         <label>
           Name
-          <input
-            name="schemaName"
-            value={name}
-            onInput={(e) => setName(e.currentTarget.value)}
-            required
-            pattern="[a-z_][a-z0-9_]*"
-          />
+          <input name="schemaName" value={name} onInput={(e) => setName(e.currentTarget.value)} required />
         </label>
         <label>
           Password for its database user

@@ -1,8 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api } from '../api';
 import type { SqlEditor } from '../sql-editor';
-import { cellText, loadStructure } from '../structure';
+import { loadStructure } from '../structure';
 import { ErrorText, useAction } from '../ui';
+import { cellText, lineAndColumn } from '../values';
 
 interface Result {
   rows: Record<string, unknown>[];
@@ -51,10 +52,13 @@ export function SqlPage({ schema }: { schema: string }) {
   const [runAs, setRunAs] = useState<'schema' | 'admin'>('schema');
   const runAsRef = useRef(runAs);
   runAsRef.current = runAs;
+  const [errorAt, setErrorAt] = useState<string | undefined>(undefined);
   const execute = useAction(async () => {
-    const sqlText = text.current.trim();
-    if (!sqlText) return;
-    setHistory(remember({ sql: sqlText, schema, at: new Date().toISOString() }));
+    // Sent as written: PostgreSQL's error position counts from the first character.
+    const sqlText = text.current;
+    if (!sqlText.trim()) return;
+    setHistory(remember({ sql: sqlText.trim(), schema, at: new Date().toISOString() }));
+    setErrorAt(undefined);
     try {
       setResult(
         await api<Result>('POST', 'query', { body: { sql: sqlText, schema, runAs: runAsRef.current } }),
@@ -62,37 +66,48 @@ export function SqlPage({ schema }: { schema: string }) {
     } catch (error) {
       setResult(undefined);
       const position = error instanceof ApiError ? Number(error.details.position) : Number.NaN;
-      if (Number.isInteger(position)) editor.current?.setPosition(position);
+      if (Number.isInteger(position) && position > 0) {
+        const { line, column } = lineAndColumn(sqlText, position);
+        setErrorAt(`at line ${line}, column ${column}`);
+        editor.current?.setPosition(position);
+      }
       throw error;
     }
   });
+  const [loadError, setLoadError] = useState<unknown>(undefined);
   const runRef = useRef(execute.run);
   runRef.current = execute.run;
 
   useEffect(() => {
     let cancelled = false;
     text.current = localStorage.getItem(draftKey(schema)) ?? '';
-    import('../sql-editor').then(({ createSqlEditor }) => {
-      if (cancelled || !host.current) return;
-      editor.current = createSqlEditor({
-        parent: host.current,
-        doc: text.current,
-        nonce: nonce(),
-        onChange: (value) => {
-          text.current = value;
-          localStorage.setItem(draftKey(schema), value);
-        },
-        onRun: () => runRef.current(),
-      });
-      editor.current.view.focus();
-      loadStructure(schema).then(
-        (tables) =>
-          editor.current?.setTables(
-            Object.fromEntries(tables.map((t) => [t.table, t.columns.map((c) => c.name)])),
-          ),
-        () => undefined, // completion of keywords still works
-      );
-    });
+    import('../sql-editor').then(
+      ({ createSqlEditor }) => {
+        if (cancelled || !host.current) return;
+        editor.current = createSqlEditor({
+          parent: host.current,
+          doc: text.current,
+          nonce: nonce(),
+          onChange: (value) => {
+            text.current = value;
+            localStorage.setItem(draftKey(schema), value);
+          },
+          onRun: () => runRef.current(),
+        });
+        editor.current.view.focus();
+        loadStructure(schema).then(
+          (tables) =>
+            editor.current?.setTables(
+              Object.fromEntries(tables.map((t) => [t.table, t.columns.map((c) => c.name)])),
+            ),
+          () => undefined, // completion of keywords still works
+        );
+      },
+      (error: Error) => {
+        // An old page after a release asks for a chunk that is gone.
+        setLoadError(new Error(`The SQL editor could not load (${error.message}): reload the page.`));
+      },
+    );
     return () => {
       cancelled = true;
       editor.current?.destroy();
@@ -129,7 +144,9 @@ export function SqlPage({ schema }: { schema: string }) {
           </select>
         </label>
       </div>
+      <ErrorText error={loadError} />
       <ErrorText error={execute.error} />
+      {execute.error && errorAt ? <p class="error">{errorAt}</p> : null}
       {result && (
         <div class="result">
           <p class="muted" data-testid="result-summary">

@@ -1,55 +1,71 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, download } from '../api';
 import { href } from '../router';
+import { loadStructure } from '../structure';
+import { Dialog, ErrorText, messageOf, useAction, useLoad } from '../ui';
 import {
   type Column,
   cellText,
+  editorText,
   inputKind,
-  loadStructure,
   parseInput,
   primaryKeyOf,
   readOnlyReason,
   type TableStructure,
-} from '../structure';
-import { Dialog, ErrorText, messageOf, useAction, useLoad } from '../ui';
+} from '../values';
 import { ColumnFields, columnBody } from './tables';
 
 type Row = Record<string, unknown>;
 interface Page {
   data: Row[];
   columns: string[];
-  total: number;
+  /** Null when asked not to count (count=false). */
+  total: number | null;
   page: number;
 }
 
 const PAGE_SIZES = [25, 50, 100, 250];
+/** The export endpoint's most rows per file. */
+const EXPORT_LIMIT = 10_000;
 
-/** One cell: Enter or double-click edits; Enter saves that cell; Esc leaves without sending anything. */
+/**
+ * One cell: Enter or double-click edits. In the editor Enter saves that cell (nothing is sent when
+ * the text is unchanged), Esc leaves without sending anything, and the NULL button saves NULL. A
+ * failed save keeps the editor open with what was typed, and the message under it.
+ */
 function Cell({
   value,
+  column,
   editable,
   save,
 }: {
   value: unknown;
+  column: Column | undefined;
   editable: boolean;
-  save: (text: string) => Promise<void>;
+  save: (value: unknown) => Promise<void>;
 }) {
   const [editing, setEditing] = useState(false);
   const [text, setText] = useState('');
   const [error, setError] = useState<unknown>(undefined);
   const [saving, setSaving] = useState(false);
+  const original = editorText(column, value);
   const open = () => {
     if (!editable) return;
-    setText(cellText(value));
+    setText(original);
     setError(undefined);
     setEditing(true);
   };
-  const commit = async () => {
+  const close = () => {
+    setEditing(false);
+    setError(undefined);
+  };
+  const commit = async (explicit?: null) => {
+    if (!column) return;
+    if (explicit === undefined && text === original) return close();
     setSaving(true);
     try {
-      await save(text);
-      setEditing(false);
-      setError(undefined);
+      await save(explicit === null ? null : parseInput(column, text));
+      close();
     } catch (failure) {
       setError(failure); // the editor stays open with what was typed
     } finally {
@@ -59,23 +75,36 @@ function Cell({
   if (editing) {
     return (
       <td class={error ? 'cell editing failed' : 'cell editing'} title={error ? messageOf(error) : undefined}>
-        <input
-          aria-label="Cell value"
-          value={text}
-          autoFocus
-          disabled={saving}
-          onInput={(event) => setText(event.currentTarget.value)}
-          onKeyDown={(event) => {
-            if (event.key === 'Enter') {
-              event.preventDefault();
-              commit();
-            } else if (event.key === 'Escape') {
-              event.preventDefault();
-              setEditing(false);
-              setError(undefined);
-            }
-          }}
-        />
+        <span class="cell-editor">
+          <input
+            aria-label="Cell value"
+            value={text}
+            autoFocus
+            disabled={saving}
+            onInput={(event) => setText(event.currentTarget.value)}
+            onKeyDown={(event) => {
+              if (event.isComposing) return; // Enter that ends an IME composition saves nothing
+              if (event.key === 'Enter') {
+                event.preventDefault();
+                commit();
+              } else if (event.key === 'Escape') {
+                event.preventDefault();
+                close();
+              }
+            }}
+          />
+          {column?.nullable && (
+            <button
+              type="button"
+              class="small"
+              title="Save NULL"
+              disabled={saving}
+              onClick={() => commit(null)}
+            >
+              NULL
+            </button>
+          )}
+        </span>
         {error ? (
           <span class="cell-error" role="alert">
             {messageOf(error)}
@@ -116,7 +145,9 @@ function ValueInput({
   if (kind === 'boolean') {
     return (
       <select aria-label={label} value={value} onChange={(e) => onInput(e.currentTarget.value)}>
-        {column.nullable && <option value="">NULL</option>}
+        <option value="">
+          {column.defaultValue !== null ? '(default)' : column.nullable ? 'NULL' : '(choose)'}
+        </option>
         <option value="true">true</option>
         <option value="false">false</option>
       </select>
@@ -220,15 +251,38 @@ function Grid({
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [inserting, setInserting] = useState(false);
   const [confirming, setConfirming] = useState(false);
-  const page = useLoad(
-    () =>
-      api<Page>('GET', `table/${encodeURIComponent(table)}`, { query: { schema, page: pageNumber, limit } }),
-    [schema, table, pageNumber, limit],
-  );
+  // The rows are counted on the first load and after this page changes them, not on page turns:
+  // counting a big table costs as much as reading it.
+  const total = useRef<number | undefined>(undefined);
+  const page = useLoad(async () => {
+    const counting = total.current === undefined;
+    const answer = await api<Page>('GET', `table/${encodeURIComponent(table)}`, {
+      query: { schema, page: pageNumber, limit, count: counting ? undefined : false },
+    });
+    if (counting) total.current = answer.total ?? 0;
+    return { ...answer, total: total.current ?? 0 };
+  }, [schema, table, pageNumber, limit]);
+  const recount = () => {
+    total.current = undefined;
+    return page.reload();
+  };
+  /** Saves one cell; the row as stored replaces its row by id in whatever page is shown now. */
+  const saveCell = async (id: string, column: string, value: unknown) => {
+    const answer = await api<{ row: Row }>(
+      'PATCH',
+      `table/${encodeURIComponent(table)}/${encodeURIComponent(id)}`,
+      {
+        body: { column, value, schema },
+      },
+    );
+    page.setData(
+      (shown) => shown && { ...shown, data: shown.data.map((row) => (idOf(row) === id ? answer.row : row)) },
+    );
+  };
   const exporting = useAction(async (format: 'csv' | 'json') => {
     await download(
       `table/${encodeURIComponent(table)}/export`,
-      { schema, format, limit: 10000 },
+      { schema, format, limit: EXPORT_LIMIT },
       `${table}.${format}`,
     );
   });
@@ -238,13 +292,20 @@ function Grid({
     });
     setSelected(new Set());
     setConfirming(false);
-    await page.reload();
+    await recount();
   });
   const reason = readOnlyReason(structure);
   const key = primaryKeyOf(structure);
   const data = page.data;
   const pages = data ? Math.max(1, Math.ceil(data.total / limit)) : 1;
   const idOf = (row: Row) => (key ? cellText(row[key.name]) : '');
+  // Rows of another page are not deletable by accident: a page turn clears the selection.
+  useEffect(() => setSelected(new Set()), [pageNumber, limit]);
+  // After rows went away, a page past the end shows the last one.
+  useEffect(() => {
+    if (data && !page.loading && pageNumber > pages) setPageNumber(pages);
+  }, [data, page.loading, pageNumber, pages]);
+
   const toggle = (id: string) => {
     const next = new Set(selected);
     if (next.has(id)) next.delete(id);
@@ -271,6 +332,9 @@ function Grid({
         <button type="button" onClick={() => exporting.run('json')}>
           Export JSON
         </button>
+        {data && data.total > EXPORT_LIMIT && (
+          <span class="muted">exports hold the first {EXPORT_LIMIT.toLocaleString()} rows</span>
+        )}
         <span class="spacer" />
         <span class="inline">
           <span class="muted">Rows per page</span>
@@ -322,21 +386,9 @@ function Grid({
                         <Cell
                           key={column}
                           value={row[column]}
+                          column={definition}
                           editable={!reason && !!definition}
-                          save={async (text) => {
-                            if (!definition) return;
-                            const answer = await api<{ row: Row }>(
-                              'PATCH',
-                              `table/${encodeURIComponent(table)}/${encodeURIComponent(id)}`,
-                              {
-                                body: { column, value: parseInput(definition, text), schema },
-                              },
-                            );
-                            page.setData({
-                              ...data,
-                              data: data.data.map((r, i) => (i === index ? answer.row : r)),
-                            });
-                          }}
+                          save={(value) => saveCell(id, column, value)}
                         />
                       );
                     })}
@@ -375,7 +427,7 @@ function Grid({
           table={table}
           structure={structure}
           onClose={() => setInserting(false)}
-          onInserted={page.reload}
+          onInserted={recount}
         />
       )}
       {confirming && (

@@ -242,6 +242,7 @@ export function TablesPage({ schema }: { schema: string }) {
   const tables = useLoad(() => api<string[]>('GET', 'tables', { query: { schema } }), [schema]);
   const [cloning, setCloning] = useState<string | undefined>(undefined);
   const [deleting, setDeleting] = useState<string | undefined>(undefined);
+  const [cascade, setCascade] = useState(false);
   return (
     <section class="page">
       <h1>
@@ -278,14 +279,23 @@ export function TablesPage({ schema }: { schema: string }) {
         <ConfirmByName
           what="table"
           name={deleting}
-          onClose={() => setDeleting(undefined)}
+          onClose={() => {
+            setDeleting(undefined);
+            setCascade(false);
+          }}
           onConfirm={async () => {
+            // Without cascade the API refuses a table others depend on, and names them.
             await api('DELETE', `table/${encodeURIComponent(deleting)}`, {
-              query: { schema, cascade: true },
+              query: { schema, cascade: cascade || undefined },
             });
             await tables.reload();
           }}
-        />
+        >
+          <label class="inline">
+            <input type="checkbox" checked={cascade} onChange={(e) => setCascade(e.currentTarget.checked)} />
+            also drop the views and foreign keys that depend on it (cascade)
+          </label>
+        </ConfirmByName>
       )}
     </section>
   );

@@ -1,0 +1,109 @@
+/**
+ * Column values between the grid, its editors and the API: pure functions, unit-tested
+ * (test/unit/console-values.test.ts). No browser or API access here.
+ */
+
+export interface Column {
+  name: string;
+  type: string;
+  maxLength: number | null;
+  nullable: boolean;
+  defaultValue: string | null;
+  primaryKey: boolean;
+}
+
+export interface ForeignKey {
+  column: string;
+  referencedTable: string;
+  referencedColumn: string;
+  constraintName: string;
+}
+
+export interface TableStructure {
+  table: string;
+  columns: Column[];
+  foreignKeys: ForeignKey[];
+}
+
+/** Why rows of this table cannot be edited in place, or undefined when they can. */
+export function readOnlyReason(table: TableStructure | undefined): string | undefined {
+  if (!table) return 'the table structure could not be read';
+  const keys = table.columns.filter((column) => column.primaryKey);
+  if (keys.length === 0)
+    return 'this table has no primary key, so a row cannot be named: add one to edit rows here (or use SQL)';
+  if (keys.length > 1) return 'this table has a composite primary key: edit its rows with SQL';
+  return undefined;
+}
+
+export const primaryKeyOf = (table: TableStructure | undefined) =>
+  table?.columns.find((column) => column.primaryKey);
+
+export type InputKind = 'number' | 'boolean' | 'date' | 'datetime' | 'time' | 'json' | 'text';
+
+/** The HTML input that fits a PostgreSQL type (as information_schema names it). */
+export function inputKind(type: string): InputKind {
+  if (/^(smallint|integer|bigint|numeric|real|double precision|decimal)/.test(type)) return 'number';
+  if (type === 'boolean') return 'boolean';
+  if (type === 'date') return 'date';
+  if (type.startsWith('timestamp')) return 'datetime';
+  if (type.startsWith('time')) return 'time';
+  if (type === 'json' || type === 'jsonb') return 'json';
+  return 'text';
+}
+
+const TRUE = new Set(['true', 't', 'yes', 'y', 'on', '1']);
+const FALSE = new Set(['false', 'f', 'no', 'n', 'off', '0']);
+
+/**
+ * What the user typed, as the JSON value the API expects for the column. Empty is NULL for a
+ * nullable column that is not text (an empty string is a value of its own in a text column).
+ * Throws, naming the column, when the text cannot be that type.
+ */
+export function parseInput(column: Column, text: string): unknown {
+  const kind = inputKind(column.type);
+  if (text === '' && column.nullable && kind !== 'text') return null;
+  switch (kind) {
+    case 'number': {
+      if (!/^\s*-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i.test(text))
+        throw new Error(`${column.name}: not a number`);
+      const value = Number(text);
+      // Big integers and exact decimals travel as text: PostgreSQL parses them without loss.
+      return Number.isSafeInteger(value) && /^\s*-?\d+\s*$/.test(text) ? value : text.trim();
+    }
+    case 'boolean': {
+      const word = text.trim().toLowerCase();
+      if (TRUE.has(word)) return true;
+      if (FALSE.has(word)) return false;
+      throw new Error(`${column.name}: expected true or false`);
+    }
+    case 'json':
+      try {
+        return JSON.parse(text);
+      } catch {
+        throw new Error(`${column.name}: not valid JSON (a string needs "quotes")`);
+      }
+    default:
+      return text;
+  }
+}
+
+/** A cell's value as text in the grid. */
+export function cellText(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  if (typeof value === 'object') return JSON.stringify(value);
+  return String(value);
+}
+
+/** A cell's value as its editor starts: JSON columns as JSON (a string keeps its quotes). */
+export function editorText(column: Column | undefined, value: unknown): string {
+  if (value === null || value === undefined) return '';
+  if (column && inputKind(column.type) === 'json') return JSON.stringify(value);
+  return cellText(value);
+}
+
+/** `line L, column C` of a 1-based character position in `text` (PostgreSQL's error position). */
+export function lineAndColumn(text: string, position: number): { line: number; column: number } {
+  const before = text.slice(0, Math.max(0, position - 1));
+  const lines = before.split('\n');
+  return { line: lines.length, column: (lines.at(-1)?.length ?? 0) + 1 };
+}
