@@ -1,6 +1,5 @@
 import { gunzipSync } from 'node:zlib';
 import { handler as consoleHandler } from '#functions/console';
-import { handler as schemasHandler } from '#functions/schemas';
 import { call, httpEvent, lambdaContext } from '#test/support/http';
 import bundle from '../../console/dist/bundle.json';
 
@@ -55,22 +54,5 @@ describe('the console function', () => {
       error: 'Not found',
       message: expect.stringMatching(/reload the page/),
     });
-  });
-});
-
-describe('a 401 to the console', () => {
-  it('carries no WWW-Authenticate, so the browser shows no dialog of its own; other clients get the challenge', async () => {
-    const wrong = { user: 'test-admin', pass: 'wrong' };
-    const fromConsole = await call(schemasHandler, {
-      path: '/api/schemas',
-      auth: wrong,
-      headers: { 'X-Requested-With': 'dbadmin-console' },
-    });
-    const fromCurl = await call(schemasHandler, { path: '/api/schemas', auth: wrong });
-
-    expect(fromConsole.status).toBe(401);
-    expect(fromConsole.body).toEqual({ error: 'Unauthorized', message: 'Invalid credentials' });
-    expect(Object.keys(fromConsole.headers).map((h) => h.toLowerCase())).not.toContain('www-authenticate');
-    expect(fromCurl.headers['WWW-Authenticate']).toBe('Basic realm="dbadmin"');
   });
 });
