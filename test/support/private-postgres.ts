@@ -1,0 +1,32 @@
+/**
+ * Run by test/integration/embedded-postgres.test.ts in a child process (as `npm start` runs, out
+ * of Jest's module system): starts the embedded PostgreSQL with its data directory in `argv[2]`
+ * and a copy of the binaries, connects as the service role, prints what it saw as JSON.
+ */
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../../bin/embedded-postgres';
+
+async function main(dataDir: string): Promise<void> {
+  const database = await startEmbeddedPostgres({
+    dataDir,
+    password: 'superuser-password',
+    servicePassword: 'service-password',
+    persistent: false,
+    copyBinaries: true,
+    log: () => undefined,
+  });
+  try {
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    const { rows } = await client.query<{ who: string }>('SELECT current_user AS who');
+    await client.end();
+    process.stdout.write(JSON.stringify({ who: rows[0]?.who }));
+  } finally {
+    await database.stop();
+  }
+}
+
+main(process.argv[2] as string).catch((error: Error) => {
+  process.stderr.write(`${error.stack ?? error.message}\n`);
+  process.exitCode = 1;
+});
