@@ -10,6 +10,7 @@ import { createPool, withClient } from '#lib/db/pool';
 import { activateLicense, describeExpiry } from '#lib/license/activation';
 import { createLicensing } from '#lib/license/index';
 import type { Licensing } from '#lib/license/licensing';
+import { localEnvironment } from './local';
 
 export const HELP = `Usage: activate-license --key KEY --email EMAIL [--server-url URL]
        activate-license --deactivate [--server-url URL]
@@ -72,13 +73,17 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promi
     io.err(`activate-license: missing ${missing.join(' and ')}\n\n${HELP}`);
     return 2;
   }
+  // Beside a local `npm start`: its generated secret, and its database (or the embedded one).
+  let local: Awaited<ReturnType<typeof localEnvironment>> | undefined;
   let config: Config;
   try {
+    local = await localEnvironment(env);
     config = await loadConfig({
-      ...env,
+      ...local.env,
       ...(values['server-url'] ? { LICENSE_SERVER_URL: values['server-url'] } : {}),
     });
   } catch (error) {
+    await local?.stop();
     io.err(`activate-license: ${(error as Error).message}`);
     return 1;
   }
@@ -100,6 +105,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promi
   } catch (error) {
     io.err(`activate-license: ${(error as Error).message}`);
     return 1;
+  } finally {
+    await local?.stop();
   }
 }
 

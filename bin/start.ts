@@ -2,46 +2,15 @@
  * Local host: `npm start`. Serves the Lambda functions through serverless-offline on PORT/HOST,
  * backed by DATABASE_URL or, when it is unset, an embedded PostgreSQL whose data lives in .data/.
  */
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { loadConfig } from '#lib/config';
 import { activateFromEnvironment } from '#lib/license/activation';
 import { withLicensing } from './activate-license';
-import { startEmbeddedPostgres } from './embedded-postgres';
+import { localDataDir, localSecrets, recordRuntime, startLocalPostgres } from './local';
 import { runOffline } from './offline';
 
-const dataDir = resolve(process.env.DBADMIN_DATA_DIR ?? '.data');
+const dataDir = localDataDir(process.env);
 const production = process.env.NODE_ENV === 'production';
-
-interface LocalSecrets {
-  authUser: string;
-  authPass: string;
-  postgresPassword: string;
-  serviceSecret?: string;
-  databasePassword?: string;
-}
-
-/** Generated once and kept in .data/secrets.json (mode 600), so restarts keep them. */
-function localSecrets(): Required<LocalSecrets> {
-  const file = join(dataDir, 'secrets.json');
-  const kept = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as LocalSecrets) : undefined;
-  const secrets: Required<LocalSecrets> = {
-    authUser: kept?.authUser ?? 'admin',
-    authPass: kept?.authPass ?? randomBytes(24).toString('base64url'),
-    postgresPassword: kept?.postgresPassword ?? randomBytes(24).toString('base64url'),
-    // Added after the first release: files written before it gain it on the next start.
-    serviceSecret: kept?.serviceSecret ?? randomBytes(32).toString('hex'),
-    // The service's own database login (not the superuser's), also added after the first release.
-    databasePassword: kept?.databasePassword ?? randomBytes(24).toString('base64url'),
-  };
-  if (JSON.stringify(kept) !== JSON.stringify(secrets)) {
-    mkdirSync(dataDir, { recursive: true });
-    writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
-    chmodSync(file, 0o600);
-  }
-  return secrets;
-}
 
 function requireProductionSettings(): void {
   const missing = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET'].filter(
@@ -55,7 +24,7 @@ function requireProductionSettings(): void {
 
 async function main(): Promise<void> {
   if (production) requireProductionSettings();
-  const secrets = production ? undefined : localSecrets();
+  const secrets = production ? undefined : localSecrets(dataDir);
   const env: NodeJS.ProcessEnv = { ...process.env };
   if (secrets && !env.AUTH_USER && !env.AUTH_PASS) {
     env.AUTH_USER = secrets.authUser;
@@ -69,17 +38,13 @@ async function main(): Promise<void> {
 
   env.DBADMIN_SECRET ??= secrets?.serviceSecret;
 
-  let database: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+  let database: Awaited<ReturnType<typeof startLocalPostgres>> | undefined;
+  let forgetRuntime: () => void = () => undefined;
   if (!env.DATABASE_URL && secrets) {
-    const pgDir = join(dataDir, 'postgres');
-    console.log(`dbadmin: starting embedded PostgreSQL in ${pgDir}`);
-    database = await startEmbeddedPostgres({
-      dataDir: pgDir,
-      password: secrets.postgresPassword,
-      servicePassword: secrets.databasePassword,
-      persistent: true,
-    });
+    console.log(`dbadmin: starting embedded PostgreSQL in ${join(dataDir, 'postgres')}`);
+    database = await startLocalPostgres(dataDir, secrets);
     env.DATABASE_URL = database.url;
+    forgetRuntime = recordRuntime(dataDir, database.url);
   }
 
   await activateAtStart(env);
@@ -87,7 +52,10 @@ async function main(): Promise<void> {
     port: env.PORT ?? '3000',
     host: env.HOST ?? '127.0.0.1',
     env,
-    cleanup: async () => database?.stop(),
+    cleanup: async () => {
+      forgetRuntime();
+      await database?.stop();
+    },
   });
 }
 

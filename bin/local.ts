@@ -1,0 +1,103 @@
+/**
+ * Local mode (`npm start` without DATABASE_URL, and the CLIs beside it): the generated secrets in
+ * DBADMIN_DATA_DIR (.data/secrets.json, mode 600) and the embedded PostgreSQL they protect. The
+ * running host writes its database URL to .data/runtime.json, so `npx activate-license` uses the
+ * same database and DBADMIN_SECRET as the service, or starts the embedded PostgreSQL itself when
+ * the service is not running.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { startEmbeddedPostgres } from './embedded-postgres';
+
+export const localDataDir = (env: NodeJS.ProcessEnv) => resolve(env.DBADMIN_DATA_DIR ?? '.data');
+
+export interface LocalSecrets {
+  authUser: string;
+  authPass: string;
+  postgresPassword: string;
+  serviceSecret: string;
+  databasePassword: string;
+}
+
+function writePrivate(file: string, value: unknown): void {
+  mkdirSync(join(file, '..'), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+}
+
+/** Generated once and kept in secrets.json (mode 600), so restarts and the CLIs share them. */
+export function localSecrets(dataDir: string): LocalSecrets {
+  const file = join(dataDir, 'secrets.json');
+  const kept = existsSync(file)
+    ? (JSON.parse(readFileSync(file, 'utf8')) as Partial<LocalSecrets>)
+    : undefined;
+  const secrets: LocalSecrets = {
+    authUser: kept?.authUser ?? 'admin',
+    authPass: kept?.authPass ?? randomBytes(24).toString('base64url'),
+    postgresPassword: kept?.postgresPassword ?? randomBytes(24).toString('base64url'),
+    // Added after the first release: files written before it gain it on the next start.
+    serviceSecret: kept?.serviceSecret ?? randomBytes(32).toString('hex'),
+    // The service's own database login (not the superuser's), also added after the first release.
+    databasePassword: kept?.databasePassword ?? randomBytes(24).toString('base64url'),
+  };
+  if (JSON.stringify(kept) !== JSON.stringify(secrets)) writePrivate(file, secrets);
+  return secrets;
+}
+
+const runtimeFile = (dataDir: string) => join(dataDir, 'runtime.json');
+
+/** The running host's database, for the CLIs beside it; forgotten when the host stops. */
+export function recordRuntime(dataDir: string, databaseUrl: string): () => void {
+  writePrivate(runtimeFile(dataDir), { databaseUrl, pid: process.pid });
+  return () => rmSync(runtimeFile(dataDir), { force: true });
+}
+
+async function answers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** The embedded PostgreSQL of this checkout, started with the local secrets. */
+export function startLocalPostgres(dataDir: string, secrets: LocalSecrets) {
+  return startEmbeddedPostgres({
+    dataDir: join(dataDir, 'postgres'),
+    password: secrets.postgresPassword,
+    servicePassword: secrets.databasePassword,
+    persistent: true,
+  });
+}
+
+/**
+ * For a CLI: `env` completed with the local DBADMIN_SECRET and DATABASE_URL (the running host's
+ * database, else the embedded one started for the CLI's run). Nothing changes in production, on
+ * Lambda, or where the settings are given.
+ */
+export async function localEnvironment(
+  env: NodeJS.ProcessEnv,
+): Promise<{ env: NodeJS.ProcessEnv; stop: () => Promise<void> }> {
+  const local = env.NODE_ENV !== 'production' && !env.AWS_LAMBDA_FUNCTION_NAME;
+  const dataDir = localDataDir(env);
+  if (!local || !existsSync(join(dataDir, 'secrets.json'))) return { env, stop: async () => undefined };
+  const secrets = localSecrets(dataDir);
+  const completed: NodeJS.ProcessEnv = {
+    ...env,
+    DBADMIN_SECRET: env.DBADMIN_SECRET ?? secrets.serviceSecret,
+  };
+  if (completed.DATABASE_URL) return { env: completed, stop: async () => undefined };
+  const running = existsSync(runtimeFile(dataDir))
+    ? (JSON.parse(readFileSync(runtimeFile(dataDir), 'utf8')) as { databaseUrl?: string }).databaseUrl
+    : undefined;
+  if (running && (await answers(running)))
+    return { env: { ...completed, DATABASE_URL: running }, stop: async () => undefined };
+  const database = await startLocalPostgres(dataDir, secrets);
+  return { env: { ...completed, DATABASE_URL: database.url }, stop: database.stop };
+}
