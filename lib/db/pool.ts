@@ -4,6 +4,7 @@ import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
 import { inTransaction } from '#lib/db/transaction';
 import { ApiError, QueryTimeout } from '#lib/errors';
+import { logger } from '#lib/log';
 
 /**
  * How values leave PostgreSQL for JSON: bigints as numbers while exact (else the exact string);
@@ -62,7 +63,7 @@ export function createPool(config: Config, options: PoolOptions): pg.Pool {
     ...(options.settings ? { options: startupOptions(options.settings) } : {}),
   });
   // An idle client losing its connection (server restart, frozen container) must not crash us.
-  created.on('error', (error) => console.warn(`dbadmin: idle database connection lost: ${error.message}`));
+  created.on('error', (error) => logger.warn('idle database connection lost', { reason: error.message }));
   return created;
 }
 

@@ -4,6 +4,7 @@ import { fromDatabaseError } from '#lib/db/pg-errors';
 import { ApiError, BadRequest, ConfigError } from '#lib/errors';
 import { type HttpEvent, header } from '#lib/http/event';
 import { type HttpResponse, json } from '#lib/http/respond';
+import { loggedError, logger } from '#lib/log';
 
 /** `schemaName` -> `schema name`, as SPEC.md words its errors ("Invalid schema name"). */
 function fieldLabel(field: string): string {
@@ -72,14 +73,14 @@ export function toApiError(error: unknown): ApiError {
 
 function log(apiError: ApiError): void {
   if (apiError.status === 503) {
-    console.warn(
-      `dbadmin: ${apiError.title}: ${(apiError.cause as Error | undefined)?.message ?? apiError.message}`,
-    );
+    logger.warn(apiError.title, {
+      reason: (apiError.cause as Error | undefined)?.message ?? apiError.message,
+    });
   } else if (apiError instanceof ConfigError) {
-    console.error(`dbadmin: ${apiError.message}`);
+    logger.error(apiError.message);
   } else if (apiError.status >= 500) {
-    // The stack and SQL go to the log only, never into the response.
-    console.error('dbadmin: request failed:', apiError.cause ?? apiError);
+    // The stack goes to the log only, never into the response.
+    logger.error('request failed', { error: loggedError(apiError.cause ?? apiError) });
   }
 }
 

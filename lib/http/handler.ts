@@ -10,6 +10,7 @@ import { clientAddress, type HttpEvent, header } from '#lib/http/event';
 import { jsonBody } from '#lib/http/json-body';
 import { keyScope } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
+import { type RouteContext, requestLog } from '#lib/http/request-log';
 import { download, type HttpResponse, json } from '#lib/http/respond';
 import type { AnyRoute, Method } from '#lib/http/route';
 import { startLicensing } from '#lib/license/index';
@@ -29,7 +30,12 @@ type RouteEvent = HttpEvent & { body?: unknown };
 
 function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandlerOptions) {
   // The outer chain already races Lambda's deadline; a second timer per request buys nothing.
-  const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext>({ timeoutEarlyInMillis: 0 });
+  const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext & RouteContext>({
+    timeoutEarlyInMillis: 0,
+  });
+  chain.before(({ context }) => {
+    context.route = `${route.method} ${route.path}`;
+  });
   if (route.access !== 'public') chain.use(authenticate());
   if (route.access !== 'public' && gated) chain.use(licenseGate());
   if (route.body) chain.use(jsonBody());
@@ -60,8 +66,9 @@ export interface HttpHandlerOptions {
 }
 
 /**
- * The Lambda handler of one endpoint group: error mapping outermost, then routing; each route
- * adds authentication and JSON body parsing as it needs them.
+ * The Lambda handler of one endpoint group: the request log outermost, then error mapping, then
+ * routing; each route adds authentication, the license gate, JSON body parsing and the key's
+ * scope as it needs them, in that order.
  */
 export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOptions = {}) {
   const known = [...routes, ...(options.knownRoutes ?? [])];
@@ -85,6 +92,7 @@ export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOpt
       throw new QueryTimeout("ran longer than the function's time allows");
     },
   })
+    .use(requestLog())
     .use(errorMapper())
     .handler(router as never);
 }

@@ -4,6 +4,7 @@ import { ApiError } from '#lib/errors';
 import type { HttpResponse } from '#lib/http/respond';
 import { getLicensing } from '#lib/license/index';
 import type { LicenseState } from '#lib/license/state';
+import { logger } from '#lib/log';
 
 const ALLOWED = new Set(['active', 'trial', 'grace_period']);
 
@@ -56,5 +57,5 @@ function logChange(state: LicenseState): void {
   const line = `${state.status}: ${state.warning ?? 'ok'}`;
   if (line === lastLogged) return;
   lastLogged = line;
-  if (state.warning) console.warn(`dbadmin: license ${line}`);
+  if (state.warning) logger.warn('license', { status: state.status, warning: state.warning });
 }

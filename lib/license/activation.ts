@@ -1,5 +1,6 @@
 import type { Config } from '#lib/config';
 import type { Licensing } from '#lib/license/licensing';
+import { logger } from '#lib/log';
 
 export interface ActivationResult {
   success: boolean;
@@ -48,8 +49,8 @@ export async function activateFromEnvironment(
     success: false,
     message: error.message,
   }));
-  if (result.success) console.log(`dbadmin: license activated from the environment (${result.message})`);
-  else console.warn(`dbadmin: license activation from the environment failed: ${result.message}`);
+  if (result.success) logger.info('license activated from the environment', { result: result.message });
+  else logger.warn('license activation from the environment failed', { result: result.message });
 }
 
 export function describeExpiry(result: ActivationResult): string {

@@ -4,6 +4,7 @@ import { hostname, platform } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomically } from '#lib/license/license-file';
+import { logger } from '#lib/log';
 
 export const MACHINE_ID_FILE = 'machine-id.json';
 
@@ -48,7 +49,7 @@ export async function machineId(
   };
   // Best effort: without a writable directory (Lambda without EFS) the id lives in the cache table.
   await writeFileAtomically(path, `${JSON.stringify(file, null, 2)}\n`).catch((error: Error) =>
-    console.warn(`dbadmin: cannot keep the machine id in ${dir}: ${error.message}`),
+    logger.warn('cannot keep the machine id', { dir, reason: error.message }),
   );
   return file;
 }

@@ -72,6 +72,12 @@ describe('serverless package', () => {
 
     expect(functions.map((f) => f.Properties.Runtime)).toEqual(functions.map(() => 'nodejs22.x'));
   });
+
+  it('logs in JSON on Lambda', () => {
+    const functions = Object.values(template.Resources).filter((r) => r.Type === 'AWS::Lambda::Function');
+
+    for (const f of functions) expect(f.Properties.LoggingConfig).toMatchObject({ LogFormat: 'JSON' });
+  });
 });
 
 const printedCredentials = (output: string) => {
@@ -85,7 +91,7 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
   // As root the embedded server runs as another user, which must reach the data directory.
   chmodSync(dataRoot, 0o755);
   const dataDir = join(dataRoot, '.data');
-  const env: NodeJS.ProcessEnv = { ...process.env, DBADMIN_DATA_DIR: dataDir };
+  const env: NodeJS.ProcessEnv = { ...process.env, DBADMIN_DATA_DIR: dataDir, LOG_LEVEL: 'INFO' };
   for (const name of ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET', 'NODE_ENV'] as const)
     delete env[name];
 
@@ -159,6 +165,27 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
     expect(await missing.json()).toMatchObject({ error: 'Not found' });
     expect(wrongMethod.status).toBe(405);
     expect(wrongMethod.headers.get('allow')).toBe('GET');
+  });
+
+  it('writes a JSON log line per request that the answer’s x-request-id finds', async () => {
+    const response = await request('/api/tables');
+    const requestId = response.headers.get('x-request-id');
+
+    expect(response.status).toBe(200);
+    expect(requestId).toMatch(/./);
+    const lines = host
+      .output()
+      .split('\n')
+      .filter((line) => line.includes(`"function_request_id":"${requestId}"`))
+      .map((line) => JSON.parse(line.slice(line.indexOf('{'))));
+    expect(lines).toEqual([
+      expect.objectContaining({
+        message: 'request',
+        route: 'GET /api/tables',
+        status: 200,
+        principal: 'admin',
+      }),
+    ]);
   });
 
   it('answers 401 in the error format', async () => {
