@@ -29,6 +29,9 @@ const settingsSchema = (lambda: boolean, container: boolean) =>
       DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL'),
       AUTH_USER: z.string().min(1),
       AUTH_PASS: z.string().min(1),
+      // Failed sign-ins per client address in a window before it gets 429 (lib/http/auth-throttle).
+      AUTH_MAX_FAILURES: positiveInt.default(10),
+      AUTH_FAILURE_WINDOW_S: positiveInt.default(60),
       // Derives the passwords of the roles API keys run as (and, later, license file keys).
       DBADMIN_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)'),
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),

@@ -2,10 +2,11 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { resolveKey, touchKey } from '#lib/admin/keys';
-import { getConfig } from '#lib/config';
+import { type Config, getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
 import { Unauthorized } from '#lib/errors';
-import { type HttpEvent, header } from '#lib/http/event';
+import { AuthThrottle } from '#lib/http/auth-throttle';
+import { clientAddress, type HttpEvent, header } from '#lib/http/event';
 import type { Principal } from '#lib/principal';
 
 const digest = (value: string) => hash('sha256', value, 'buffer');
@@ -23,6 +24,9 @@ export const adminCredentials = (user: string, pass: string): Credentials => ({
 
 export type Presented = { kind: 'admin' } | { kind: 'bearer'; token: string };
 
+/** Credentials that were presented and are wrong: a guess, counted against the client's address. */
+export class WrongCredentials extends Unauthorized {}
+
 /**
  * Reads the Authorization header: `Bearer <key>` is an API key (checked against the database
  * next); anything else must be the admin's Basic credentials.
@@ -39,7 +43,7 @@ export function authenticateHeader(authorization: string | undefined, admin: Cre
   // Both compared, always: which of the two was wrong is not revealed by timing.
   const userOk = timingSafeEqual(digest(user), admin.user);
   const passOk = timingSafeEqual(digest(pass), admin.pass);
-  if (!(userOk && passOk)) throw new Unauthorized('Invalid credentials');
+  if (!(userOk && passOk)) throw new WrongCredentials('Invalid credentials');
   return { kind: 'admin' };
 }
 
@@ -47,27 +51,54 @@ export interface AuthContext {
   principal?: Principal;
 }
 
-// The admin credentials' digests, computed once per configuration rather than per request.
-let admin: Credentials = adminCredentials('', '');
-let digestedFor: unknown;
+interface Checks {
+  config: Config;
+  admin: Credentials;
+  throttle: AuthThrottle;
+}
+
+let checks: Checks | undefined;
+
+/** The admin credentials' digests and the failure counts, made once per configuration. */
+function checksFor(config: Config): Checks {
+  if (checks?.config !== config) {
+    checks = {
+      config,
+      admin: adminCredentials(config.AUTH_USER, config.AUTH_PASS),
+      throttle: new AuthThrottle(config.AUTH_MAX_FAILURES, config.AUTH_FAILURE_WINDOW_S),
+    };
+  }
+  return checks;
+}
 
 async function keyPrincipal(token: string): Promise<Principal> {
   const db = await getDatabase();
   const key = await resolveKey(db, token);
-  if (!key) throw new Unauthorized('Invalid API key');
+  if (!key) throw new WrongCredentials('Invalid API key');
   touchKey(db, key.id);
   return { kind: 'key', id: key.id, schema: key.schema, keyType: key.keyType };
 }
 
-/** Basic (AUTH_USER / AUTH_PASS) or Bearer (API key); the principal goes on the context. */
+async function principalOf(authorization: string | undefined, admin: Credentials): Promise<Principal> {
+  const presented = authenticateHeader(authorization, admin);
+  return presented.kind === 'bearer' ? keyPrincipal(presented.token) : presented;
+}
+
+/**
+ * Basic (AUTH_USER / AUTH_PASS) or Bearer (API key); the principal goes on the context. An
+ * address with too many recent failures gets 429 before its credentials are even read, so a
+ * guess that happens to be right looks exactly like a wrong one.
+ */
 export const authenticate = (): MiddlewareObj<HttpEvent, unknown, Error, AuthContext & Context> => ({
   before: async (request) => {
-    const config = await getConfig();
-    if (config !== digestedFor) {
-      admin = adminCredentials(config.AUTH_USER, config.AUTH_PASS);
-      digestedFor = config;
+    const { admin, throttle } = checksFor(await getConfig());
+    const address = clientAddress(request.event);
+    await throttle.refuseIfBlocked(address);
+    try {
+      request.context.principal = await principalOf(header(request.event, 'authorization'), admin);
+    } catch (error) {
+      if (error instanceof WrongCredentials) await throttle.countFailure(address);
+      throw error;
     }
-    const presented = authenticateHeader(header(request.event, 'authorization'), admin);
-    request.context.principal = presented.kind === 'bearer' ? await keyPrincipal(presented.token) : presented;
   },
 });

@@ -12,6 +12,8 @@ process.env.NODE_ENV = 'test';
 process.env.LOG_LEVEL = 'WARN';
 // Every test request comes from 127.0.0.1: the per-address limit is tested on its own.
 process.env.LICENSE_SERVER_RATE_PER_ADDRESS = '100000';
+// Tests send wrong credentials on purpose, all from 127.0.0.1: the sign-in throttle has its own test.
+process.env.AUTH_MAX_FAILURES = '100000';
 delete process.env.SSM_PREFIX;
 delete process.env.AWS_LAMBDA_FUNCTION_NAME;
 delete process.env.LICENSE_SERVER_URL;

@@ -12,6 +12,8 @@ export interface Call {
   body?: unknown;
   /** Basic credentials; defaults to the test admin. `null` sends no Authorization header. */
   auth?: { user: string; pass: string } | null;
+  /** The client's address as API Gateway reports it; 127.0.0.1 unless a test needs another. */
+  sourceIp?: string;
 }
 
 export interface Reply {
@@ -52,7 +54,7 @@ export function httpEvent(call: Call) {
         method,
         path: call.path,
         protocol: 'HTTP/1.1',
-        sourceIp: '127.0.0.1',
+        sourceIp: call.sourceIp ?? '127.0.0.1',
         userAgent: 'jest',
       },
       requestId: randomBytes(8).toString('hex'),
