@@ -22,11 +22,65 @@ const servesOneRequestAtATime = (env: Env) => Boolean(env.AWS_LAMBDA_FUNCTION_NA
 
 const positiveInt = z.coerce.number().int().positive();
 
-const settingsSchema = (lambda: boolean, container: boolean) =>
+/**
+ * What each sslmode becomes: TLS is either off, asked for by name, or verified in full (chain and
+ * host name). pg reads require and verify-ca as verify-full today; writing it out keeps them so
+ * when pg adopts libpq's weaker meanings.
+ */
+const SSL_MODES: Record<string, 'disable' | 'verify-full' | undefined> = {
+  disable: 'disable',
+  require: 'verify-full',
+  'verify-ca': 'verify-full',
+  'verify-full': 'verify-full',
+};
+
+/** Parameters pg reads that can switch certificate checks off (ssl=no-verify, libpq's require). */
+const REFUSED_TLS_PARAMETERS = ['ssl', 'uselibpqcompat'];
+
+/**
+ * A database URL with its TLS written out: its own sslmode, else `fallback` (defaultSslMode).
+ * Throws on anything that would use TLS without verifying the server's certificate.
+ */
+export function withVerifiedTls(url: string, fallback: string): string {
+  const parsed = new URL(url);
+  for (const name of REFUSED_TLS_PARAMETERS) {
+    if (parsed.searchParams.has(name))
+      throw new Error(`${name}= is not supported: use sslmode=verify-full or sslmode=disable`);
+  }
+  const given = parsed.searchParams.get('sslmode') ?? fallback;
+  const mode = SSL_MODES[given];
+  if (!mode)
+    throw new Error(
+      `sslmode=${given} is not supported: use verify-full (TLS, certificate verified) or disable`,
+    );
+  parsed.searchParams.set('sslmode', mode);
+  return parsed.toString();
+}
+
+/** A URL without sslmode: PGSSLMODE as libpq reads it, else verify-full on Lambda (RDS requires TLS). */
+export const defaultSslMode = (env: Env) => env.PGSSLMODE ?? (isLambda(env) ? 'verify-full' : 'disable');
+
+/** A postgres:// URL setting, returned with its TLS written out by withVerifiedTls. */
+export const databaseUrlSetting = (fallbackSslMode: string) =>
+  z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
+    .transform((url, context) => {
+      try {
+        return withVerifiedTls(url, fallbackSslMode);
+      } catch (error) {
+        // Never the URL itself in the message: it holds the password.
+        const message = error instanceof TypeError ? 'not a URL' : (error as Error).message;
+        context.issues.push({ code: 'custom', message, input: '' });
+        return z.NEVER;
+      }
+    });
+
+const settingsSchema = (lambda: boolean, container: boolean, fallbackSslMode = 'disable') =>
   z
     .object({
       NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
-      DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL'),
+      DATABASE_URL: databaseUrlSetting(fallbackSslMode),
       AUTH_USER: z.string().min(1),
       AUTH_PASS: z.string().min(1),
       // Failed sign-ins per client address in a window before it gets 429 (lib/http/auth-throttle).
@@ -75,7 +129,7 @@ export function parseConfig(given: Env): Config {
   const env = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== ''));
   const lambda = isLambda(env);
   const container = servesOneRequestAtATime(env);
-  const result = settingsSchema(lambda, container).safeParse(env);
+  const result = settingsSchema(lambda, container, defaultSslMode(env)).safeParse(env);
   if (result.success) return { ...result.data, lambda, container };
 
   const missing: string[] = [];

@@ -86,6 +86,16 @@ export function isConnectionError(error: unknown): boolean {
   return LOST_CONNECTION.test(error.message);
 }
 
+/**
+ * TLS to the database failed: Node's certificate verification codes (self-signed, unknown issuer,
+ * expired, wrong host name...), a failed handshake, or a server that offers no TLS at all.
+ */
+const TLS_CODE = /CERT|SELF_SIGNED|UNABLE_TO_|^ERR_TLS_|^ERR_SSL_|^INVALID_CA$|^HOSTNAME_MISMATCH$/;
+const isTlsFailure = (error: unknown) =>
+  isErrorLike(error) &&
+  ((typeof error.code === 'string' && TLS_CODE.test(error.code)) ||
+    error.message === 'The server does not support SSL connections');
+
 /** The database's reason in plain words: its message, and its detail when it has one. */
 function reason(error: PgError): string {
   return error.detail ? `${error.message} (${error.detail})` : error.message;
@@ -93,6 +103,14 @@ function reason(error: PgError): string {
 
 /** Maps a database error to an ApiError, or returns undefined when it is not one we can explain. */
 export function fromDatabaseError(error: unknown): ApiError | undefined {
+  if (isTlsFailure(error)) {
+    // Not the caller's doing, and not one to retry blindly: the operator must fix the CA or host.
+    return new ServiceUnavailable(
+      'Database unavailable',
+      'no verified TLS connection to the database could be made; see the service log',
+      error,
+    );
+  }
   if (isConnectionError(error)) {
     return new ServiceUnavailable(
       'Database unavailable',

@@ -88,7 +88,8 @@ describe('loadConfig with SSM_PREFIX', () => {
     expect(config).toMatchObject({
       AUTH_USER: 'ssm-admin',
       AUTH_PASS: 'ssm-secret',
-      DATABASE_URL: complete.DATABASE_URL,
+      // On Lambda a URL without sslmode is verified in full (test/unit/database-tls.test.ts).
+      DATABASE_URL: `${complete.DATABASE_URL}?sslmode=verify-full`,
     });
     expect(ssm.commandCalls(GetParametersCommand)[0]?.args[0].input).toEqual({
       Names: [
