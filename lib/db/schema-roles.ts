@@ -266,6 +266,27 @@ export async function resetKeyRole(
     await upsertLogin(client, secret, role, await hasActiveKey(client, schema, kind));
 }
 
+/**
+ * DBADMIN_SECRET changed: each login role of the schema that exists gets the password the new
+ * secret derives, LOGIN as prepareSchemaRole leaves it (`_exec` always, a key role while an active
+ * key of its type exists). Creates nothing. Within the caller's transaction, under lockSchema (see
+ * revoking); answers the roles reset.
+ */
+export async function rederiveLogins(
+  client: pg.ClientBase,
+  secret: string,
+  schema: string,
+): Promise<string[]> {
+  const reset: string[] = [];
+  for (const kind of ['exec', 'svc', 'anon'] as const) {
+    const role = roleName(schema, kind);
+    if (!(await roleExists(client, role))) continue;
+    await upsertLogin(client, secret, role, kind === 'exec' || (await hasActiveKey(client, schema, kind)));
+    reset.push(role);
+  }
+  return reset;
+}
+
 /** Lock waits a tenant could cause, and its concurrent changes to the same role: worth a retry. */
 const RETRYABLE = new Set(['55P03', '40001', '40P01']);
 const retryable = (error: unknown) =>

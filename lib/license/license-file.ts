@@ -126,6 +126,37 @@ export async function saveLicenseFile(dir: string, keys: FileKeys, file: License
   );
 }
 
+/**
+ * For a change of DBADMIN_SECRET: the file opened with the first of `secrets` it verifies under,
+ * `absent` when there is none, `unverified` when none of them opens it (or it is not JSON). The
+ * machine id is asked for only when there is a file.
+ */
+export async function openLicenseFileWith(
+  dir: string,
+  machineId: () => Promise<string>,
+  secrets: readonly string[],
+): Promise<{ secret: string; file: LicenseFile; machineId: string } | 'absent' | 'unverified'> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, LICENSE_FILE), 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
+    throw error;
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return 'unverified';
+  }
+  const id = await machineId();
+  for (const secret of secrets) {
+    const file = openLicenseFile(fileKeys(secret, id), raw);
+    if (file) return { secret, file, machineId: id };
+  }
+  return 'unverified';
+}
+
 /** The verified file, or undefined when it is missing, unreadable, or fails its signature. */
 export async function loadLicenseFile(dir: string, keys: FileKeys): Promise<LicenseFile | undefined> {
   try {
