@@ -46,9 +46,9 @@ describe('serverless package', () => {
   it('builds one bundled artifact under 1 MB per function, with no node_modules beside it', () => {
     const zips = readdirSync(out).filter((f) => f.endsWith('.zip'));
 
-    // activateLicense is invoked directly, with no HTTP route.
+    // activateLicense and rotateSecret are invoked directly, with no HTTP route.
     expect(zips.sort()).toEqual(
-      [...Object.keys(byFunction), 'activateLicense'].map((name) => `${name}.zip`).sort(),
+      [...Object.keys(byFunction), 'activateLicense', 'rotateSecret'].map((name) => `${name}.zip`).sort(),
     );
     for (const zip of zips) expect(statSync(join(out, zip)).size).toBeLessThan(1024 * 1024);
   });
