@@ -109,9 +109,3 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promi
     await local?.stop();
   }
 }
-
-if (require.main === module) {
-  run(process.argv.slice(2), process.env, { out: console.log, err: console.error }).then((code) => {
-    process.exitCode = code;
-  });
-}

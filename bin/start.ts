@@ -2,6 +2,7 @@
  * Local host: `npm start`. Serves the Lambda functions through serverless-offline on PORT/HOST,
  * backed by DATABASE_URL or, when it is unset, an embedded PostgreSQL whose data lives in .data/.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '#lib/config';
 import { activateFromEnvironment } from '#lib/license/activation';
@@ -10,6 +11,8 @@ import { localDataDir, localSecrets, recordRuntime, startLocalPostgres } from '.
 import { runOffline } from './offline';
 
 const dataDir = localDataDir(process.env);
+/** dist/ when this runs as the prebuilt dist/bin/start.js (npm run build); the sources otherwise. */
+const serviceDir = existsSync(join(__dirname, '..', 'serverless.yml')) ? join(__dirname, '..') : undefined;
 const production = process.env.NODE_ENV === 'production';
 
 function requireProductionSettings(): void {
@@ -52,6 +55,7 @@ async function main(): Promise<void> {
     port: env.PORT ?? '3000',
     host: env.HOST ?? '127.0.0.1',
     env,
+    cwd: serviceDir,
     cleanup: async () => {
       forgetRuntime();
       await database?.stop();

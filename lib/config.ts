@@ -81,6 +81,9 @@ const settingsSchema = (lambda: boolean, container: boolean, fallbackSslMode = '
     .object({
       NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
       DATABASE_URL: databaseUrlSetting(fallbackSslMode),
+      // The password of DATABASE_URL's login, given apart so that any character works (no URL
+      // encoding); it replaces one in the URL.
+      DATABASE_PASSWORD: z.string().min(1).optional(),
       AUTH_USER: z.string().min(1),
       AUTH_PASS: z.string().min(1),
       // Failed sign-ins per client address in a window before it gets 429 (lib/http/auth-throttle).
@@ -123,6 +126,19 @@ export type Config = z.infer<ReturnType<typeof settingsSchema>> & {
   container: boolean;
 };
 
+/** Every setting the service reads (the container must pass each one through). */
+export const SETTING_NAMES = Object.keys(settingsSchema(false, false).shape);
+
+/** DATABASE_PASSWORD folded into DATABASE_URL, so every connection sees one complete URL. */
+function withDatabasePassword<T extends { DATABASE_URL: string; DATABASE_PASSWORD?: string }>(
+  settings: T,
+): T {
+  if (!settings.DATABASE_PASSWORD) return settings;
+  const url = new URL(settings.DATABASE_URL);
+  url.password = encodeURIComponent(settings.DATABASE_PASSWORD);
+  return { ...settings, DATABASE_URL: url.toString() };
+}
+
 /** Validates settings and names every missing or malformed one in a single line. */
 export function parseConfig(given: Env): Config {
   // An empty variable (docker compose's `${X:-}`) means unset.
@@ -130,7 +146,7 @@ export function parseConfig(given: Env): Config {
   const lambda = isLambda(env);
   const container = servesOneRequestAtATime(env);
   const result = settingsSchema(lambda, container, defaultSslMode(env)).safeParse(env);
-  if (result.success) return { ...result.data, lambda, container };
+  if (result.success) return { ...withDatabasePassword(result.data), lambda, container };
 
   const missing: string[] = [];
   const invalid: string[] = [];

@@ -1,5 +1,6 @@
 import { GetParametersCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
+import { parse } from 'pg-connection-string';
 import { loadConfig, parseConfig } from '#lib/config';
 
 const complete = {
@@ -45,6 +46,23 @@ describe('parseConfig', () => {
     expect(config.LICENSE_SERVER_URL).toBeUndefined();
     expect(config.LICENSE_KEY).toBeUndefined();
     expect(config.QUERY_TIMEOUT_MS).toBe(30_000);
+  });
+
+  it('takes DATABASE_PASSWORD apart from the URL, whatever characters it holds', () => {
+    const password = 'p@ss/w#rd%20:? ü';
+
+    const config = parseConfig({
+      ...complete,
+      DATABASE_URL: 'postgres://dbadmin@db:5432/dbadmin',
+      DATABASE_PASSWORD: password,
+    });
+
+    expect(parse(config.DATABASE_URL)).toMatchObject({
+      user: 'dbadmin',
+      password,
+      host: 'db',
+      database: 'dbadmin',
+    });
   });
 
   it('names every missing setting in one line', () => {

@@ -1,59 +1,109 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
+import { SETTING_NAMES } from '#lib/config';
+import { envPairs, parseDockerfile } from '#test/support/dockerfile';
 
 // No Docker engine runs where these tests run: check that both files say what we rely on.
+// test/e2e/container.test.ts builds and starts the image's file set with the Dockerfile's commands.
 const compose = parse(readFileSync('docker-compose.yml', 'utf8'));
-const dockerfile = readFileSync('Dockerfile', 'utf8');
-const instructions = dockerfile
-  .replace(/\\\n/g, ' ')
-  .split('\n')
-  .filter((line) => line.trim() && !line.trim().startsWith('#'));
+const service = compose.services.dbadmin;
+const stages = parseDockerfile(readFileSync('Dockerfile', 'utf8'));
+const final = stages.at(-1);
+const instructions = (op: string) => final?.instructions.filter((i) => i.op === op) ?? [];
+const imageEnv = Object.assign({}, ...instructions('ENV').map((i) => envPairs(i, { PATH: '$PATH' })));
 
 describe('docker-compose.yml', () => {
   it('runs PostgreSQL and the service, the service after the database is healthy', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['db', 'dbadmin']);
     expect(compose.services.db.image).toMatch(/^postgres:\d+/);
-    expect(compose.services.dbadmin.depends_on.db.condition).toBe('service_healthy');
+    expect(compose.services.db.healthcheck.test.join(' ')).toMatch(/pg_isready/);
+    expect(service.depends_on.db.condition).toBe('service_healthy');
+  });
+
+  it('runs the service under an init, so signals reach it and children are reaped', () => {
+    expect(service.init).toBe(true);
   });
 
   it('keeps license data on a named volume at /app/license-data', () => {
-    expect(compose.services.dbadmin.volumes).toContain('license-data:/app/license-data');
+    expect(service.volumes).toContain('license-data:/app/license-data');
     expect(compose.volumes).toHaveProperty('license-data');
   });
 
-  it('points the service at the compose database and requires the secrets', () => {
-    const env = compose.services.dbadmin.environment;
-    expect(env.DATABASE_URL).toMatch(/@db:5432\//);
-    expect(env.AUTH_PASS).toMatch(/:\?/);
-  });
-
   it('connects as a role made by the init script that is not the superuser', () => {
-    const url = compose.services.dbadmin.environment.DATABASE_URL;
     const init = readFileSync('deploy/postgres-init/10-dbadmin-role.sh', 'utf8');
 
-    expect(url).toMatch(/^postgres:\/\/dbadmin:\$\{DBADMIN_DB_PASSWORD\}@db:5432\/dbadmin$/);
+    expect(service.environment.DATABASE_URL).toBe('postgres://dbadmin@db:5432/dbadmin');
     expect(compose.services.db.volumes).toContain('./deploy/postgres-init:/docker-entrypoint-initdb.d:ro');
     expect(init).toMatch(/CREATE ROLE dbadmin LOGIN CREATEROLE NOSUPERUSER/);
     expect(init).toMatch(/CREATE DATABASE dbadmin OWNER dbadmin/);
+    // psql's :'pw' quotes the password, whatever it holds.
+    expect(init).toMatch(/PASSWORD :'pw'/);
+  });
+
+  it('passes the database password apart from the URL, so any character works', () => {
+    expect(service.environment.DATABASE_URL).not.toMatch(/\$\{/);
+    expect(service.environment.DATABASE_PASSWORD).toMatch(/^\$\{DBADMIN_DB_PASSWORD:\?/);
+    expect(compose.services.db.environment.DBADMIN_DB_PASSWORD).toMatch(/^\$\{DBADMIN_DB_PASSWORD:\?/);
+  });
+
+  it('requires the secrets', () => {
+    for (const name of ['AUTH_PASS', 'DBADMIN_SECRET']) expect(service.environment[name]).toMatch(/:\?/);
+  });
+
+  it('passes every setting the service reads through to it', () => {
+    // Fixed by the image: production mode, and the volume's path.
+    const fixed = new Set(Object.keys(imageEnv));
+    const missing = SETTING_NAMES.filter((name) => !fixed.has(name) && !(name in service.environment));
+
+    expect(missing).toEqual([]);
+    for (const extra of ['LOG_LEVEL', 'NODE_EXTRA_CA_CERTS', 'LICENSE_SERVER_CA_FILE'])
+      expect(service.environment).toHaveProperty(extra);
+  });
+
+  it('publishes plain HTTP on this host only unless told otherwise', () => {
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own interpolation, verbatim.
+    expect(service.ports).toEqual(['${DBADMIN_BIND:-127.0.0.1}:${PORT:-3000}:3000']);
+  });
+
+  it('offers an HTTPS front by Caddy in the https profile', () => {
+    const https = compose.services.https;
+    const caddyfile = readFileSync('deploy/caddy/Caddyfile', 'utf8');
+
+    expect(https.image).toMatch(/^caddy:2/);
+    expect(https.profiles).toEqual(['https']);
+    expect(https.volumes).toContain('./deploy/caddy/Caddyfile:/etc/caddy/Caddyfile:ro');
+    expect(caddyfile).toMatch(/reverse_proxy dbadmin:3000/);
   });
 });
 
 describe('Dockerfile', () => {
-  it('builds on a Node 22 image and installs from the lock file without install scripts', () => {
-    expect(instructions[0]).toMatch(/^FROM node:22/);
-    expect(dockerfile).toMatch(/npm ci .*--ignore-scripts/);
+  it('builds in one stage and runs from another, both on Node 22', () => {
+    expect(stages.map((stage) => stage.from)).toEqual(['node:22-bookworm-slim', 'node:22-bookworm-slim']);
+    expect(final?.instructions.filter((i) => i.op === 'COPY' && i.flags.from === 'build')).not.toHaveLength(
+      0,
+    );
   });
 
-  it('serves on all interfaces on port 3000 with license data in /app/license-data', () => {
-    expect(dockerfile).toMatch(/HOST=0\.0\.0\.0/);
-    expect(instructions).toContain('EXPOSE 3000');
-    expect(dockerfile).toMatch(/LICENSE_DATA_DIR=\/app\/license-data/);
+  it('installs production dependencies only, from the lock file, without install scripts', () => {
+    const runs = instructions('RUN').map((i) => i.args[0]);
+
+    expect(runs).toContainEqual(expect.stringMatching(/^npm ci --omit=dev --ignore-scripts/));
+    expect(runs.join('\n')).not.toMatch(/npm run build|tsx|esbuild/);
   });
 
-  it('runs as an unprivileged user and starts the service under serverless-offline', () => {
-    expect(instructions).toContain('USER node');
-    expect(instructions.at(-1)).toBe('CMD ["npm", "start"]');
-    const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
-    expect(pkg.scripts.start).toMatch(/bin\/start\.ts/);
+  it('serves on all interfaces on port 3000 in production mode with license data in /app/license-data', () => {
+    expect(imageEnv).toMatchObject({
+      NODE_ENV: 'production',
+      HOST: '0.0.0.0',
+      PORT: '3000',
+      LICENSE_DATA_DIR: '/app/license-data',
+    });
+    expect(instructions('EXPOSE').map((i) => i.args[0])).toEqual(['3000']);
+    expect(instructions('VOLUME').map((i) => i.args)).toEqual([['/app/license-data']]);
+  });
+
+  it('runs as an unprivileged user, node as the process, the prebuilt host, with a health check', () => {
+    expect(instructions('USER').map((i) => i.args[0])).toEqual(['node']);
+    expect(instructions('CMD').map((i) => i.args)).toEqual([['node', 'dist/bin/start.js']]);
+    expect(instructions('HEALTHCHECK')[0]?.args.join(' ')).toMatch(/\/api\/health/);
   });
 });
