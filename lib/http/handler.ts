@@ -12,6 +12,7 @@ import { keyScope } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
 import { type RouteContext, requestLog } from '#lib/http/request-log';
 import { download, type HttpResponse, json } from '#lib/http/respond';
+import { responseLimit } from '#lib/http/response-limit';
 import type { AnyRoute, Method } from '#lib/http/route';
 import { startLicensing } from '#lib/license/index';
 
@@ -66,8 +67,8 @@ export interface HttpHandlerOptions {
 }
 
 /**
- * The Lambda handler of one endpoint group: the request log outermost, then error mapping, then
- * routing; each route adds authentication, the license gate, JSON body parsing and the key's
+ * The Lambda handler of one endpoint group: the request log outermost, then error mapping, the
+ * response size limit, then routing; each route adds authentication, the license gate, JSON body parsing and the key's
  * scope as it needs them, in that order.
  */
 export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOptions = {}) {
@@ -94,5 +95,6 @@ export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOpt
   })
     .use(requestLog())
     .use(errorMapper())
+    .use(responseLimit())
     .handler(router as never);
 }

@@ -65,6 +65,43 @@ describe('result size', () => {
   });
 });
 
+describe('Lambda’s 6 MB response limit', () => {
+  const SIX_MIB = 6 * 1024 * 1024;
+
+  it('is a 413 JSON naming the limit, never a host failure, however high QUERY_MAX_BYTES is set', async () => {
+    process.env.QUERY_MAX_BYTES = String(50 * 1024 * 1024);
+    resetConfig();
+    await asTenant(
+      schema,
+      `CREATE TABLE "${schema}".wide (id serial PRIMARY KEY, body text);
+       INSERT INTO "${schema}".wide (body) SELECT repeat('"', 800) FROM generate_series(1, 10000)`,
+    );
+
+    const replies = [
+      await call(tables, { path: '/api/table/wide/export', query: { schema, format: 'json' } }),
+      await call(tables, { path: '/api/table/wide/export', query: { schema, format: 'csv' } }),
+      await sqlAs(service, 'SELECT * FROM wide'),
+    ];
+
+    for (const reply of replies) {
+      expect([reply.status, reply.body.error]).toEqual([413, 'Response too large']);
+      expect(reply.body.message).toMatch(/6 MB/);
+      expect(reply.headers['content-type']).toMatch(/^application\/json/);
+    }
+  });
+
+  it('lets an answer just under it through', async () => {
+    process.env.QUERY_MAX_BYTES = String(50 * 1024 * 1024);
+    resetConfig();
+
+    const reply = await sqlAs(service, "SELECT repeat('a', 1000) AS a FROM generate_series(1, 5000)");
+
+    expect(reply.status).toBe(200);
+    expect(reply.text.length).toBeGreaterThan(5_000_000);
+    expect(reply.text.length).toBeLessThan(SIX_MIB);
+  });
+});
+
 describe('statement time', () => {
   /** Statements still running pg_sleep(7.77). */
   const sleepers = () => backendsStillRunning("query LIKE '%pg_sleep(7.77)%' AND state = 'active'", 500);
