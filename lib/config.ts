@@ -162,15 +162,19 @@ export function parseConfig(given: Env): Config {
   throw new ConfigError(parts.filter(Boolean).join('; '));
 }
 
-/** Reads the secret settings from SSM (decrypted); parameters that do not exist are left out. */
-export async function readSsmSecrets(prefix: string, ssm?: SSMClient): Promise<Env> {
+/** Reads secret settings from SSM (decrypted); parameters that do not exist are left out. */
+export async function readSsmSecrets(
+  prefix: string,
+  ssm?: SSMClient,
+  names: readonly string[] = SECRET_SETTINGS,
+): Promise<Env> {
   // Loaded only when used: most of the bundle's weight, and not needed off Lambda.
   const { GetParametersCommand, SSMClient } = await import('@aws-sdk/client-ssm');
   const client = ssm ?? new SSMClient({});
   const base = prefix.replace(/\/+$/, '');
   const { Parameters = [] } = await client.send(
     new GetParametersCommand({
-      Names: SECRET_SETTINGS.map((name) => `${base}/${name}`),
+      Names: names.map((name) => `${base}/${name}`),
       WithDecryption: true,
     }),
   );
@@ -183,13 +187,24 @@ export async function readSsmSecrets(prefix: string, ssm?: SSMClient): Promise<E
 }
 
 /**
- * Settings from the environment, completed on Lambda from SSM when SSM_PREFIX is set (never under
- * serverless-offline, which passes serverless.yml's environment on); explicit env wins.
+ * The environment completed on Lambda with `names` from SSM under `prefix` (never under
+ * serverless-offline, which passes serverless.yml's environment on); explicit env wins. The
+ * license server reads its secrets the same way.
  */
-export async function loadConfig(env: Env = process.env, ssm?: SSMClient): Promise<Config> {
-  const fromSsm = env.SSM_PREFIX && isLambda(env) ? await readSsmSecrets(env.SSM_PREFIX, ssm) : {};
+export async function withSsmSecrets(
+  env: Env,
+  prefix: string | undefined,
+  names: readonly string[],
+  ssm?: SSMClient,
+): Promise<Env> {
+  const fromSsm = prefix && isLambda(env) ? await readSsmSecrets(prefix, ssm, names) : {};
   const defined = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined));
-  return parseConfig({ ...fromSsm, ...defined });
+  return { ...fromSsm, ...defined };
+}
+
+/** Settings from the environment, completed on Lambda from SSM under SSM_PREFIX. */
+export async function loadConfig(env: Env = process.env, ssm?: SSMClient): Promise<Config> {
+  return parseConfig(await withSsmSecrets(env, env.SSM_PREFIX, SECRET_SETTINGS, ssm));
 }
 
 let loaded: Promise<Config> | undefined;

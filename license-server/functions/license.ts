@@ -4,7 +4,7 @@ import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { signedLease, signingKey } from '#lib/license/lease';
 import { serverClock } from '../lib/clock';
-import { type LicenseServerConfig, parseLicenseServerConfig } from '../lib/config';
+import { type LicenseServerConfig, loadLicenseServerConfig } from '../lib/config';
 import { licenseCounters, licenseDatabase } from '../lib/db';
 import { keyHash } from '../lib/keys';
 import { RateLimiter } from '../lib/rate-limit';
@@ -28,8 +28,8 @@ let server: Promise<Server> | undefined;
 /** Settings, database, signing key and the shared rate limits: once per container. */
 function licenseServer(): Promise<Server> {
   server ??= (async () => {
-    const config = parseLicenseServerConfig(process.env);
-    const db = await licenseDatabase();
+    const config = await loadLicenseServerConfig();
+    const db = await licenseDatabase(config);
     const signer = config.LICENSE_SERVER_SIGNING_KEY
       ? signingKey(config.LICENSE_SERVER_SIGNING_KEY)
       : undefined;
@@ -40,8 +40,8 @@ function licenseServer(): Promise<Server> {
       db,
       signer,
       limits: {
-        address: new RateLimiter(licenseCounters(), 'address', config.LICENSE_SERVER_RATE_PER_ADDRESS),
-        key: new RateLimiter(licenseCounters(), 'key', config.LICENSE_SERVER_RATE_PER_KEY),
+        address: new RateLimiter(licenseCounters(config), 'address', config.LICENSE_SERVER_RATE_PER_ADDRESS),
+        key: new RateLimiter(licenseCounters(config), 'key', config.LICENSE_SERVER_RATE_PER_KEY),
       },
     };
   })().catch((error: unknown) => {

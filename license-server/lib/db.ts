@@ -1,16 +1,16 @@
 import pg from 'pg';
 import { migrate } from '#lib/db/migrations';
 import { withClient } from '#lib/db/pool';
-import { parseLicenseServerConfig } from './config';
+import { type LicenseServerConfig, loadLicenseServerConfig } from './config';
 import { STORE_MIGRATIONS, STORE_TARGET } from './store';
 
 let ready: Promise<pg.Pool> | undefined;
 let counters: pg.Pool | undefined;
 
-/** The license server's pool, its schema migrated once per container. */
-export function licenseDatabase(env: Record<string, string | undefined> = process.env): Promise<pg.Pool> {
+/** The license server's pool, its schema migrated once per container; settings read when not given. */
+export function licenseDatabase(given?: LicenseServerConfig): Promise<pg.Pool> {
   ready ??= (async () => {
-    const config = parseLicenseServerConfig(env);
+    const config = given ?? (await loadLicenseServerConfig());
     const pool = new pg.Pool({
       connectionString: config.LICENSE_SERVER_DATABASE_URL,
       max: config.LICENSE_SERVER_DB_POOL_MAX,
@@ -35,9 +35,8 @@ export function licenseDatabase(env: Record<string, string | undefined> = proces
  * costs nothing, and each request no longer pays two WAL flushes. Licenses and activations stay on
  * the durable pool. Used after licenseDatabase(), which made the table.
  */
-export function licenseCounters(env: Record<string, string | undefined> = process.env): pg.Pool {
+export function licenseCounters(config: LicenseServerConfig): pg.Pool {
   if (!counters) {
-    const config = parseLicenseServerConfig(env);
     counters = new pg.Pool({
       connectionString: config.LICENSE_SERVER_DATABASE_URL,
       max: 2,
