@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { checkHealth } from '#lib/admin/health';
 import { getPool } from '#lib/db/pool';
+import { DATABASE } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 
@@ -15,6 +16,7 @@ export const routes = [
       database: z.literal('up'),
       timestamp: z.iso.datetime(),
     }),
+    errors: [DATABASE],
     handler: async () => checkHealth(await getPool()),
   }),
 ];

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { createKey, deleteKey, listKeys } from '#lib/admin/keys';
 import { getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
+import { NO_SCHEMA, RESPONSE_LIMIT, ROLES_BUSY } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { Outcome, schemaRef } from '#lib/validation';
@@ -34,6 +35,7 @@ export const routes = [
       createdAt: z.string(),
     }),
     status: 201,
+    errors: [NO_SCHEMA],
     handler: async ({ params, body }) =>
       createKey(await getDatabase(), (await getConfig()).DBADMIN_SECRET, { schema: params.schema, ...body }),
   }),
@@ -54,6 +56,7 @@ export const routes = [
         is_active: z.boolean(),
       }),
     ),
+    errors: [NO_SCHEMA, RESPONSE_LIMIT],
     handler: async ({ params }) => listKeys(await getDatabase(), params.schema),
   }),
   defineRoute({
@@ -65,6 +68,7 @@ export const routes = [
       keyId: z.coerce.number().int('keyId must be a whole number').positive('keyId must be positive'),
     }),
     response: Outcome,
+    errors: [{ status: 404, why: 'the schema has no key with this id' }, ROLES_BUSY],
     handler: async ({ params }) =>
       deleteKey(await getDatabase(), (await getConfig()).DBADMIN_SECRET, params.schema, params.keyId),
   }),

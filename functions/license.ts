@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '#lib/errors';
+import { DATABASE } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { getLicensing } from '#lib/license/index';
@@ -43,6 +44,7 @@ export const routes = [
     path: '/api/license/status',
     summary: 'License status: active, trial, grace_period, expired, invalid or none',
     access: 'public',
+    errors: [DATABASE],
     response: StatusBody,
     handler: async () => statusBody(await (await getLicensing()).state()),
   }),
@@ -51,6 +53,7 @@ export const routes = [
     path: '/api/license/refresh',
     summary: 'Read the license data again and revalidate with the license server now; answers the status',
     access: 'public',
+    errors: [DATABASE],
     response: StatusBody,
     handler: async () => statusBody(await (await getLicensing()).refresh()),
   }),
@@ -60,6 +63,7 @@ export const routes = [
     summary: 'Free this deployment’s slot at the license server and forget the license here (admin)',
     access: 'admin',
     response: z.object({ success: z.boolean(), message: z.string() }),
+    errors: [{ status: 400, why: 'no license is activated on this deployment' }],
     handler: async () => {
       try {
         return await (await getLicensing()).deactivate();
@@ -74,6 +78,7 @@ export const routes = [
     path: '/api/license/validate',
     summary: 'Check a license key (and its owner email) with the license server',
     access: 'public',
+    errors: [DATABASE],
     body: z.strictObject({ licenseKey, email: email.optional() }),
     response: z.object({
       valid: z.boolean(),
@@ -88,6 +93,7 @@ export const routes = [
     path: '/api/license/activate',
     summary: 'Activate a license on this deployment; check `success`',
     access: 'public',
+    errors: [DATABASE],
     body: z.strictObject({ licenseKey, email }),
     response: z.object({
       valid: z.boolean(),
@@ -102,6 +108,7 @@ export const routes = [
     path: '/api/trial/start',
     summary: 'Start the 14-day trial (once per deployment)',
     access: 'public',
+    errors: [DATABASE],
     body: z.strictObject({ email }),
     response: z.object({ success: z.boolean(), message: z.string(), trialExpiresAt: z.string() }),
     handler: async ({ body }) => {
@@ -123,6 +130,7 @@ export const routes = [
     path: '/api/trial/status',
     summary: 'Trial status',
     access: 'public',
+    errors: [DATABASE],
     response: z.object({
       active: z.boolean(),
       trialExpiresAt: z.string().nullable(),

@@ -3,6 +3,7 @@ import { runQuery } from '#lib/admin/query';
 import { getConfig, resultLimits } from '#lib/config';
 import { adminAccess, schemaAccess } from '#lib/db/executor';
 import { Forbidden } from '#lib/errors';
+import { RESPONSE_LIMIT, RESULT_LIMITS, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { inSchema } from '#lib/validation';
@@ -34,6 +35,12 @@ export const routes = [
       rowCount: z.number(),
       duration: z.number().meta({ description: 'milliseconds' }),
     }),
+    errors: [
+      ...SCHEMA_SESSION,
+      { status: 403, why: 'runAs admin with an API key' },
+      RESULT_LIMITS,
+      RESPONSE_LIMIT,
+    ],
     handler: async ({ body, signal, principal }) => {
       const asKey = principal?.kind === 'key';
       if (asKey && body.runAs === 'admin')

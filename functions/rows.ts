@@ -1,11 +1,13 @@
 import { z } from 'zod';
 import { deleteRow, deleteRows, insertRow, updateRow } from '#lib/admin/rows';
 import { schemaAccess } from '#lib/db/executor';
+import { type Answer, NO_TABLE, RESPONSE_LIMIT, SCHEMA_SESSION, WIRE_LIMIT } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { columnName, inSchema, Outcome, Row, tableName } from '#lib/validation';
 
 const rowId = z.string().min(1).max(1000);
+const NO_ROW: Answer = { status: 404, why: 'no row has this primary key' };
 
 export const routes = [
   defineRoute({
@@ -17,6 +19,7 @@ export const routes = [
     body: z.strictObject({ data: z.record(columnName, z.unknown()), schema: inSchema }),
     response: z.object({ success: z.boolean(), row: Row, message: z.string() }),
     status: 201,
+    errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT, RESPONSE_LIMIT],
     handler: async ({ params, body, principal, signal }) =>
       insertRow(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
@@ -32,6 +35,7 @@ export const routes = [
     params: z.object({ tableName, rowId }),
     body: z.strictObject({ column: columnName, value: z.unknown(), schema: inSchema }),
     response: z.object({ row: Row }),
+    errors: [...SCHEMA_SESSION, NO_TABLE, NO_ROW, WIRE_LIMIT, RESPONSE_LIMIT],
     handler: async ({ params, body, principal, signal }) =>
       updateRow(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
@@ -49,6 +53,7 @@ export const routes = [
     params: z.object({ tableName, rowId }),
     query: z.strictObject({ schema: inSchema }),
     response: Outcome,
+    errors: [...SCHEMA_SESSION, NO_TABLE, NO_ROW, WIRE_LIMIT],
     handler: async ({ params, query, principal, signal }) =>
       deleteRow(await schemaAccess(principal, query.schema, signal), {
         schema: query.schema,
@@ -70,6 +75,7 @@ export const routes = [
       schema: inSchema,
     }),
     response: z.object({ success: z.boolean(), deletedCount: z.number(), message: z.string() }),
+    errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT],
     handler: async ({ params, body, principal, signal }) =>
       deleteRows(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,

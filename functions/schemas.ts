@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { createSchema, deleteSchema, listSchemas } from '#lib/admin/schemas';
 import { getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
+import { NO_SCHEMA, RESPONSE_LIMIT, ROLES_BUSY } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { Outcome, queryBoolean, schemaName, schemaPassword, schemaRef } from '#lib/validation';
@@ -13,6 +14,7 @@ export const routes = [
     summary: 'List schemas (projects), system schemas excluded',
     access: 'admin',
     response: z.array(z.string()),
+    errors: [RESPONSE_LIMIT],
     handler: async () => listSchemas(await getDatabase()),
   }),
   defineRoute({
@@ -33,6 +35,7 @@ export const routes = [
     params: z.object({ schemaName: schemaRef }),
     query: z.strictObject({ cascade: queryBoolean.default(false) }),
     response: Outcome,
+    errors: [NO_SCHEMA, ROLES_BUSY],
     handler: async ({ params, query }) =>
       deleteSchema(await getDatabase(), { schemaName: params.schemaName, cascade: query.cascade }),
   }),

@@ -5,6 +5,14 @@ import { addColumn, cloneTable, createTable, deleteTable, listTables, readTable 
 import { getConfig, resultLimits } from '#lib/config';
 import { schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
+import {
+  NO_SCHEMA,
+  NO_TABLE,
+  RESPONSE_LIMIT,
+  RESULT_LIMITS,
+  SCHEMA_SESSION,
+  WIRE_LIMIT,
+} from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import {
@@ -61,6 +69,7 @@ export const routes = [
     access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.array(z.string()),
+    errors: [NO_SCHEMA, RESPONSE_LIMIT],
     handler: async ({ query }) => listTables(await getDatabase(), query.schema),
   }),
   defineRoute({
@@ -83,6 +92,7 @@ export const routes = [
       total: z.number().nullable().meta({ description: 'every row of the table; null with count=false' }),
       page: z.number(),
     }),
+    errors: [...SCHEMA_SESSION, NO_TABLE, RESULT_LIMITS, RESPONSE_LIMIT],
     handler: async ({ params, query, principal, signal }) =>
       readTable(await schemaAccess(principal, query.schema, signal), resultLimits(await getConfig()), {
         schema: query.schema,
@@ -107,6 +117,7 @@ export const routes = [
     }),
     response: Outcome,
     status: 201,
+    errors: SCHEMA_SESSION,
     handler: async ({ body, principal, signal }) =>
       createTable(await schemaAccess(principal, body.schema, signal), body),
   }),
@@ -118,6 +129,7 @@ export const routes = [
     params: TablePath,
     query: z.strictObject({ schema: inSchema, cascade: queryBoolean.default(false) }),
     response: Outcome,
+    errors: [...SCHEMA_SESSION, NO_TABLE],
     handler: async ({ params, query, principal, signal }) =>
       deleteTable(await schemaAccess(principal, query.schema, signal), {
         schema: query.schema,
@@ -134,6 +146,7 @@ export const routes = [
     body: z.strictObject({ newTableName: tableName, copyData: z.boolean().default(false), schema: inSchema }),
     response: Outcome,
     status: 201,
+    errors: [...SCHEMA_SESSION, NO_TABLE],
     handler: async ({ params, body, principal, signal }) =>
       cloneTable(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
@@ -155,6 +168,13 @@ export const routes = [
     }),
     response: z.object({ table: z.string(), count: z.number(), data: z.array(Row) }),
     alsoProduces: 'text/csv',
+    errors: [
+      ...SCHEMA_SESSION,
+      NO_TABLE,
+      { status: 404, why: 'the table has no rows to export' },
+      RESULT_LIMITS,
+      RESPONSE_LIMIT,
+    ],
     handler: async ({ params, query, principal, signal }) =>
       exportTable(await schemaAccess(principal, query.schema, signal), resultLimits(await getConfig()), {
         table: params.tableName,
@@ -177,6 +197,8 @@ export const routes = [
     }),
     response: Outcome,
     status: 201,
+    // Adding a column with a default runs it for every row: code planted there can talk back.
+    errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT],
     handler: async ({ params, body, principal, signal }) =>
       addColumn(await schemaAccess(principal, body.schema, signal), {
         schema: body.schema,
@@ -197,6 +219,7 @@ export const routes = [
     access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ schema: z.array(StructureEntry) }),
+    errors: [NO_SCHEMA, RESPONSE_LIMIT],
     handler: async ({ query }) => describeSchema(await getDatabase(), query.schema),
   }),
 ];

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import type { AnyRoute } from '#lib/http/route';
+import { MAX_BODY_BYTES } from '#lib/http/json-body';
+import type { Access, AnyRoute } from '#lib/http/route';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -16,19 +17,131 @@ export const ErrorBody = z
   .object({
     error: z.string().meta({ description: 'Short error type, e.g. "Invalid schema name".' }),
     message: z.string().meta({ description: 'What was wrong and how to fix it.' }),
+    position: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .meta({ description: 'SQL errors: the character offset of the error into the SQL sent.' }),
   })
-  .meta({ id: 'Error' });
+  .meta({ description: 'The body of every error answer.' });
 
-const ERROR_STATUSES: Record<string, string> = {
-  '400': 'Invalid input',
-  '401': 'Authentication required or failed',
-  '403': 'Forbidden (an API key outside its rights, or PostgreSQL refused the privilege)',
-  '404': 'Not found',
-  '409': 'Conflict (a concurrent change; try again)',
-  '413': 'Request body over 1 MiB, or a result over QUERY_MAX_ROWS / QUERY_MAX_BYTES',
-  '500': 'Unexpected failure (details in the service log)',
-  '503': 'Database unavailable',
+const TITLES: Record<number, string> = {
+  400: 'Bad request',
+  401: 'Unauthorized',
+  402: 'License required',
+  403: 'Forbidden',
+  404: 'Not found',
+  409: 'Conflict',
+  413: 'Too large',
+  415: 'Unsupported media type',
+  429: 'Too many requests',
+  500: 'Internal error',
+  503: 'Unavailable',
 };
+
+/** Why lib/http/key-scope refuses an API key, by the route's access. */
+const KEY_REFUSALS: Record<Exclude<Access, 'public'>, string> = {
+  admin: 'an API key: this endpoint needs the admin’s Basic credentials',
+  read: 'an API key naming a schema other than its own',
+  write: 'an anon key (read-only), or an API key naming a schema other than its own',
+};
+
+/**
+ * Every error status a route can answer, with why: from its access (the chain of lib/http/handler
+ * authenticates, throttles, gates on the license and scopes keys), its inputs, and its own work.
+ */
+export function errorReasons(route: AnyRoute): Map<number, string[]> {
+  const reasons = new Map<number, string[]>();
+  const add = (status: number, reason: string) =>
+    reasons.set(status, [...(reasons.get(status) ?? []), reason]);
+  if (route.params || route.query || route.body) add(400, 'invalid input; the message names the field');
+  if (route.body) {
+    add(413, `a request body over ${MAX_BODY_BYTES} bytes`);
+    add(415, 'a request body sent as another content type than application/json');
+  }
+  if (route.access !== 'public') {
+    add(401, 'no credentials, wrong Basic credentials, or an unknown API key');
+    add(402, 'LICENSE_ENFORCEMENT=strict and the license is expired, invalid or missing');
+    add(403, KEY_REFUSALS[route.access]);
+    add(429, 'too many failed sign-ins from this client address: every request from it until Retry-After');
+    add(503, 'the database does not answer; try again shortly');
+  }
+  for (const { status, why } of route.errors ?? []) add(status, why);
+  add(400, 'the request ran past the function’s time and was cancelled (Query timeout)');
+  add(500, 'an unexpected failure; the service log has the details');
+  return new Map([...reasons].sort(([a], [b]) => a - b));
+}
+
+const ref = (kind: 'schemas' | 'headers' | 'responses', name: string) => ({
+  $ref: `#/components/${kind}/${name}`,
+});
+const errorContent = { 'application/json': { schema: ref('schemas', 'Error') } };
+const LICENSE_HEADERS = {
+  'X-License-Status': ref('headers', 'X-License-Status'),
+  'X-License-Warning': ref('headers', 'X-License-Warning'),
+};
+
+/** Headers that come with an error status, whichever route gives it. */
+const ERROR_HEADERS: Record<number, Record<string, unknown>> = {
+  401: { 'WWW-Authenticate': ref('headers', 'WWW-Authenticate') },
+  402: LICENSE_HEADERS,
+  429: { 'Retry-After': ref('headers', 'Retry-After') },
+};
+
+const COMPONENT_HEADERS = {
+  Allow: {
+    description: 'The methods this path takes, e.g. `GET, DELETE`.',
+    required: true,
+    schema: { type: 'string' },
+  },
+  'Retry-After': {
+    description: 'Seconds until requests from this address are taken again.',
+    required: true,
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'WWW-Authenticate': {
+    description:
+      'The Basic challenge; left out for the web console’s requests (X-Requested-With: dbadmin-console).',
+    schema: { type: 'string' },
+  },
+  'X-License-Status': {
+    description: 'The license status on endpoints behind the license gate.',
+    required: true,
+    schema: { enum: ['active', 'trial', 'grace_period', 'expired', 'invalid', 'none'] },
+  },
+  'X-License-Warning': {
+    description: 'What is wrong with the license, when it is not healthy.',
+    schema: { type: 'string' },
+  },
+  'Content-Disposition': {
+    description: 'On text/csv answers: an attachment, named after the table.',
+    schema: { type: 'string' },
+  },
+};
+
+function errorResponse(status: number, reasons: string[]) {
+  return {
+    description: `${TITLES[status] ?? 'Error'}: ${reasons.join('; ')}.`,
+    ...(ERROR_HEADERS[status] ? { headers: ERROR_HEADERS[status] } : {}),
+    content: errorContent,
+  };
+}
+
+function successResponse(route: AnyRoute) {
+  const headers = {
+    ...(route.access === 'public' ? {} : LICENSE_HEADERS),
+    ...(route.alsoProduces ? { 'Content-Disposition': ref('headers', 'Content-Disposition') } : {}),
+  };
+  return {
+    description: 'Success',
+    ...(Object.keys(headers).length > 0 ? { headers } : {}),
+    content: {
+      'application/json': { schema: toSchema(route.response, 'output') },
+      ...(route.alsoProduces ? { [route.alsoProduces]: { schema: { type: 'string' } } } : {}),
+    },
+  };
+}
 
 function parameters(route: AnyRoute) {
   const list: JsonSchema[] = [];
@@ -53,14 +166,23 @@ function parameters(route: AnyRoute) {
   return list;
 }
 
+const SECURITY: Record<Access, unknown[] | undefined> = {
+  public: [],
+  admin: [{ basicAuth: [] }],
+  read: undefined,
+  write: undefined,
+};
+
 function operation(route: AnyRoute) {
-  const errors = Object.entries(ERROR_STATUSES).filter(
-    ([status]) => route.access !== 'public' || status !== '401',
-  );
+  const errors = [...errorReasons(route)].map(([status, reasons]) => [
+    String(status),
+    errorResponse(status, reasons),
+  ]);
+  const security = SECURITY[route.access];
   return {
     summary: route.summary,
     operationId: `${route.method.toLowerCase()}${route.path.replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string = '') => c.toUpperCase())}`,
-    ...(route.access === 'public' ? { security: [] } : {}),
+    ...(security ? { security } : {}),
     parameters: parameters(route),
     ...(route.body
       ? {
@@ -70,26 +192,26 @@ function operation(route: AnyRoute) {
           },
         }
       : {}),
-    responses: {
-      [String(route.status ?? 200)]: {
-        description: 'Success',
-        content: {
-          'application/json': { schema: toSchema(route.response, 'output') },
-          ...(route.alsoProduces ? { [route.alsoProduces]: { schema: { type: 'string' } } } : {}),
-        },
-      },
-      ...Object.fromEntries(
-        errors.map(([status, description]) => [
-          status,
-          {
-            description,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-          },
-        ]),
-      ),
-    },
+    responses: Object.fromEntries(
+      [
+        [String(route.status ?? 200), successResponse(route)],
+        ...errors,
+        ['405', ref('responses', 'MethodNotAllowed')],
+      ].sort(([a], [b]) => Number(a) - Number(b)),
+    ),
   };
 }
+
+/**
+ * A request with a method its path lacks gets 405 with Allow (lib/http/handler routeMiss). OpenAPI
+ * has no place for the answers of methods a path does not have, so every operation refers to it.
+ */
+const METHOD_NOT_ALLOWED = {
+  description:
+    'Method not allowed: a method this path does not take was sent; Allow lists the ones it takes. Listed on every operation of every path.',
+  headers: { Allow: ref('headers', 'Allow') },
+  content: errorContent,
+};
 
 /** OpenAPI 3.1 document generated from the same zod schemas the handlers validate with. */
 export function openApiDocument(routes: readonly AnyRoute[], info: { title: string; version: string }) {
@@ -114,6 +236,8 @@ export function openApiDocument(routes: readonly AnyRoute[], info: { title: stri
         },
       },
       schemas: { Error: toSchema(ErrorBody, 'output') },
+      headers: COMPONENT_HEADERS,
+      responses: { MethodNotAllowed: METHOD_NOT_ALLOWED },
     },
   };
 }

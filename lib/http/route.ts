@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { Answer } from '#lib/http/answers';
 import type { Principal } from '#lib/principal';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -38,6 +39,12 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown> {
   status?: number;
   /** A non-JSON media type the route may answer with instead (see lib/download). */
   alsoProduces?: string;
+  /**
+   * The error statuses of the route's own work, with why (lib/http/answers). Those its access,
+   * inputs and body give (400, 401, 402, 403 for keys, 413, 415, 429...) are added from the route
+   * itself (lib/http/openapi).
+   */
+  errors?: readonly Answer[];
   handler: (input: RouteInput<P, Q, B>) => Promise<R>;
 }
 

@@ -1,0 +1,841 @@
+import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import * as health from '#functions/health';
+import * as keys from '#functions/keys';
+import * as license from '#functions/license';
+import * as meta from '#functions/meta';
+import * as query from '#functions/query';
+import * as rows from '#functions/rows';
+import * as schemas from '#functions/schemas';
+import * as tables from '#functions/tables';
+import { resetConfig } from '#lib/config';
+import { closePool } from '#lib/db/pool';
+import { RESPONSE_LIMIT } from '#lib/http/answers';
+import { MAX_BODY_BYTES } from '#lib/http/json-body';
+import type { AnyRoute, Method } from '#lib/http/route';
+import { ADMIN, type Call, call, type Reply } from '#test/support/http';
+import { LicensingHarness } from '#test/support/licensing';
+import { uniqueName } from '#test/support/names';
+import { freshSchema } from '#test/support/tables';
+
+/**
+ * The OpenAPI document against the service's real answers: every operation is driven through its
+ * handler (and the catch-all's) into each status a test can provoke, and each answer's status,
+ * content type, body and headers must be the ones the document lists for that operation.
+ */
+
+type Handler = (typeof meta)['handler'];
+const GROUPS = [health, schemas, tables, rows, query, keys, license, meta];
+const ROUTES: { route: AnyRoute; handler: Handler }[] = GROUPS.flatMap((group) =>
+  (group.routes as readonly AnyRoute[]).map((route) => ({ route, handler: group.handler as Handler })),
+);
+const operationOf = (route: AnyRoute) => `${route.method} ${route.path}`;
+
+// The document's types, as far as this test reads them.
+type Json = Record<string, unknown>;
+interface Response {
+  description: string;
+  headers?: Record<string, Json>;
+  content?: Record<string, { schema: Json }>;
+}
+interface Operation {
+  responses: Record<string, Response | { $ref: string }>;
+}
+interface Document {
+  paths: Record<string, Record<string, Operation>>;
+}
+
+const h = new LicensingHarness();
+let document: Document & Json;
+let schema: string;
+let otherSchema: string;
+let anonKey: string;
+let serviceKey: string;
+
+/** What the suite provoked: `METHOD path status`. */
+const exercised = new Set<string>();
+
+// ---------------------------------------------------------------- checking an answer
+
+const ajv = new Ajv2020({ strict: true, allErrors: true });
+addFormats(ajv);
+const compiled = new Map<unknown, ValidateFunction>();
+
+function resolve<T>(value: T | { $ref: string }): T {
+  if (!value || typeof value !== 'object' || !('$ref' in value)) return value as T;
+  const found = value.$ref
+    .replace(/^#\//, '')
+    .split('/')
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce<unknown>((node, part) => (node as Json | undefined)?.[part], document);
+  if (found === undefined) throw new Error(`unresolved ${value.$ref}`);
+  return resolve(found as T);
+}
+
+/** A schema with its references to the document's components put in place, for ajv. */
+function inline(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(inline);
+  if (!schema || typeof schema !== 'object') return schema;
+  const resolved = resolve(schema as Json);
+  return Object.fromEntries(Object.entries(resolved).map(([key, value]) => [key, inline(value)]));
+}
+
+function validator(schema: Json): ValidateFunction {
+  let validate = compiled.get(schema);
+  if (!validate) {
+    validate = ajv.compile(inline(schema) as Json);
+    compiled.set(schema, validate);
+  }
+  return validate;
+}
+
+const headerOf = (reply: Reply, name: string) =>
+  Object.entries(reply.headers).find(([key]) => key.toLowerCase() === name.toLowerCase())?.[1];
+
+/** Headers worth documenting: a client acts on them. */
+const MEANINGFUL_HEADERS = [
+  'allow',
+  'retry-after',
+  'www-authenticate',
+  'x-license-status',
+  'x-license-warning',
+  'content-disposition',
+];
+
+/** The body against the schema of its content type. */
+function bodyDeviations(response: Response, reply: Reply): string[] {
+  const type = (headerOf(reply, 'content-type') ?? '').split(';')[0]?.trim() ?? '';
+  const media = response.content?.[type];
+  if (!media) return [`content type "${type}" is not documented for ${reply.status}`];
+  const validate = validator(media.schema);
+  const body = type === 'application/json' ? reply.body : reply.text;
+  return validate(body) ? [] : [`body: ${ajv.errorsText(validate.errors)} in ${reply.text.slice(0, 300)}`];
+}
+
+/** Required headers that are missing, and headers a client acts on that are not documented. */
+function headerDeviations(response: Response, reply: Reply): string[] {
+  const documented = Object.entries(response.headers ?? {}).map(([name, header]) => ({
+    name: name.toLowerCase(),
+    required: resolve(header).required === true,
+  }));
+  const missing = documented
+    .filter(({ name, required }) => required && headerOf(reply, name) === undefined)
+    .map(({ name }) => `required header ${name} is missing`);
+  const undocumented = Object.keys(reply.headers)
+    .map((key) => key.toLowerCase())
+    .filter((name) => MEANINGFUL_HEADERS.includes(name) && !documented.some((header) => header.name === name))
+    .map((name) => `header ${name} is sent but not documented for ${reply.status}`);
+  return [...missing, ...undocumented];
+}
+
+/** Everything about the answer that the document does not say; empty when it conforms. */
+function deviations(operation: Operation, reply: Reply): string[] {
+  const listed = operation.responses[String(reply.status)];
+  if (!listed) return [`status ${reply.status} is not listed (${reply.text.slice(0, 200)})`];
+  const response = resolve(listed);
+  return [...bodyDeviations(response, reply), ...headerDeviations(response, reply)];
+}
+
+function operationIn(path: string, method: string): Operation {
+  const operation = document.paths[path]?.[method.toLowerCase()];
+  if (!operation) throw new Error(`the document has no ${method} ${path}`);
+  return operation;
+}
+
+function expectDocumented(route: AnyRoute, status: number, reply: Reply): void {
+  exercised.add(`${operationOf(route)} ${reply.status}`);
+  expect({
+    status: reply.status,
+    deviations: deviations(operationIn(route.path, route.method), reply),
+  }).toEqual({
+    status,
+    deviations: [],
+  });
+}
+
+// ---------------------------------------------------------------- requests
+
+/** Path parameters filled with objects the fixtures made. */
+function pathOf(route: AnyRoute, values: Record<string, string> = {}): string {
+  const defaults: Record<string, string> = {
+    schema,
+    schemaName: schema,
+    tableName: 'items',
+    rowId: '1',
+    keyId: '1',
+    ...values,
+  };
+  return route.path.replace(/\{(\w+)\}/g, (_, name: string) => defaults[name] ?? name);
+}
+
+const takes = (schema: unknown, field: string) =>
+  !!schema && typeof schema === 'object' && 'shape' in schema && field in (schema.shape as object);
+
+/** A request that gets past routing to the chain: the right path, a body when one is taken. */
+function sample(route: AnyRoute, inSchema = schema): Call {
+  return {
+    method: route.method,
+    path: pathOf(route),
+    ...(takes(route.query, 'schema') ? { query: { schema: inSchema } } : {}),
+    ...(route.body ? { body: takes(route.body, 'schema') ? { schema: inSchema } : {} } : {}),
+  };
+}
+
+const bearer = (key: string) => ({ auth: null, headers: { authorization: `Bearer ${key}` } });
+
+async function makeKey(keyType: 'anon' | 'service_role'): Promise<string> {
+  const reply = await call(keys.handler, {
+    method: 'POST',
+    path: `/api/project/${schema}/keys`,
+    body: { keyName: uniqueName(keyType), keyType },
+  });
+  if (reply.status !== 201) throw new Error(`key: ${reply.text}`);
+  return reply.body.key;
+}
+
+/** The admin's SQL in the fixtures' schema. */
+async function run(sql: string): Promise<void> {
+  const reply = await call(query.handler, { method: 'POST', path: '/api/query', body: { sql, schema } });
+  if (reply.status !== 200) throw new Error(`${sql}: ${reply.text}`);
+}
+
+/** A table made for one case, so cases that delete or change things do not disturb others. */
+async function scratchTable(): Promise<string> {
+  const name = uniqueName('t');
+  await run(
+    `CREATE TABLE ${name} (id serial PRIMARY KEY, name text); INSERT INTO ${name} (name) VALUES ('a')`,
+  );
+  return name;
+}
+
+// ---------------------------------------------------------------- the cases
+
+interface Case {
+  status: number;
+  why: string;
+  request: () => Call | Promise<Call>;
+}
+
+const NO_SCHEMA = 'no_such_schema';
+/** Per operation: its success, and what only this operation can answer. */
+const CASES: Record<string, Case[]> = {
+  'GET /api/health': [
+    { status: 200, why: 'the database answers', request: () => ({ path: '/api/health', auth: null }) },
+  ],
+  'GET /api/openapi.json': [
+    { status: 200, why: 'the document', request: () => ({ path: '/api/openapi.json', auth: null }) },
+  ],
+  'GET /api/schemas': [{ status: 200, why: 'the list', request: () => ({ path: '/api/schemas' }) }],
+  'POST /api/schema/create': [
+    {
+      status: 201,
+      why: 'a new schema',
+      request: () => ({
+        method: 'POST',
+        path: '/api/schema/create',
+        body: { schemaName: uniqueName('oas'), password: 'schema-pass-1' },
+      }),
+    },
+    {
+      status: 400,
+      why: 'the schema exists',
+      request: () => ({
+        method: 'POST',
+        path: '/api/schema/create',
+        body: { schemaName: schema, password: 'schema-pass-1' },
+      }),
+    },
+  ],
+  'DELETE /api/schema/{schemaName}': [
+    {
+      status: 200,
+      why: 'deleted',
+      request: async () => ({ method: 'DELETE', path: `/api/schema/${await freshSchema('oasdel')}` }),
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ method: 'DELETE', path: `/api/schema/${NO_SCHEMA}` }),
+    },
+  ],
+  'GET /api/tables': [
+    { status: 200, why: 'the list', request: () => ({ path: '/api/tables', query: { schema } }) },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ path: '/api/tables', query: { schema: NO_SCHEMA } }),
+    },
+  ],
+  'GET /api/table/{tableName}': [
+    { status: 200, why: 'a page', request: () => ({ path: '/api/table/items', query: { schema } }) },
+    { status: 404, why: 'no such table', request: () => ({ path: '/api/table/missing', query: { schema } }) },
+  ],
+  'DELETE /api/table/{tableName}': [
+    {
+      status: 200,
+      why: 'deleted',
+      request: async () => ({
+        method: 'DELETE',
+        path: `/api/table/${await scratchTable()}`,
+        query: { schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({ method: 'DELETE', path: '/api/table/missing', query: { schema } }),
+    },
+  ],
+  'POST /api/table/create': [
+    {
+      status: 201,
+      why: 'created',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/create',
+        body: {
+          tableName: uniqueName('t'),
+          schema,
+          columns: [{ name: 'id', type: 'SERIAL', primaryKey: true }],
+        },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/create',
+        body: { tableName: 'x', schema: NO_SCHEMA, columns: [{ name: 'id', type: 'INTEGER' }] },
+      }),
+    },
+  ],
+  'POST /api/table/{tableName}/clone': [
+    {
+      status: 201,
+      why: 'copied',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/items/clone',
+        body: { newTableName: uniqueName('copy'), copyData: true, schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no table to copy',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/clone',
+        body: { newTableName: 'x', schema },
+      }),
+    },
+  ],
+  'GET /api/table/{tableName}/export': [
+    { status: 200, why: 'JSON', request: () => ({ path: '/api/table/items/export', query: { schema } }) },
+    {
+      status: 200,
+      why: 'CSV',
+      request: () => ({ path: '/api/table/items/export', query: { schema, format: 'csv' } }),
+    },
+    { status: 404, why: 'no rows', request: () => ({ path: '/api/table/empty/export', query: { schema } }) },
+  ],
+  'POST /api/table/{tableName}/column': [
+    {
+      status: 201,
+      why: 'added',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/table/${await scratchTable()}/column`,
+        body: { columnName: 'added', dataType: 'TEXT', schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/column',
+        body: { columnName: 'added', dataType: 'TEXT', schema },
+      }),
+    },
+  ],
+  'GET /api/schema': [
+    { status: 200, why: 'the structure', request: () => ({ path: '/api/schema', query: { schema } }) },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ path: '/api/schema', query: { schema: NO_SCHEMA } }),
+    },
+  ],
+  'POST /api/table/{tableName}/row': [
+    {
+      status: 201,
+      why: 'inserted',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/items/row',
+        body: { data: { name: 'c' }, schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/row',
+        body: { data: { name: 'c' }, schema },
+      }),
+    },
+  ],
+  'PATCH /api/table/{tableName}/{rowId}': [
+    {
+      status: 200,
+      why: 'updated',
+      request: () => ({
+        method: 'PATCH',
+        path: '/api/table/items/1',
+        body: { column: 'name', value: 'z', schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such row',
+      request: () => ({
+        method: 'PATCH',
+        path: '/api/table/items/999999',
+        body: { column: 'name', value: 'z', schema },
+      }),
+    },
+  ],
+  'DELETE /api/table/{tableName}/row/{rowId}': [
+    {
+      status: 200,
+      why: 'deleted',
+      request: async () => ({
+        method: 'DELETE',
+        path: `/api/table/${await scratchTable()}/row/1`,
+        query: { schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such row',
+      request: () => ({ method: 'DELETE', path: '/api/table/items/row/999999', query: { schema } }),
+    },
+  ],
+  'POST /api/table/{tableName}/rows/delete': [
+    {
+      status: 200,
+      why: 'deleted',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/table/${await scratchTable()}/rows/delete`,
+        body: { rowIds: [1], schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/rows/delete',
+        body: { rowIds: [1], schema },
+      }),
+    },
+  ],
+  'POST /api/query': [
+    {
+      status: 200,
+      why: 'rows',
+      request: () => ({ method: 'POST', path: '/api/query', body: { sql: 'SELECT * FROM items', schema } }),
+    },
+    {
+      status: 400,
+      why: 'an SQL error, with its position',
+      request: () => ({ method: 'POST', path: '/api/query', body: { sql: 'SELECT FROM WHERE', schema } }),
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ method: 'POST', path: '/api/query', body: { sql: 'SELECT 1', schema: NO_SCHEMA } }),
+    },
+    {
+      status: 403,
+      why: 'a write with an anon key',
+      request: () => ({
+        method: 'POST',
+        path: '/api/query',
+        body: { sql: "INSERT INTO items (name) VALUES ('x')" },
+        ...bearer(anonKey),
+      }),
+    },
+  ],
+  'POST /api/project/{schema}/keys': [
+    {
+      status: 201,
+      why: 'a new key',
+      request: () => ({
+        method: 'POST',
+        path: `/api/project/${schema}/keys`,
+        body: { keyName: uniqueName('k') },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ method: 'POST', path: `/api/project/${NO_SCHEMA}/keys`, body: { keyName: 'k' } }),
+    },
+  ],
+  'GET /api/project/{schema}/keys': [
+    { status: 200, why: 'the list', request: () => ({ path: `/api/project/${schema}/keys` }) },
+    { status: 404, why: 'no such schema', request: () => ({ path: `/api/project/${NO_SCHEMA}/keys` }) },
+  ],
+  'DELETE /api/project/{schema}/keys/{keyId}': [
+    {
+      status: 200,
+      why: 'deleted',
+      request: async () => {
+        const made = await call(keys.handler, {
+          method: 'POST',
+          path: `/api/project/${schema}/keys`,
+          body: { keyName: uniqueName('gone') },
+        });
+        return { method: 'DELETE', path: `/api/project/${schema}/keys/${made.body.id}` };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such key',
+      request: () => ({ method: 'DELETE', path: `/api/project/${schema}/keys/999999999` }),
+    },
+  ],
+  'GET /api/license/status': [
+    { status: 200, why: 'the status', request: () => ({ path: '/api/license/status', auth: null }) },
+  ],
+  'POST /api/license/refresh': [
+    {
+      status: 200,
+      why: 'the status',
+      request: () => ({ method: 'POST', path: '/api/license/refresh', auth: null }),
+    },
+  ],
+  'POST /api/license/validate': [
+    {
+      status: 200,
+      why: 'a key the license server knows',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/license/validate',
+        auth: null,
+        body: { licenseKey: await h.server.issue('owner@example.com') },
+      }),
+    },
+  ],
+  'POST /api/license/activate': [
+    {
+      status: 200,
+      why: 'activated',
+      request: async () => {
+        await h.deploy();
+        return {
+          method: 'POST',
+          path: '/api/license/activate',
+          auth: null,
+          body: { licenseKey: await h.server.issue('owner@example.com'), email: 'owner@example.com' },
+        };
+      },
+    },
+  ],
+  'POST /api/license/deactivate': [
+    {
+      status: 400,
+      why: 'nothing activated',
+      request: async () => {
+        await h.deploy();
+        return { method: 'POST', path: '/api/license/deactivate' };
+      },
+    },
+    {
+      status: 200,
+      why: 'deactivated',
+      request: async () => {
+        await h.activated();
+        return { method: 'POST', path: '/api/license/deactivate' };
+      },
+    },
+  ],
+  'POST /api/trial/start': [
+    {
+      status: 200,
+      why: 'started',
+      request: async () => {
+        await h.deploy();
+        return { method: 'POST', path: '/api/trial/start', auth: null, body: { email: 'me@example.com' } };
+      },
+    },
+    {
+      status: 400,
+      why: 'started before',
+      request: () => ({
+        method: 'POST',
+        path: '/api/trial/start',
+        auth: null,
+        body: { email: 'me@example.com' },
+      }),
+    },
+  ],
+  'GET /api/trial/status': [
+    { status: 200, why: 'the status', request: () => ({ path: '/api/trial/status', auth: null }) },
+  ],
+};
+
+/** Invalid input the chain checks for any route that takes some: an unknown field or parameter. */
+function badInput(route: AnyRoute): Call {
+  const base = sample(route);
+  if (route.body) return { ...base, body: [] };
+  if (route.query) return { ...base, query: { ...base.query, bogus: '1' } };
+  return {
+    ...base,
+    path: pathOf(route, { schema: '1bad', schemaName: '1bad', tableName: '1bad', keyId: 'x' }),
+  };
+}
+
+/** What the route's access refuses: keys on admin routes, anon keys writing, any key elsewhere. */
+function refusedKey(route: AnyRoute): Call {
+  if (route.access === 'admin') return { ...sample(route), ...bearer(serviceKey) };
+  if (route.access === 'write') return { ...sample(route), ...bearer(anonKey) };
+  return { ...sample(route, otherSchema), ...bearer(anonKey) };
+}
+
+/** The methods of every route whose template matches `path`, as API Gateway would match them. */
+function methodsAt(path: string, among = ROUTES): Method[] {
+  const matches = (template: string) =>
+    new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`).test(path);
+  return [...new Set(among.filter(({ route }) => matches(route.path)).map(({ route }) => route.method))];
+}
+const sameFunction = (entry: (typeof ROUTES)[number]) =>
+  ROUTES.filter(({ handler }) => handler === entry.handler);
+
+const inputs = (route: AnyRoute) => Boolean(route.params || route.query || route.body);
+const authenticated = ROUTES.filter(({ route }) => route.access !== 'public');
+const withBody = ROUTES.filter(({ route }) => route.body);
+const named = (entries: typeof ROUTES) => entries.map((entry) => [operationOf(entry.route), entry] as const);
+
+// ---------------------------------------------------------------- setup
+
+beforeAll(async () => {
+  await h.start();
+  await h.deploy();
+  document = (await call(meta.handler, { path: '/api/openapi.json', auth: null })).body;
+  schema = await freshSchema('oas');
+  otherSchema = await freshSchema('oasother');
+  await run(
+    "CREATE TABLE items (id serial PRIMARY KEY, name text); INSERT INTO items (name) VALUES ('a'), ('b'); CREATE TABLE empty (id serial PRIMARY KEY)",
+  );
+  anonKey = await makeKey('anon');
+  serviceKey = await makeKey('service_role');
+}, 60_000);
+
+afterAll(async () => {
+  await h.close();
+  await closePool();
+});
+
+/** Settings changed for the enclosing describe, as a restart with them would. */
+function withSettings(settings: Record<string, string>) {
+  const saved: Record<string, string | undefined> = {};
+  beforeAll(() => {
+    for (const [name, value] of Object.entries(settings)) {
+      saved[name] = process.env[name];
+      process.env[name] = value;
+    }
+    resetConfig();
+  });
+  afterAll(() => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    resetConfig();
+  });
+}
+
+// ---------------------------------------------------------------- the tests
+
+describe('each operation’s own answers', () => {
+  const cases = ROUTES.flatMap(({ route, handler }) =>
+    (CASES[operationOf(route)] ?? []).map(
+      (c) => [operationOf(route), c.status, c.why, route, handler, c] as const,
+    ),
+  );
+  it.each(cases)('%s answers %i (%s) as documented', async (_, status, _why, route, handler, c) => {
+    expectDocumented(route, status, await call(handler, await c.request()));
+  });
+});
+
+describe('answers of the chain, from the route table', () => {
+  it.each(named(ROUTES.filter(({ route }) => inputs(route))))(
+    '%s: 400 for invalid input',
+    async (_, entry) => {
+      expectDocumented(entry.route, 400, await call(entry.handler, badInput(entry.route)));
+    },
+  );
+
+  it.each(named(authenticated))('%s: 401 without credentials', async (_, entry) => {
+    expectDocumented(entry.route, 401, await call(entry.handler, { ...sample(entry.route), auth: null }));
+  });
+
+  it.each(named(authenticated))('%s: 403 for a key it refuses', async (_, entry) => {
+    expectDocumented(entry.route, 403, await call(entry.handler, refusedKey(entry.route)));
+  });
+
+  it.each(named(withBody))('%s: 413 for a body over 1 MiB', async (_, entry) => {
+    const body = JSON.stringify({ padding: 'x'.repeat(MAX_BODY_BYTES) });
+    expectDocumented(entry.route, 413, await call(entry.handler, { ...sample(entry.route), body }));
+  });
+
+  it.each(named(withBody))('%s: 415 for a body that is not JSON', async (_, entry) => {
+    const request = { ...sample(entry.route), body: 'a=1', headers: { 'content-type': 'text/plain' } };
+    expectDocumented(entry.route, 415, await call(entry.handler, request));
+  });
+
+  const paths = [...new Set(ROUTES.map(({ route }) => route.path))];
+  it.each(paths)(
+    '%s: 405 with Allow for a method no route there takes, from its function and from the catch-all',
+    async (template) => {
+      const here = ROUTES.filter(({ route }) => route.path === template);
+      const first = here[0] as (typeof ROUTES)[number];
+      const path = pathOf(first.route);
+      const method = (['PUT', 'PATCH', 'DELETE', 'POST', 'GET'] as Method[]).find(
+        (m) => !methodsAt(path).includes(m),
+      );
+      for (const handler of [first.handler, meta.handler]) {
+        const reply = await call(handler, { ...sample(first.route), method });
+        for (const { route } of here) expectDocumented(route, 405, reply);
+        expect(String(headerOf(reply, 'allow')).split(', ')).toEqual(
+          expect.arrayContaining(methodsAt(path, handler === meta.handler ? ROUTES : sameFunction(first))),
+        );
+      }
+    },
+  );
+});
+
+describe('402 with LICENSE_ENFORCEMENT=strict and no license', () => {
+  withSettings({ LICENSE_ENFORCEMENT: 'strict' });
+  beforeAll(() => h.deploy({ env: { LICENSE_ENFORCEMENT: 'strict' } }));
+  afterAll(() => h.deploy());
+
+  it.each(named(authenticated))('%s: 402', async (_, entry) => {
+    expectDocumented(entry.route, 402, await call(entry.handler, sample(entry.route)));
+  });
+});
+
+describe('429 from an address that failed to sign in too often', () => {
+  const BLOCKED = '192.0.2.99';
+  withSettings({ AUTH_MAX_FAILURES: '1' });
+  beforeAll(async () => {
+    await call(schemas.handler, {
+      path: '/api/schemas',
+      auth: { ...ADMIN, pass: 'guess' },
+      sourceIp: BLOCKED,
+    });
+  });
+
+  it.each(named(authenticated))('%s: 429 even with the right credentials', async (_, entry) => {
+    expectDocumented(
+      entry.route,
+      429,
+      await call(entry.handler, { ...sample(entry.route), sourceIp: BLOCKED }),
+    );
+  });
+});
+
+describe('413 for results over QUERY_MAX_ROWS / QUERY_MAX_BYTES', () => {
+  withSettings({ QUERY_MAX_ROWS: '1', QUERY_MAX_BYTES: '1000' });
+  const route = (operation: string) => {
+    const entry = ROUTES.find(({ route }) => operationOf(route) === operation);
+    if (!entry) throw new Error(`no route ${operation}`);
+    return entry;
+  };
+
+  it.each<[string, () => Call]>([
+    ['GET /api/table/{tableName}', () => ({ path: '/api/table/items', query: { schema } })],
+    ['GET /api/table/{tableName}/export', () => ({ path: '/api/table/items/export', query: { schema } })],
+    [
+      'POST /api/query',
+      () => ({ method: 'POST', path: '/api/query', body: { sql: 'SELECT * FROM items', schema } }),
+    ],
+  ])('%s: 413 for too many rows', async (operation, request) => {
+    const { route: found, handler } = route(operation);
+    expectDocumented(found, 413, await call(handler, request()));
+  });
+
+  it('DELETE /api/table/{tableName}/row/{rowId}: 413 when code planted in the schema floods the wire', async () => {
+    const table = await scratchTable();
+    await run(`
+      CREATE FUNCTION ${table}_noise() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE NOTICE '%', repeat('x', 3000000); PERFORM pg_sleep(0.2); RETURN OLD; END $$;
+      CREATE TRIGGER noise AFTER DELETE ON ${table} FOR EACH ROW EXECUTE FUNCTION ${table}_noise()`);
+    const { route: found, handler } = route('DELETE /api/table/{tableName}/row/{rowId}');
+
+    const reply = await call(handler, {
+      method: 'DELETE',
+      path: `/api/table/${table}/row/1`,
+      query: { schema },
+    });
+
+    expectDocumented(found, 413, reply);
+  });
+});
+
+describe('413 for an answer over the 6 MB a Lambda response may carry', () => {
+  withSettings({ QUERY_MAX_BYTES: String(20 * 1024 * 1024) });
+
+  it('POST /api/query: 413', async () => {
+    const entry = ROUTES.find(({ route }) => operationOf(route) === 'POST /api/query');
+    const big = { sql: "SELECT repeat('x', 7000000) AS big", schema };
+
+    const reply = await call(query.handler, { method: 'POST', path: '/api/query', body: big });
+
+    expectDocumented((entry as (typeof ROUTES)[number]).route, 413, reply);
+  });
+});
+
+/** Statuses no request can provoke on demand: a lock fight, an outage, a bug. */
+const UNPROVOKED = new Set(['409', '500', '503']);
+
+/** Without input, only the function's deadline answers 400 (Query timeout). */
+const onlyDeadline = (route: AnyRoute, status: string) =>
+  status === '400' && !inputs(route) && !route.errors?.some((answer) => answer.status === 400);
+
+/** A 413 that only an answer of 6 MB gives: lists or catalogs that large are not made here. */
+const onlyResponseLimit = (route: AnyRoute, status: string) =>
+  status === '413' &&
+  !route.body &&
+  (route.errors ?? []).filter((answer) => answer.status === 413).every((answer) => answer === RESPONSE_LIMIT);
+
+describe('the document and this test', () => {
+  it('drive every operation of the document to its success', () => {
+    const operations = Object.entries(document.paths).flatMap(([path, item]) =>
+      Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    const succeeded = operations.filter((operation) =>
+      [...exercised].some((seen) => seen.startsWith(`${operation} 2`)),
+    );
+
+    expect(operations.length).toBe(ROUTES.length);
+    expect(succeeded).toEqual(operations);
+  });
+
+  it('provoke every status an operation lists, but those no request can cause', () => {
+    const missed = ROUTES.flatMap(({ route }) =>
+      Object.keys(operationIn(route.path, route.method).responses)
+        .filter((status) => !UNPROVOKED.has(status))
+        .filter((status) => !onlyDeadline(route, status) && !onlyResponseLimit(route, status))
+        .filter((status) => !exercised.has(`${operationOf(route)} ${status}`))
+        .map((status) => `${operationOf(route)} ${status}`),
+    );
+
+    expect(missed).toEqual([]);
+  });
+});
