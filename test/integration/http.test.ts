@@ -146,7 +146,8 @@ describe('a missing setting', () => {
   it('answers 500 Service misconfigured naming it, and logs one line', async () => {
     const { resetConfig } = await import('#lib/config');
     const saved = process.env.AUTH_PASS;
-    const errors = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    const { logger } = await import('#lib/log');
+    const errors = jest.spyOn(logger, 'error').mockImplementation(() => undefined);
     delete process.env.AUTH_PASS;
     resetConfig();
     try {
@@ -154,7 +155,7 @@ describe('a missing setting', () => {
 
       expect(reply.status).toBe(500);
       expect(reply.body).toEqual({ error: 'Service misconfigured', message: 'missing settings: AUTH_PASS' });
-      expect(errors).toHaveBeenCalledWith('dbadmin: missing settings: AUTH_PASS');
+      expect(errors).toHaveBeenCalledWith('missing settings: AUTH_PASS');
     } finally {
       process.env.AUTH_PASS = saved;
       resetConfig();
