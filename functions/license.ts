@@ -62,6 +62,7 @@ export const routes = [
     path: '/api/license/deactivate',
     summary: 'Free this deployment’s slot at the license server and forget the license here (admin)',
     access: 'admin',
+    ungated: true,
     response: z.object({ success: z.boolean(), message: z.string() }),
     errors: [{ status: 400, why: 'no license is activated on this deployment' }],
     handler: async () => {

@@ -13,7 +13,7 @@ import { licenseGate } from '#lib/http/license-gate';
 import { type RouteContext, requestLog } from '#lib/http/request-log';
 import { download, type HttpResponse, json } from '#lib/http/respond';
 import { responseLimit } from '#lib/http/response-limit';
-import type { AnyRoute, Method } from '#lib/http/route';
+import { type AnyRoute, behindLicenseGate, type Method } from '#lib/http/route';
 import { startLicensing } from '#lib/license/index';
 
 const templateToRegExp = (template: string) => new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`);
@@ -38,7 +38,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
     context.route = `${route.method} ${route.path}`;
   });
   if (route.access !== 'public') chain.use(authenticate());
-  if (route.access !== 'public' && gated) chain.use(licenseGate());
+  if (gated && behindLicenseGate(route)) chain.use(licenseGate());
   if (route.body) chain.use(jsonBody());
   if (route.access !== 'public') chain.use(keyScope(route));
   return chain.handler(async (event, context, { signal }) => {

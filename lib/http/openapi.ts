@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_BODY_BYTES } from '#lib/http/json-body';
-import type { Access, AnyRoute } from '#lib/http/route';
+import { type Access, type AnyRoute, behindLicenseGate } from '#lib/http/route';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -62,7 +62,8 @@ export function errorReasons(route: AnyRoute): Map<number, string[]> {
   }
   if (route.access !== 'public') {
     add(401, 'no credentials, wrong Basic credentials, or an unknown API key');
-    add(402, 'LICENSE_ENFORCEMENT=strict and the license is expired, invalid or missing');
+    if (behindLicenseGate(route))
+      add(402, 'LICENSE_ENFORCEMENT=strict and the license is expired, invalid or missing');
     add(403, KEY_REFUSALS[route.access]);
     add(429, 'too many failed sign-ins from this client address: every request from it until Retry-After');
     add(503, 'the database does not answer; try again shortly');
@@ -130,7 +131,7 @@ function errorResponse(status: number, reasons: string[]) {
 
 function successResponse(route: AnyRoute) {
   const headers = {
-    ...(route.access === 'public' ? {} : LICENSE_HEADERS),
+    ...(behindLicenseGate(route) ? LICENSE_HEADERS : {}),
     ...(route.alsoProduces ? { 'Content-Disposition': ref('headers', 'Content-Disposition') } : {}),
   };
   return {

@@ -45,11 +45,16 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown> {
    * itself (lib/http/openapi).
    */
   errors?: readonly Answer[];
+  /** Served whatever the license's state (SPEC.md exempts the license endpoints from the gate). */
+  ungated?: boolean;
   handler: (input: RouteInput<P, Q, B>) => Promise<R>;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a table of routes holds routes of every input type.
 export type AnyRoute = Route<any, any, any, any>;
+
+/** Whether the license gate stands before the route: every authenticated one but those exempt. */
+export const behindLicenseGate = (route: AnyRoute) => route.access !== 'public' && !route.ungated;
 
 /** Identity at run time; lets TypeScript infer the handler's input types from the schemas. */
 export const defineRoute = <P = undefined, Q = undefined, B = undefined, R = unknown>(
