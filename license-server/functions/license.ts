@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { signedLease, signingKey } from '#lib/license/lease';
+import { logger } from '#lib/log';
 import { serverClock } from '../lib/clock';
 import { type LicenseServerConfig, loadLicenseServerConfig } from '../lib/config';
 import { licenseCounters, licenseDatabase } from '../lib/db';
@@ -33,8 +34,7 @@ function licenseServer(): Promise<Server> {
     const signer = config.LICENSE_SERVER_SIGNING_KEY
       ? signingKey(config.LICENSE_SERVER_SIGNING_KEY)
       : undefined;
-    if (!signer)
-      console.warn('license-server: LICENSE_SERVER_SIGNING_KEY is not set: answers are not signed');
+    if (!signer) logger.warn('LICENSE_SERVER_SIGNING_KEY is not set: answers are not signed');
     return {
       config,
       db,

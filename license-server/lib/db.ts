@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { migrate } from '#lib/db/migrations';
 import { withClient } from '#lib/db/pool';
+import { logger } from '#lib/log';
 import { type LicenseServerConfig, loadLicenseServerConfig } from './config';
 import { STORE_MIGRATIONS, STORE_TARGET } from './store';
 
@@ -17,9 +18,7 @@ export function licenseDatabase(given?: LicenseServerConfig): Promise<pg.Pool> {
       connectionTimeoutMillis: 5_000,
       application_name: 'dbadmin-license-server',
     });
-    pool.on('error', (error) =>
-      console.warn(`license-server: idle database connection lost: ${error.message}`),
-    );
+    pool.on('error', (error) => logger.warn('idle database connection lost', { reason: error.message }));
     await withClient(pool, (client) => migrate(client, STORE_MIGRATIONS, STORE_TARGET));
     return pool;
   })().catch((error: unknown) => {
@@ -44,9 +43,7 @@ export function licenseCounters(config: LicenseServerConfig): pg.Pool {
       application_name: 'dbadmin-license-server-limits',
       options: '-c synchronous_commit=off',
     });
-    counters.on('error', (error) =>
-      console.warn(`license-server: idle database connection lost: ${error.message}`),
-    );
+    counters.on('error', (error) => logger.warn('idle database connection lost', { reason: error.message }));
   }
   return counters;
 }
