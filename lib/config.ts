@@ -89,6 +89,22 @@ const settingsSchema = (lambda: boolean, container: boolean, fallbackSslMode = '
       // Failed sign-ins per client address in a window before it gets 429 (lib/http/auth-throttle).
       AUTH_MAX_FAILURES: positiveInt.default(10),
       AUTH_FAILURE_WINDOW_S: positiveInt.default(60),
+      // Reverse proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client: the
+      // throttle counts that client, not the proxy (the container's Caddy; never a client's word).
+      TRUSTED_PROXIES: z
+        .string()
+        .transform((list) =>
+          list
+            .split(',')
+            .map((entry) => entry.trim())
+            .filter(Boolean),
+        )
+        .pipe(
+          z.array(
+            z.union([z.ipv4(), z.ipv6(), z.cidrv4(), z.cidrv6()], 'expected IP addresses or CIDR ranges'),
+          ),
+        )
+        .default([]),
       // Derives the passwords of the roles API keys run as (and, later, license file keys).
       DBADMIN_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)'),
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),

@@ -91,8 +91,9 @@ async function principalOf(authorization: string | undefined, admin: Credentials
  */
 export const authenticate = (): MiddlewareObj<HttpEvent, unknown, Error, AuthContext & Context> => ({
   before: async (request) => {
-    const { admin, throttle } = checksFor(await getConfig());
-    const address = clientAddress(request.event);
+    const config = await getConfig();
+    const { admin, throttle } = checksFor(config);
+    const address = clientAddress(request.event, config.TRUSTED_PROXIES);
     await throttle.refuseIfBlocked(address);
     try {
       request.context.principal = await principalOf(header(request.event, 'authorization'), admin);

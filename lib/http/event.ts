@@ -1,3 +1,5 @@
+import { BlockList, isIP, isIPv6 } from 'node:net';
+
 /** The parts of an API Gateway HTTP event (payload 1.0 or 2.0) that dbadmin reads. */
 export interface HttpEvent {
   headers?: Record<string, string | undefined> | null;
@@ -7,13 +9,53 @@ export interface HttpEvent {
   queryStringParameters?: Record<string, string | undefined> | null;
 }
 
-/** The caller's address as API Gateway saw it (payload 2.0 or 1.0). */
-export function clientAddress(event: unknown): string | undefined {
+/** The caller's address as API Gateway (or serverless-offline) saw it (payload 2.0 or 1.0). */
+function peerAddress(event: unknown): string | undefined {
   const context = (
     event as { requestContext?: { http?: { sourceIp?: unknown }; identity?: { sourceIp?: unknown } } }
   ).requestContext;
   const address = context?.http?.sourceIp ?? context?.identity?.sourceIp;
   return typeof address === 'string' ? address : undefined;
+}
+
+const unmapped = (address: string) => address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, '');
+
+const trustLists = new WeakMap<readonly string[], BlockList>();
+function trustList(trusted: readonly string[]): BlockList {
+  let list = trustLists.get(trusted);
+  if (!list) {
+    list = new BlockList();
+    for (const entry of trusted) {
+      const [address = '', prefix] = entry.split('/');
+      const type = isIPv6(address) ? 'ipv6' : 'ipv4';
+      if (prefix === undefined) list.addAddress(address, type);
+      else list.addSubnet(address, Number(prefix), type);
+    }
+    trustLists.set(trusted, list);
+  }
+  return list;
+}
+
+const isTrusted = (address: string, trusted: readonly string[]) =>
+  isIP(address) !== 0 && trustList(trusted).check(address, isIPv6(address) ? 'ipv6' : 'ipv4');
+
+/**
+ * The client's address: the peer's, unless the peer is a trusted proxy; then the last address in
+ * X-Forwarded-For that no trusted proxy added (each proxy appends the peer it saw; what comes
+ * before that is the client's own say, never believed).
+ */
+export function clientAddress(event: HttpEvent, trusted: readonly string[] = []): string | undefined {
+  const peer = peerAddress(event);
+  if (!peer || trusted.length === 0 || !isTrusted(unmapped(peer), trusted)) return peer;
+  const forwarded = (header(event, 'x-forwarded-for') ?? '')
+    .split(',')
+    .map((entry) => unmapped(entry.trim()))
+    .filter(Boolean);
+  for (let i = forwarded.length - 1; i >= 0; i--) {
+    const hop = forwarded[i] as string;
+    if (!isTrusted(hop, trusted)) return hop;
+  }
+  return forwarded[0] ?? peer;
 }
 
 /** Header lookup that does not depend on the host's casing (API Gateway v2 lower-cases, v1 does not). */

@@ -124,3 +124,45 @@ describe('failed sign-ins are throttled per client address', () => {
     expect((await signIn('198.51.100.7', ADMIN)).status).toBe(200);
   });
 });
+
+describe('behind a reverse proxy (the container’s Caddy)', () => {
+  const PROXY = '172.31.250.250';
+  const viaProxy = (client: string, auth: { user: string; pass: string } | null) =>
+    call(schemas, { path: '/api/schemas', auth, sourceIp: PROXY, headers: { 'x-forwarded-for': client } });
+
+  beforeAll(() => {
+    process.env.TRUSTED_PROXIES = PROXY;
+    resetConfig();
+  });
+  afterAll(() => {
+    delete process.env.TRUSTED_PROXIES;
+    resetConfig();
+  });
+
+  it('an attacker behind the proxy does not lock out everyone else behind it', async () => {
+    for (let i = 0; i < LIMIT; i++) await viaProxy('203.0.113.66', WRONG);
+
+    expect((await viaProxy('203.0.113.66', ADMIN)).status).toBe(429);
+    expect((await viaProxy('198.51.100.7', ADMIN)).status).toBe(200);
+  });
+
+  it('the client is the address the proxy added, not one the client made up', async () => {
+    // The proxy appends the peer it saw; whatever the attacker wrote before it is not believed.
+    for (let i = 0; i < LIMIT; i++) await viaProxy(`10.9.9.${i}, 203.0.113.77`, WRONG);
+
+    expect((await viaProxy('10.1.1.1, 203.0.113.77', ADMIN)).status).toBe(429);
+  });
+
+  it('a client that reaches the service directly cannot pose as another with X-Forwarded-For', async () => {
+    const direct = (forwarded: string, auth: { user: string; pass: string }) =>
+      call(schemas, {
+        path: '/api/schemas',
+        auth,
+        sourceIp: '192.0.2.31',
+        headers: { 'x-forwarded-for': forwarded },
+      });
+    for (let i = 0; i < LIMIT; i++) await direct(`198.18.0.${i}`, WRONG);
+
+    expect((await direct('198.18.0.200', ADMIN)).status).toBe(429);
+  });
+});

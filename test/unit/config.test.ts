@@ -65,6 +65,14 @@ describe('parseConfig', () => {
     });
   });
 
+  it('reads TRUSTED_PROXIES as addresses and ranges, and refuses anything else', () => {
+    expect(
+      parseConfig({ ...complete, TRUSTED_PROXIES: '172.31.250.250, 10.0.0.0/8,::1' }).TRUSTED_PROXIES,
+    ).toEqual(['172.31.250.250', '10.0.0.0/8', '::1']);
+    expect(parseConfig(complete).TRUSTED_PROXIES).toEqual([]);
+    expect(() => parseConfig({ ...complete, TRUSTED_PROXIES: 'caddy' })).toThrow(/TRUSTED_PROXIES/);
+  });
+
   it('names every missing setting in one line', () => {
     expect(() => parseConfig({ AUTH_USER: 'admin' })).toThrow(
       'missing settings: DATABASE_URL, AUTH_PASS, DBADMIN_SECRET',

@@ -73,6 +73,13 @@ describe('docker-compose.yml', () => {
     expect(https.volumes).toContain('./deploy/caddy/Caddyfile:/etc/caddy/Caddyfile:ro');
     expect(caddyfile).toMatch(/reverse_proxy dbadmin:3000/);
   });
+
+  it('trusts X-Forwarded-For from the proxy’s fixed address only', () => {
+    const address = compose.services.https.networks.default.ipv4_address;
+
+    expect(service.environment.TRUSTED_PROXIES).toBe(`\${TRUSTED_PROXIES:-${address}}`);
+    expect(compose.networks.default.ipam.config[0].subnet).toBe('172.31.250.0/24');
+  });
 });
 
 describe('Dockerfile', () => {
