@@ -60,6 +60,15 @@ export function withVerifiedTls(url: string, fallback: string): string {
 /** A URL without sslmode: PGSSLMODE as libpq reads it, else verify-full on Lambda (RDS requires TLS). */
 export const defaultSslMode = (env: Env) => env.PGSSLMODE ?? (isLambda(env) ? 'verify-full' : 'disable');
 
+/**
+ * `options=` would set session parameters that outrank the ones each pool fixes at connection
+ * start (the service's pg_catalog-only search_path, a schema role's role and read-only mode).
+ */
+function refuseSessionOptions(url: string): void {
+  if (new URL(url).searchParams.has('options'))
+    throw new Error('options= is not supported: the service sets its sessions’ parameters itself');
+}
+
 /** A postgres:// URL setting, returned with its TLS written out by withVerifiedTls. */
 export const databaseUrlSetting = (fallbackSslMode: string) =>
   z
@@ -67,6 +76,7 @@ export const databaseUrlSetting = (fallbackSslMode: string) =>
     .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
     .transform((url, context) => {
       try {
+        refuseSessionOptions(url);
         return withVerifiedTls(url, fallbackSslMode);
       } catch (error) {
         // Never the URL itself in the message: it holds the password.

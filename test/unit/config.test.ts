@@ -65,6 +65,14 @@ describe('parseConfig', () => {
     });
   });
 
+  it('refuses session options in DATABASE_URL, which would outrank the pinned search path', () => {
+    const url = 'postgres://u:p@localhost:5432/db?options=-c%20search_path%3Dpublic';
+
+    expect(() => parseConfig({ ...complete, DATABASE_URL: url })).toThrow(
+      /DATABASE_URL \(options= is not supported/,
+    );
+  });
+
   it('reads TRUSTED_PROXIES as addresses and ranges, and refuses anything else', () => {
     expect(
       parseConfig({ ...complete, TRUSTED_PROXIES: '172.31.250.250, 10.0.0.0/8,::1' }).TRUSTED_PROXIES,
