@@ -8,6 +8,7 @@ import { loadConfig, resetConfig } from '#lib/config';
 import { closePool, getDatabase } from '#lib/db/pool';
 import { activateFromEnvironment } from '#lib/license/activation';
 import { createLicensing } from '#lib/license/index';
+import { logger } from '#lib/log';
 import { lambdaContext } from '#test/support/http';
 import { TestLicenseServer } from '#test/support/license-server';
 import { licenseDatabase } from '../../license-server/lib/db';
@@ -128,11 +129,13 @@ describe('activation from the environment', () => {
         LICENSE_DATA_DIR: dir,
       });
       const licensing = createLicensing(config, await getDatabase(), { trustedKeys: server.trustedKeys });
-      const log = jest.spyOn(console, 'log').mockImplementation(() => undefined);
+      const log = jest.spyOn(logger, 'info').mockImplementation(() => undefined);
 
       await activateFromEnvironment(licensing, config, env);
 
-      expect(log).toHaveBeenCalledWith(expect.stringContaining(expected));
+      expect(log).toHaveBeenCalledWith('license activated from the environment', {
+        result: expect.stringContaining(expected),
+      });
       log.mockRestore();
       expect(env.LICENSE_KEY).toBeUndefined();
       expect(env.LICENSE_EMAIL).toBeUndefined();

@@ -18,7 +18,7 @@ async function logLines(work: () => Promise<unknown>): Promise<Record<string, un
   try {
     await work();
   } finally {
-    logger.setLogLevel('WARN');
+    logger.setLogLevel('ERROR');
     spy.mockRestore();
   }
   return written
