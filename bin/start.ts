@@ -50,6 +50,10 @@ async function main(): Promise<void> {
     forgetRuntime = recordRuntime(dataDir, database.url);
   }
 
+  await checkSettings(env, async () => {
+    forgetRuntime();
+    await database?.stop();
+  });
   await activateAtStart(env);
   await runOffline({
     port: env.PORT ?? '3000',
@@ -61,6 +65,17 @@ async function main(): Promise<void> {
       await database?.stop();
     },
   });
+}
+
+/** Every setting checked before the host starts: a malformed one stops the start, named in one line. */
+async function checkSettings(env: NodeJS.ProcessEnv, stop: () => Promise<void>): Promise<void> {
+  try {
+    await loadConfig(env);
+  } catch (error) {
+    console.error(`dbadmin: cannot start: ${(error as Error).message}`);
+    await stop();
+    process.exit(1);
+  }
 }
 
 /**

@@ -89,7 +89,7 @@ export const databaseUrlSetting = (fallbackSslMode: string) =>
 const settingsSchema = (lambda: boolean, container: boolean, fallbackSslMode = 'disable') =>
   z
     .object({
-      NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+      NODE_ENV: z.enum(['development', 'production', 'test']).default(lambda ? 'production' : 'development'),
       DATABASE_URL: databaseUrlSetting(fallbackSslMode),
       // The password of DATABASE_URL's login, given apart so that any character works (no URL
       // encoding); it replaces one in the URL.

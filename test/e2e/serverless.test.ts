@@ -12,6 +12,7 @@ import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
 import { routes as tableRoutes } from '#functions/tables';
+import { SECRET_SETTINGS, SETTING_NAMES } from '#lib/config';
 import { type Host, startHost } from '#test/support/host';
 import { basic } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
@@ -71,6 +72,25 @@ describe('serverless package', () => {
     const functions = Object.values(template.Resources).filter((r) => r.Type === 'AWS::Lambda::Function');
 
     expect(functions.map((f) => f.Properties.Runtime)).toEqual(functions.map(() => 'nodejs22.x'));
+  });
+
+  it('passes every setting but the secrets and the container’s own from the deploying shell', () => {
+    const notOnLambda = new Set([
+      ...SECRET_SETTINGS,
+      'DATABASE_PASSWORD',
+      'NODE_ENV',
+      'LICENSE_DATA_DIR',
+      'LICENSE_SERVER_CA_FILE',
+      'TRUSTED_PROXIES',
+      'LICENSE_KEY',
+      'LICENSE_EMAIL',
+    ]);
+    const functions = Object.values(template.Resources).filter((r) => r.Type === 'AWS::Lambda::Function');
+
+    for (const f of functions)
+      expect(Object.keys(f.Properties.Environment.Variables)).toEqual(
+        expect.arrayContaining(SETTING_NAMES.filter((name) => !notOnLambda.has(name))),
+      );
   });
 
   it('logs in JSON on Lambda', () => {
@@ -213,5 +233,31 @@ describe('npm start in production mode', () => {
     expect(result.stderr.trim()).toBe(
       'dbadmin: cannot start in production: missing settings: DATABASE_URL, AUTH_USER, AUTH_PASS, DBADMIN_SECRET',
     );
+  });
+
+  it('refuses to start with a malformed setting, naming it and not its value', async () => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      NODE_ENV: 'production',
+      DATABASE_URL: 'postgres://dbadmin:hunter2-secret@127.0.0.1:1/dbadmin?sslmode=prefer',
+      AUTH_USER: 'admin',
+      AUTH_PASS: 'admin-password',
+      DBADMIN_SECRET: 'a'.repeat(32),
+      QUERY_TIMEOUT_MS: 'soon',
+    };
+
+    const result = await promisify(execFile)(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
+      env,
+    }).then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code: number; stderr: string }) => error,
+    );
+
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toMatch(
+      /^dbadmin: cannot start: invalid settings: DATABASE_URL \(sslmode=prefer/,
+    );
+    expect(result.stderr).toMatch(/QUERY_TIMEOUT_MS/);
+    expect(result.stderr).not.toMatch(/hunter2/);
   });
 });

@@ -28,6 +28,13 @@ describe('parseConfig', () => {
     expect(config).toMatchObject({ QUERY_TIMEOUT_MS: 25_000, DB_POOL_MAX: 2, lambda: true });
   });
 
+  it('runs in production mode on Lambda unless NODE_ENV says otherwise', () => {
+    const lambda = { ...complete, AWS_LAMBDA_FUNCTION_NAME: 'dbadmin-dev-schemas' };
+
+    expect(parseConfig(lambda).NODE_ENV).toBe('production');
+    expect(parseConfig({ ...lambda, NODE_ENV: 'development' }).NODE_ENV).toBe('development');
+  });
+
   it('treats serverless-offline as the local host, not Lambda', () => {
     const config = parseConfig({ ...complete, AWS_LAMBDA_FUNCTION_NAME: 'f', IS_OFFLINE: 'true' });
 
