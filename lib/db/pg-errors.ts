@@ -80,7 +80,9 @@ export function isPgError(error: unknown): error is PgError {
 }
 
 export function isConnectionError(error: unknown): boolean {
-  if (!isErrorLike(error)) return false;
+  // PostgreSQL's own errors are classified by SQLSTATE alone: their message can quote anything
+  // (a tenant's value that reads "Connection terminated", say).
+  if (!isErrorLike(error) || isPgError(error)) return false;
   if (typeof error.code === 'string' && NETWORK_CODES.has(error.code)) return true;
   if (Array.isArray(error.errors)) return error.errors.some(isConnectionError);
   return LOST_CONNECTION.test(error.message);
