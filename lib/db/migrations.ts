@@ -73,6 +73,18 @@ export const MIGRATIONS: readonly Migration[] = [
         expires_at       timestamptz NOT NULL
       )`,
   },
+  {
+    id: 5,
+    name: 'failed sign-ins',
+    // One count per client address, shared by every container (lib/http/auth-throttle). Unlogged:
+    // a crash forgets a minute of counts, and no write waits for the disk.
+    sql: `
+      CREATE UNLOGGED TABLE _dbadmin.sign_in_failures (
+        client      text PRIMARY KEY,
+        failures    integer NOT NULL,
+        window_ends timestamptz NOT NULL
+      )`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

@@ -1,42 +1,75 @@
 import { isIPv6 } from 'node:net';
-import { RateLimiterMemory } from 'rate-limiter-flexible';
+import type pg from 'pg';
 import { ApiError } from '#lib/errors';
 
 /**
- * Failed sign-ins (wrong Basic credentials, unknown API keys) per client address. Past `limit`
+ * Failed sign-ins (wrong Basic credentials, unknown API keys) per client address, counted in
+ * `_dbadmin.sign_in_failures` so every container and worker shares one count: an attacker cannot
+ * multiply its budget by sending requests at once (each may land in a new container). Past `limit`
  * failures in a window the address gets 429 until the window ends, whatever it sends.
  *
- * Counted in this container's memory, not in PostgreSQL: the check runs before every
- * authenticated request, and a shared store would add a round trip to each. On Lambda each
- * warm container (under serverless-offline, each function's worker) counts apart, so an
- * attacker spread over N of them gets N times the limit: still a few hundred guesses an hour.
+ * A request from an address that is not blocked costs one indexed read before its credentials are
+ * checked; a failure, one upsert. Guesses sent at the same moment from an address that is not yet
+ * blocked are all checked before their failures are counted: a first burst gets at most as many
+ * guesses as run at once, and the address is blocked for the rest of the window.
  */
 export class AuthThrottle {
-  private readonly failures: RateLimiterMemory;
+  private failuresSinceSweep = 0;
 
   constructor(
+    private readonly db: pg.Pool,
     private readonly limit: number,
-    windowSeconds: number,
-  ) {
-    this.failures = new RateLimiterMemory({ points: limit, duration: windowSeconds });
-  }
+    private readonly windowSeconds: number,
+  ) {}
 
   /** Refuses an address that has used up its failures, before its credentials are looked at. */
-  async refuseIfBlocked(address: string | undefined): Promise<void> {
-    const seen = await this.failures.get(clientKey(address));
-    if (!seen || seen.consumedPoints < this.limit || seen.msBeforeNext <= 0) return;
-    const retryAfter = Math.ceil(seen.msBeforeNext / 1000);
-    throw new ApiError(
-      429,
-      'Too many requests',
-      `too many failed sign-ins from this address; try again in ${retryAfter} s`,
-      { headers: { 'Retry-After': String(retryAfter) } },
-    );
+  async refuseIfBlocked(address: string | undefined, now = new Date()): Promise<void> {
+    const { rows } = await this.db.query<{ failures: number; window_ends: Date }>({
+      name: 'dbadmin.sign-in-failures',
+      text: 'SELECT failures, window_ends FROM _dbadmin.sign_in_failures WHERE client = $1',
+      values: [clientKey(address)],
+    });
+    const row = rows[0];
+    if (row && row.failures >= this.limit && row.window_ends > now) throw tooMany(row.window_ends, now);
   }
 
-  async countFailure(address: string | undefined): Promise<void> {
-    await this.failures.penalty(clientKey(address));
+  /** Counts a failure; the one past the limit is answered 429 like every later request. */
+  async countFailure(address: string | undefined, now = new Date()): Promise<void> {
+    const { rows } = await this.db.query<{ failures: number; window_ends: Date }>({
+      name: 'dbadmin.sign-in-failed',
+      text: `INSERT INTO _dbadmin.sign_in_failures AS f (client, failures, window_ends)
+             VALUES ($1, 1, $2::timestamptz + $3 * interval '1 second')
+             ON CONFLICT (client) DO UPDATE SET
+               failures    = CASE WHEN f.window_ends > $2 THEN f.failures + 1 ELSE 1 END,
+               window_ends = CASE WHEN f.window_ends > $2 THEN f.window_ends ELSE excluded.window_ends END
+             RETURNING failures, window_ends`,
+      values: [clientKey(address), now, this.windowSeconds],
+    });
+    this.sweep(now);
+    const row = rows[0];
+    if (row && row.failures > this.limit) throw tooMany(row.window_ends, now);
   }
+
+  /** Addresses whose window ended long ago are forgotten now and then, so the table stays small. */
+  private sweep(now: Date): void {
+    if (++this.failuresSinceSweep < 100) return;
+    this.failuresSinceSweep = 0;
+    this.db
+      .query('DELETE FROM _dbadmin.sign_in_failures WHERE window_ends < $1', [
+        new Date(now.getTime() - 3_600_000),
+      ])
+      .catch(() => undefined);
+  }
+}
+
+function tooMany(windowEnds: Date, now: Date): ApiError {
+  const retryAfter = Math.max(1, Math.ceil((windowEnds.getTime() - now.getTime()) / 1000));
+  return new ApiError(
+    429,
+    'Too many requests',
+    `too many failed sign-ins from this address; try again in ${retryAfter} s`,
+    { headers: { 'Retry-After': String(retryAfter) } },
+  );
 }
 
 /** IPv6 clients are handed a whole /64: its addresses count as one client. */

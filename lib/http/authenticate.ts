@@ -1,6 +1,7 @@
 import { hash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
+import type pg from 'pg';
 import { resolveKey, touchKey } from '#lib/admin/keys';
 import { type Config, getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
@@ -22,28 +23,41 @@ export const adminCredentials = (user: string, pass: string): Credentials => ({
   pass: digest(pass),
 });
 
-export type Presented = { kind: 'admin' } | { kind: 'bearer'; token: string };
+export type Presented = { kind: 'bearer'; token: string } | { kind: 'basic'; user: string; pass: string };
 
 /** Credentials that were presented and are wrong: a guess, counted against the client's address. */
 export class WrongCredentials extends Unauthorized {}
 
 /**
- * Reads the Authorization header: `Bearer <key>` is an API key (checked against the database
- * next); anything else must be the admin's Basic credentials.
+ * Reads the Authorization header without judging it: `Bearer <key>` is an API key, `Basic ...`
+ * the admin's credentials; anything else is no credentials at all (401, not a guess).
  */
-export function authenticateHeader(authorization: string | undefined, admin: Credentials): Presented {
+export function presentedCredentials(authorization: string | undefined): Presented {
   if (authorization?.startsWith('Bearer ')) return { kind: 'bearer', token: authorization.slice(7).trim() };
   const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
   if (!match?.[1]) throw new Unauthorized('Authentication required');
-
   const decoded = Buffer.from(match[1], 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
-  const user = colon < 0 ? decoded : decoded.slice(0, colon);
-  const pass = colon < 0 ? '' : decoded.slice(colon + 1);
-  // Both compared, always: which of the two was wrong is not revealed by timing.
+  return colon < 0
+    ? { kind: 'basic', user: decoded, pass: '' }
+    : { kind: 'basic', user: decoded.slice(0, colon), pass: decoded.slice(colon + 1) };
+}
+
+/** The admin's Basic credentials, compared as digests: which of the two was wrong is not revealed by timing. */
+function verifyAdmin({ user, pass }: { user: string; pass: string }, admin: Credentials): void {
   const userOk = timingSafeEqual(digest(user), admin.user);
   const passOk = timingSafeEqual(digest(pass), admin.pass);
   if (!(userOk && passOk)) throw new WrongCredentials('Invalid credentials');
+}
+
+/** Reads and, for Basic, checks the Authorization header (a key is checked against the database next). */
+export function authenticateHeader(
+  authorization: string | undefined,
+  admin: Credentials,
+): { kind: 'admin' } | { kind: 'bearer'; token: string } {
+  const presented = presentedCredentials(authorization);
+  if (presented.kind === 'bearer') return presented;
+  verifyAdmin(presented, admin);
   return { kind: 'admin' };
 }
 
@@ -53,35 +67,37 @@ export interface AuthContext {
 
 interface Checks {
   config: Config;
+  db: pg.Pool;
   admin: Credentials;
   throttle: AuthThrottle;
 }
 
 let checks: Checks | undefined;
 
-/** The admin credentials' digests and the failure counts, made once per configuration. */
-function checksFor(config: Config): Checks {
-  if (checks?.config !== config) {
+/** The admin credentials' digests and the shared failure counts, made once per configuration. */
+function checksFor(config: Config, db: pg.Pool): Checks {
+  if (checks?.config !== config || checks.db !== db) {
     checks = {
       config,
+      db,
       admin: adminCredentials(config.AUTH_USER, config.AUTH_PASS),
-      throttle: new AuthThrottle(config.AUTH_MAX_FAILURES, config.AUTH_FAILURE_WINDOW_S),
+      throttle: new AuthThrottle(db, config.AUTH_MAX_FAILURES, config.AUTH_FAILURE_WINDOW_S),
     };
   }
   return checks;
 }
 
-async function keyPrincipal(token: string): Promise<Principal> {
-  const db = await getDatabase();
+async function keyPrincipal(db: pg.Pool, token: string): Promise<Principal> {
   const key = await resolveKey(db, token);
   if (!key) throw new WrongCredentials('Invalid API key');
   touchKey(db, key.id);
   return { kind: 'key', id: key.id, schema: key.schema, keyType: key.keyType };
 }
 
-async function principalOf(authorization: string | undefined, admin: Credentials): Promise<Principal> {
-  const presented = authenticateHeader(authorization, admin);
-  return presented.kind === 'bearer' ? keyPrincipal(presented.token) : presented;
+async function principalOf(presented: Presented, { admin, db }: Checks): Promise<Principal> {
+  if (presented.kind === 'bearer') return keyPrincipal(db, presented.token);
+  verifyAdmin(presented, admin);
+  return { kind: 'admin' };
 }
 
 /**
@@ -91,12 +107,15 @@ async function principalOf(authorization: string | undefined, admin: Credentials
  */
 export const authenticate = (): MiddlewareObj<HttpEvent, unknown, Error, AuthContext & Context> => ({
   before: async (request) => {
-    const config = await getConfig();
-    const { admin, throttle } = checksFor(config);
+    // No credentials at all is a 401 that costs nothing and counts for nothing.
+    const presented = presentedCredentials(header(request.event, 'authorization'));
+    const [config, db] = await Promise.all([getConfig(), getDatabase()]);
+    const current = checksFor(config, db);
+    const { throttle } = current;
     const address = clientAddress(request.event, config.TRUSTED_PROXIES);
     await throttle.refuseIfBlocked(address);
     try {
-      request.context.principal = await principalOf(header(request.event, 'authorization'), admin);
+      request.context.principal = await principalOf(presented, current);
     } catch (error) {
       if (error instanceof WrongCredentials) await throttle.countFailure(address);
       throw error;

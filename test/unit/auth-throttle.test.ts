@@ -1,4 +1,5 @@
-import { AuthThrottle, clientKey } from '#lib/http/auth-throttle';
+// The counting itself runs against PostgreSQL: test/security/brute-force.test.ts.
+import { clientKey } from '#lib/http/auth-throttle';
 
 describe('clientKey', () => {
   it.each([
@@ -14,36 +15,5 @@ describe('clientKey', () => {
     ['no address', undefined, 'unknown'],
   ])('keys %s by its client', (_, address, key) => {
     expect(clientKey(address)).toBe(key);
-  });
-});
-
-describe('AuthThrottle', () => {
-  beforeEach(() => {
-    jest.useFakeTimers({ now: new Date('2026-03-01T12:00:00Z') });
-  });
-  afterEach(() => {
-    jest.useRealTimers();
-  });
-
-  it('refuses an address with 429 and Retry-After once it has used up its failures', async () => {
-    const throttle = new AuthThrottle(2, 60);
-    await throttle.countFailure('203.0.113.9');
-    await expect(throttle.refuseIfBlocked('203.0.113.9')).resolves.toBeUndefined();
-    await throttle.countFailure('203.0.113.9');
-    jest.advanceTimersByTime(20_000);
-
-    await expect(throttle.refuseIfBlocked('203.0.113.9')).rejects.toMatchObject({
-      status: 429,
-      title: 'Too many requests',
-      headers: { 'Retry-After': '40' },
-    });
-  });
-
-  it('lets the address in again when the window that began with its first failure ends', async () => {
-    const throttle = new AuthThrottle(1, 60);
-    await throttle.countFailure('203.0.113.9');
-    jest.advanceTimersByTime(60_000);
-
-    await expect(throttle.refuseIfBlocked('203.0.113.9')).resolves.toBeUndefined();
   });
 });
