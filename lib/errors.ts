@@ -62,7 +62,11 @@ export class PayloadTooLarge extends ApiError {
 
 export class UnsupportedMediaType extends ApiError {
   constructor(contentType: string) {
-    super(415, 'Unsupported media type', `send the body as application/json, not ${contentType}`);
+    super(
+      415,
+      'Unsupported media type',
+      `send Content-Type: application/json (and the body, if any, as JSON), not ${contentType}`,
+    );
   }
 }
 

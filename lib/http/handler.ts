@@ -7,13 +7,13 @@ import { Asset, assetResponse } from '#lib/http/asset';
 import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
 import { clientAddress, type HttpEvent, header } from '#lib/http/event';
-import { jsonBody } from '#lib/http/json-body';
+import { jsonBody, jsonContentType } from '#lib/http/json-body';
 import { keyScope } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
 import { type RouteContext, requestLog } from '#lib/http/request-log';
 import { download, type HttpResponse, json } from '#lib/http/respond';
 import { responseLimit } from '#lib/http/response-limit';
-import { type AnyRoute, behindLicenseGate, type Method } from '#lib/http/route';
+import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
 import { startLicensing } from '#lib/license/index';
 
 const templateToRegExp = (template: string) => new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`);
@@ -39,6 +39,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
   });
   if (route.access !== 'public') chain.use(authenticate());
   if (gated && behindLicenseGate(route)) chain.use(licenseGate());
+  if (requiresJsonContentType(route)) chain.use(jsonContentType());
   if (route.body) chain.use(jsonBody());
   if (route.access !== 'public') chain.use(keyScope(route));
   return chain.handler(async (event, context, { signal }) => {

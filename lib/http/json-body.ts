@@ -29,6 +29,21 @@ export function parseJsonBody(event: HttpEvent, maxBytes = MAX_BODY_BYTES): unkn
   }
 }
 
+/**
+ * Another site's page can make a browser POST here without asking first (a form; fetch in no-cors
+ * mode with a text/plain or type-less body), and the browser adds the Basic credentials it has
+ * cached for us. None of those can carry a JSON content type: an authenticated POST must, with
+ * or without a body. (DELETE and PATCH are never sent that way: the browser asks first, and we
+ * grant no other origin anything.)
+ */
+export const jsonContentType = (): MiddlewareObj<HttpEvent> => ({
+  before: ({ event }) => {
+    const contentType = header(event, 'content-type');
+    if (!contentType || !JSON_TYPE.test(contentType))
+      throw new UnsupportedMediaType(contentType ?? 'no Content-Type');
+  },
+});
+
 export const jsonBody = (maxBytes = MAX_BODY_BYTES): MiddlewareObj<HttpEvent> => ({
   before: (request) => {
     request.event.body = parseJsonBody(request.event, maxBytes);

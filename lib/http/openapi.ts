@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_BODY_BYTES } from '#lib/http/json-body';
-import { type Access, type AnyRoute, behindLicenseGate } from '#lib/http/route';
+import { type Access, type AnyRoute, behindLicenseGate, requiresJsonContentType } from '#lib/http/route';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -56,10 +56,10 @@ export function errorReasons(route: AnyRoute): Map<number, string[]> {
   const add = (status: number, reason: string) =>
     reasons.set(status, [...(reasons.get(status) ?? []), reason]);
   if (route.params || route.query || route.body) add(400, 'invalid input; the message names the field');
-  if (route.body) {
-    add(413, `a request body over ${MAX_BODY_BYTES} bytes`);
-    add(415, 'a request body sent as another content type than application/json');
-  }
+  if (route.body) add(413, `a request body over ${MAX_BODY_BYTES} bytes`);
+  if (requiresJsonContentType(route))
+    add(415, 'no Content-Type: application/json (required on every authenticated POST, body or not)');
+  else if (route.body) add(415, 'a request body sent as another content type than application/json');
   if (route.access !== 'public') {
     add(401, 'no credentials, wrong Basic credentials, or an unknown API key');
     if (behindLicenseGate(route))

@@ -56,6 +56,10 @@ export type AnyRoute = Route<any, any, any, any>;
 /** Whether the license gate stands before the route: every authenticated one but those exempt. */
 export const behindLicenseGate = (route: AnyRoute) => route.access !== 'public' && !route.ungated;
 
+/** Authenticated POSTs must say they are JSON, body or not: see lib/http/json-body jsonContentType. */
+export const requiresJsonContentType = (route: AnyRoute) =>
+  route.method === 'POST' && route.access !== 'public';
+
 /** Identity at run time; lets TypeScript infer the handler's input types from the schemas. */
 export const defineRoute = <P = undefined, Q = undefined, B = undefined, R = unknown>(
   route: Route<P, Q, B, R>,

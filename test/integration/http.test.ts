@@ -85,7 +85,11 @@ describe('request bodies', () => {
   });
 
   it('answers 400 when the body is missing', async () => {
-    const reply = await call(schemas, { method: 'POST', path: '/api/schema/create' });
+    const reply = await call(schemas, {
+      method: 'POST',
+      path: '/api/schema/create',
+      headers: { 'content-type': 'application/json' },
+    });
 
     expect(reply.status).toBe(400);
     expect(reply.body.message).toBe('request body is required');

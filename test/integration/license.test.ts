@@ -89,7 +89,7 @@ describe('trial', () => {
       expect(refused.headers['X-License-Status']).toBe('expired');
       expect((await call(license, { path: '/api/license/status', auth: null })).status).toBe(200);
       // Freeing this deployment's slot must stay possible, as activating does.
-      const deactivated = await call(license, { method: 'POST', path: '/api/license/deactivate' });
+      const deactivated = await call(license, { method: 'POST', path: '/api/license/deactivate', body: {} });
       expect([deactivated.status, deactivated.body.error]).toEqual([400, 'Not activated']);
     } finally {
       delete process.env.LICENSE_ENFORCEMENT;

@@ -12,7 +12,7 @@ import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
 import { RESPONSE_LIMIT } from '#lib/http/answers';
 import { MAX_BODY_BYTES } from '#lib/http/json-body';
-import { type AnyRoute, behindLicenseGate, type Method } from '#lib/http/route';
+import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
 import { ADMIN, type Call, call, type Reply } from '#test/support/http';
 import { LicensingHarness } from '#test/support/licensing';
 import { uniqueName } from '#test/support/names';
@@ -178,6 +178,8 @@ function sample(route: AnyRoute, inSchema = schema): Call {
     path: pathOf(route),
     ...(takes(route.query, 'schema') ? { query: { schema: inSchema } } : {}),
     ...(route.body ? { body: takes(route.body, 'schema') ? { schema: inSchema } : {} } : {}),
+    // An authenticated POST without a body still says it is JSON (lib/http/json-body jsonContentType).
+    ...(!route.body && requiresJsonContentType(route) ? { body: {} } : {}),
   };
 }
 
@@ -552,7 +554,7 @@ const CASES: Record<string, Case[]> = {
       why: 'nothing activated',
       request: async () => {
         await h.deploy();
-        return { method: 'POST', path: '/api/license/deactivate' };
+        return { method: 'POST', path: '/api/license/deactivate', body: {} };
       },
     },
     {
@@ -560,7 +562,7 @@ const CASES: Record<string, Case[]> = {
       why: 'deactivated',
       request: async () => {
         await h.activated();
-        return { method: 'POST', path: '/api/license/deactivate' };
+        return { method: 'POST', path: '/api/license/deactivate', body: {} };
       },
     },
   ],
@@ -619,6 +621,7 @@ const sameFunction = (entry: (typeof ROUTES)[number]) =>
 const inputs = (route: AnyRoute) => Boolean(route.params || route.query || route.body);
 const authenticated = ROUTES.filter(({ route }) => route.access !== 'public');
 const withBody = ROUTES.filter(({ route }) => route.body);
+const sayingJson = ROUTES.filter(({ route }) => route.body || requiresJsonContentType(route));
 const named = (entries: typeof ROUTES) => entries.map((entry) => [operationOf(entry.route), entry] as const);
 
 // ---------------------------------------------------------------- setup
@@ -691,10 +694,11 @@ describe('answers of the chain, from the route table', () => {
 
   it.each(named(withBody))('%s: 413 for a body over 1 MiB', async (_, entry) => {
     const body = JSON.stringify({ padding: 'x'.repeat(MAX_BODY_BYTES) });
-    expectDocumented(entry.route, 413, await call(entry.handler, { ...sample(entry.route), body }));
+    const headers = { 'content-type': 'application/json' };
+    expectDocumented(entry.route, 413, await call(entry.handler, { ...sample(entry.route), body, headers }));
   });
 
-  it.each(named(withBody))('%s: 415 for a body that is not JSON', async (_, entry) => {
+  it.each(named(sayingJson))('%s: 415 for a body that is not JSON', async (_, entry) => {
     const request = { ...sample(entry.route), body: 'a=1', headers: { 'content-type': 'text/plain' } };
     expectDocumented(entry.route, 415, await call(entry.handler, request));
   });

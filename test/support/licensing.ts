@@ -101,7 +101,8 @@ export class LicensingHarness {
 
   status = async () => (await call(license, { path: '/api/license/status', auth: null })).body;
   post = (path: string, body?: unknown) => call(license, { method: 'POST', path, body, auth: null });
-  postAsAdmin = (path: string, body?: unknown) => call(license, { method: 'POST', path, body });
+  // As any client of an authenticated POST: with Content-Type: application/json, body or not.
+  postAsAdmin = (path: string, body: unknown = {}) => call(license, { method: 'POST', path, body });
   gated = () => call(tables, { path: '/api/tables' });
 
   /** A fresh deployment with a newly issued paid license activated; answers the key. */
