@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { deleteRow, deleteRows, insertRow, updateRow } from '#lib/admin/rows';
+import { getConfig, resultLimits } from '#lib/config';
 import { schemaAccess } from '#lib/db/executor';
-import { type Answer, NO_TABLE, RESPONSE_LIMIT, SCHEMA_SESSION, WIRE_LIMIT } from '#lib/http/answers';
+import { type Answer, NO_TABLE, RESULT_LIMITS, SCHEMA_SESSION, WIRE_LIMIT } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { columnName, inSchema, Outcome, Row, tableName } from '#lib/validation';
@@ -19,9 +20,9 @@ export const routes = [
     body: z.strictObject({ data: z.record(columnName, z.unknown()), schema: inSchema }),
     response: z.object({ success: z.boolean(), row: Row, message: z.string() }),
     status: 201,
-    errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT, RESPONSE_LIMIT],
+    errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT, RESULT_LIMITS],
     handler: async ({ params, body, principal, signal }) =>
-      insertRow(await schemaAccess(principal, body.schema, signal), {
+      insertRow(await schemaAccess(principal, body.schema, signal), resultLimits(await getConfig()), {
         schema: body.schema,
         table: params.tableName,
         data: body.data,
@@ -35,9 +36,9 @@ export const routes = [
     params: z.object({ tableName, rowId }),
     body: z.strictObject({ column: columnName, value: z.unknown(), schema: inSchema }),
     response: z.object({ row: Row }),
-    errors: [...SCHEMA_SESSION, NO_TABLE, NO_ROW, WIRE_LIMIT, RESPONSE_LIMIT],
+    errors: [...SCHEMA_SESSION, NO_TABLE, NO_ROW, WIRE_LIMIT, RESULT_LIMITS],
     handler: async ({ params, body, principal, signal }) =>
-      updateRow(await schemaAccess(principal, body.schema, signal), {
+      updateRow(await schemaAccess(principal, body.schema, signal), resultLimits(await getConfig()), {
         schema: body.schema,
         table: params.tableName,
         rowId: params.rowId,

@@ -2,6 +2,8 @@ import { qualified } from '#lib/admin/tables';
 import { type TableInfo, tableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
+import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
+import { inTransaction } from '#lib/db/transaction';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /** The single-column primary key `:rowId` is matched against. */
@@ -35,6 +37,20 @@ function parameter(type: string, value: unknown): unknown {
   return value;
 }
 
+/**
+ * An insert or update that answers the row as stored, under the result limits like any read: a
+ * tenant's trigger can make the stored row huge, and then the answer is a 413 and the change is
+ * rolled back, so a 413 always means nothing was written.
+ */
+function writeReturning(access: SchemaAccess, limits: ResultLimits, text: string, values: unknown[]) {
+  return access.run((client) =>
+    inTransaction(client, async () => {
+      const [result] = await boundedQuery(client, { text, values }, limits, () => access.cancel(client));
+      return result?.rows ?? [];
+    }),
+  );
+}
+
 export interface InsertRowInput {
   schema: string;
   table: string;
@@ -45,7 +61,11 @@ export interface InsertRowInput {
  * Inserts one row and returns it as stored, defaults filled in. Like every row operation it runs
  * as the schema's role: the table's triggers, defaults, rules and checks are the tenant's code.
  */
-export async function insertRow(access: SchemaAccess, { schema, table, data }: InsertRowInput) {
+export async function insertRow(
+  access: SchemaAccess,
+  limits: ResultLimits,
+  { schema, table, data }: InsertRowInput,
+) {
   const info = await tableInfo(access.catalog, schema, table);
   const entries = Object.entries(data);
   const names = entries.map(([name]) => quoteIdent(column(info, name).name, 'column name'));
@@ -54,7 +74,7 @@ export async function insertRow(access: SchemaAccess, { schema, table, data }: I
     entries.length === 0
       ? `INSERT INTO ${qualified(schema, table)} DEFAULT VALUES RETURNING *`
       : `INSERT INTO ${qualified(schema, table)} (${names.join(', ')}) VALUES (${values.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`;
-  const { rows } = await access.run((client) => client.query(sql, values));
+  const rows = await writeReturning(access, limits, sql, values);
   return { success: true, row: rows[0], message: `Row inserted into "${table}"` };
 }
 
@@ -69,16 +89,16 @@ export interface UpdateRowInput {
   value: unknown;
 }
 
-export async function updateRow(access: SchemaAccess, input: UpdateRowInput) {
+export async function updateRow(access: SchemaAccess, limits: ResultLimits, input: UpdateRowInput) {
   const info = await tableInfo(access.catalog, input.schema, input.table);
   const key = rowKey(info);
   const target = column(info, input.column);
-  const { rows } = await access.run((client) =>
-    client.query(
-      `UPDATE ${qualified(input.schema, input.table)} SET ${quoteIdent(target.name, 'column name')} = $1
+  const rows = await writeReturning(
+    access,
+    limits,
+    `UPDATE ${qualified(input.schema, input.table)} SET ${quoteIdent(target.name, 'column name')} = $1
       WHERE ${key.column} = $2 RETURNING *`,
-      [parameter(target.type, input.value), input.rowId],
-    ),
+    [parameter(target.type, input.value), input.rowId],
   );
   if (rows.length === 0) throw rowNotFound(input.table, input.rowId);
   return { row: rows[0] };

@@ -1,4 +1,5 @@
 import { handler as query } from '#functions/query';
+import { handler as rows } from '#functions/rows';
 import { handler as tables } from '#functions/tables';
 import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
@@ -99,6 +100,38 @@ describe('Lambda’s 6 MB response limit', () => {
     expect(reply.status).toBe(200);
     expect(reply.text.length).toBeGreaterThan(5_000_000);
     expect(reply.text.length).toBeLessThan(SIX_MIB);
+  });
+});
+
+describe('a write whose stored row is too large to answer', () => {
+  it('is a 413 that wrote nothing, whatever a tenant’s trigger made of the row', async () => {
+    await asTenant(
+      schema,
+      `CREATE TABLE "${schema}".inflated (id serial PRIMARY KEY, name text);
+       CREATE FUNCTION "${schema}".inflate() RETURNS trigger LANGUAGE plpgsql
+         AS $$ BEGIN NEW.name := repeat(chr(1), 1100000); RETURN NEW; END $$;
+       CREATE TRIGGER inflate BEFORE INSERT OR UPDATE ON "${schema}".inflated
+         FOR EACH ROW EXECUTE FUNCTION "${schema}".inflate();
+       ALTER TABLE "${schema}".inflated DISABLE TRIGGER inflate;
+       INSERT INTO "${schema}".inflated (name) VALUES ('kept');
+       ALTER TABLE "${schema}".inflated ENABLE TRIGGER inflate;`,
+    );
+
+    const inserted = await call(rows, {
+      method: 'POST',
+      path: '/api/table/inflated/row',
+      body: { schema, data: { name: 'admin-row' } },
+    });
+    const updated = await call(rows, {
+      method: 'PATCH',
+      path: '/api/table/inflated/1',
+      body: { schema, column: 'name', value: 'changed' },
+    });
+
+    expect([inserted.status, inserted.body.error]).toEqual([413, 'Result too large']);
+    expect([updated.status, updated.body.error]).toEqual([413, 'Result too large']);
+    const stored = await sqlAs(service, 'SELECT id, name FROM inflated ORDER BY id');
+    expect(stored.body.rows).toEqual([{ id: 1, name: 'kept' }]);
   });
 });
 
