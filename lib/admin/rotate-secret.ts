@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type pg from 'pg';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
-import { lockSchema, rederiveLogins, revoking, roleName } from '#lib/db/schema-roles';
+import { lockSchema, rederiveLogins, revoking, roleName, shutLogins } from '#lib/db/schema-roles';
 import { ApiError, BadRequest } from '#lib/errors';
 import { recoverMachineId } from '#lib/license/cache-table';
 import { fileKeys, LICENSE_FILE, openLicenseFileWith, saveLicenseFile } from '#lib/license/license-file';
@@ -24,10 +24,12 @@ export interface RotationInput {
 }
 
 export interface RotationReport {
-  /** Schemas whose roles were derived anew. */
+  /** Schemas whose roles were derived anew (`gone` ones included). */
   schemas: number;
   /** The roles whose password was derived anew (and whose sessions were ended). */
   roles: string[];
+  /** Schemas no longer in the database (their owner dropped them) whose roles were left: now shut, NOLOGIN. */
+  gone: string[];
   /** Schemas being deleted: their roles cannot log in and are left so. */
   closing: string[];
   /** Schemas whose roles stayed busy (a tenant holding locks on them): run the rotation again. */
@@ -36,20 +38,29 @@ export interface RotationReport {
   licenseFile: 'absent' | 'current' | 'resealed';
 }
 
-type SchemaOutcome = { roles: string[] } | 'closing' | 'gone' | 'busy';
+/** `shut`: the schema is gone, and its roles were left unable to log in. */
+type SchemaOutcome = { roles: string[]; shut: boolean } | 'closing' | 'dropped' | 'busy';
 
 /** Idempotent: a second run derives the same passwords again and finds the file already under `secret`. */
 export async function rotateSecret(db: pg.Pool, input: RotationInput): Promise<RotationReport> {
   assertSecrets(input);
   // Before anything changes: a wrong previous secret must leave everything as it was.
   const license = await openLicense(db, input);
-  const report: RotationReport = { schemas: 0, roles: [], closing: [], busy: [], licenseFile: 'absent' };
+  const report: RotationReport = {
+    schemas: 0,
+    roles: [],
+    gone: [],
+    closing: [],
+    busy: [],
+    licenseFile: 'absent',
+  };
   for (const schema of await schemasWithLogins(db)) {
     const outcome = await rederiveSchema(db, input.secret, schema);
     if (outcome === 'closing' || outcome === 'busy') report[outcome].push(schema);
-    else if (outcome !== 'gone') {
+    else if (outcome !== 'dropped') {
       report.schemas += 1;
       report.roles.push(...outcome.roles);
+      if (outcome.shut) report.gone.push(schema);
     }
   }
   report.licenseFile = await resealLicense(input, license);
@@ -94,40 +105,53 @@ async function resealLicense(
   return 'resealed';
 }
 
-/** Schemas with a login role of dbadmin's (`_exec`, `_svc`, `_anon`); the system's own aside. */
+/**
+ * Schemas with a login role of dbadmin's (`_exec`, `_svc`, `_anon`), the system's own aside: those
+ * in the database, and those no longer there whose lock row remains (made for their roles, and
+ * deleted only by deleteSchema): a schema's owner may drop it, and its roles stay. Not every role
+ * named so: roles are the cluster's, and other databases' schemas have theirs.
+ */
 async function schemasWithLogins(db: pg.Pool): Promise<string[]> {
   const { rows } = await db.query<{ schema: string }>(
-    `SELECT n.nspname AS schema FROM pg_catalog.pg_namespace n
+    `SELECT s.name AS schema
+       FROM (SELECT nspname::text AS name FROM pg_catalog.pg_namespace
+             UNION SELECT schema_name FROM _dbadmin.schema_locks) s
       WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
-                     WHERE r.rolname IN (n.nspname || '_exec', n.nspname || '_svc', n.nspname || '_anon'))
+                     WHERE r.rolname IN (s.name || '_exec', s.name || '_svc', s.name || '_anon'))
       ORDER BY 1`,
   );
   return rows.map((row) => row.schema).filter((schema) => !isSystemSchema(schema));
 }
 
-/** The schema was dropped between listing and locking: the lock row just made is rolled back. */
-class SchemaGone extends Error {}
+/** The schema and its roles were dropped between listing and locking: the lock row just made is rolled back. */
+class SchemaDropped extends Error {}
 
 /**
  * One schema's roles, under its lock and with revocation's care (a tenant may hold locks on its
- * roles): their sessions end before and after, so none goes on with the old password.
+ * roles): their sessions end before and after, so none goes on with the old password. When the
+ * schema is gone, they are shut instead: nothing legitimate logs in as them any more.
  */
 async function rederiveSchema(db: pg.Pool, secret: string, schema: string): Promise<SchemaOutcome> {
   const roles = (['exec', 'svc', 'anon'] as const).map((kind) => roleName(schema, kind));
   try {
     const outcome = await revoking(db, roles, async (client): Promise<SchemaOutcome> => {
-      if ((await lockSchema(client, schema)).closing) return 'closing';
+      const { closing } = await lockSchema(client, schema);
       const { rowCount } = await client.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [
         schema,
       ]);
-      if (rowCount !== 1) throw new SchemaGone();
-      return { roles: await rederiveLogins(client, secret, schema) };
+      if (rowCount === 1) {
+        if (closing) return 'closing';
+        return { roles: await rederiveLogins(client, secret, schema), shut: false };
+      }
+      const shut = await shutLogins(client, secret, schema);
+      if (shut.length === 0) throw new SchemaDropped();
+      return { roles: shut, shut: true };
     });
     // This process's pools of them log in afresh (the invoked function shares a container).
     await Promise.all(roles.map(dropRolePool));
     return outcome;
   } catch (error) {
-    if (error instanceof SchemaGone) return 'gone';
+    if (error instanceof SchemaDropped) return 'dropped';
     if (error instanceof ApiError && error.status === 409) return 'busy';
     throw error;
   }

@@ -287,6 +287,37 @@ export async function rederiveLogins(
   return reset;
 }
 
+/**
+ * The service made the role: it grants itself each one it makes (upsertLogin). Not someone else's
+ * role of the same name; a tenant cannot make roles at all (no CREATEROLE).
+ */
+async function madeByService(client: pg.ClientBase, role: string): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles r ON r.oid = m.roleid
+      WHERE r.rolname = $1 AND m.member = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER)`,
+    [role],
+  );
+  // Two rows on PostgreSQL 16+ unless the service is superuser: CREATE ROLE's grant, and upsertLogin's.
+  return (rowCount ?? 0) > 0;
+}
+
+/**
+ * The schema is gone (its owner may drop it) but its login roles are not: nothing legitimate logs
+ * in as them any more (deleting a schema through the API drops them), so each one the service
+ * made gets the password the secret derives and NOLOGIN. Within the caller's transaction, under
+ * lockSchema (see revoking); answers the roles shut.
+ */
+export async function shutLogins(client: pg.ClientBase, secret: string, schema: string): Promise<string[]> {
+  const shut: string[] = [];
+  for (const kind of ['exec', 'svc', 'anon'] as const) {
+    const role = roleName(schema, kind);
+    if (!(await madeByService(client, role))) continue;
+    await upsertLogin(client, secret, role, false);
+    shut.push(role);
+  }
+  return shut;
+}
+
 /** Lock waits a tenant could cause, and its concurrent changes to the same role: worth a retry. */
 const RETRYABLE = new Set(['55P03', '40001', '40P01']);
 const retryable = (error: unknown) =>

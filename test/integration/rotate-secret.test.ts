@@ -117,7 +117,7 @@ describe('rotateSecret', () => {
     await runWith(next);
 
     expect(report.roles).toEqual(expect.arrayContaining(roles));
-    expect(report).toMatchObject({ busy: [], closing: [], licenseFile: 'absent' });
+    expect(report).toMatchObject({ busy: [], closing: [], gone: [], licenseFile: 'absent' });
     // Straight after the rotation, before the service's code has run: no repair on a refused login.
     for (const role of roles) expect(await logsIn(role, next)).toBe(true);
     expect((await readItems(service)).status).toBe(200);
