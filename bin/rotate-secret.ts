@@ -72,6 +72,9 @@ export function reportLines(
   const out = [
     `Re-derived ${report.roles.length} role passwords in ${report.schemas} schemas from the new DBADMIN_SECRET and ended their sessions`,
     ...report.closing.map((schema) => `Left schema "${schema}": being deleted, its roles cannot log in`),
+    ...report.gone.map(
+      (schema) => `Shut the roles of schema "${schema}", which no longer exists: they cannot log in`,
+    ),
     {
       absent: `No license file in ${licenseDataDir}: nothing to re-sign`,
       current: 'License file already under the new secret: left as it is',

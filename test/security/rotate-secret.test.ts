@@ -8,6 +8,7 @@ import { rolePassword } from '#lib/db/schema-roles';
 import { backendsStillRunning, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
 import { schemaExists, withAdminClient } from '#test/support/db';
 import { licenseTestDatabase } from '#test/support/license-db';
+import { reportLines } from '../../bin/rotate-secret';
 
 /**
  * Rotating DBADMIN_SECRET is for when the old one may be known to someone: afterwards nothing
@@ -193,6 +194,9 @@ describe('rotating DBADMIN_SECRET after a tenant dropped its own schema', () => 
     await session.end().catch(() => undefined);
     expect(report.gone).toEqual([schema]);
     expect(report.roles).toEqual(expect.arrayContaining(roles));
+    expect(reportLines(report, '.').out).toContain(
+      `Shut the roles of schema "${schema}", which no longer exists: they cannot log in`,
+    );
   });
 
   it('gives no login back when the schema’s key is used afterwards', async () => {
