@@ -1,6 +1,8 @@
 /** Jest runs TypeScript through esbuild; Middy ships ESM only, so it is transformed too. */
 module.exports = {
   testEnvironment: 'node',
+  // bin/x.ts beside its bin/x.cjs launcher: an import of bin/x means the module, not the launcher.
+  moduleFileExtensions: ['ts', 'tsx', 'js', 'mjs', 'cjs', 'jsx', 'json', 'node'],
   transform: { '^.+\\.(t|j)sx?$': '<rootDir>/test/support/esbuild-transform.cjs' },
   transformIgnorePatterns: ['/node_modules/(?!@middy/)'],
   moduleNameMapper: {
