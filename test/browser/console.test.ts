@@ -209,6 +209,8 @@ describeInBrowser('the web console', () => {
     expect((await turned).url()).toMatch(/[?&]count=false(&|$)/);
     await page.getByLabel('Rows per page').selectOption('250');
     await expectText(page.getByTestId('pager'), 'Page 1 of 1 · 119 rows');
+    // The pager's count can land before the rows render: wait for the last row, then count them all.
+    await page.getByRole('row').nth(119).waitFor({ timeout: 10_000 });
     expect(await page.getByRole('row').count()).toBe(120);
     await page.getByRole('cell', { name: 'inserted here' }).waitFor();
     expect(errors).toEqual([]);
