@@ -10,12 +10,17 @@ import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import { newSigningKey } from '../lib/license/lease';
+import { logger } from '../lib/log';
 import { handler } from '../license-server/functions/license';
 import { closeLicenseDatabase, licenseDatabase } from '../license-server/lib/db';
 import { activate, issueLicense } from '../license-server/lib/store';
 import { httpEvent, lambdaContext } from '../test/support/http';
 import { makeTestTls } from '../test/support/tls';
 import { median, SECONDS } from './support';
+
+// The handler runs in this process: one JSON line per request would bury the tables (the figures
+// then leave out the cost of writing those lines).
+logger.setLogLevel('WARN');
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const RACES = Number(process.env.BENCH_RACES ?? 20);
