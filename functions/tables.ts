@@ -1,7 +1,15 @@
 import { z } from 'zod';
 import { exportTable } from '#lib/admin/export';
 import { describeSchema } from '#lib/admin/structure';
-import { addColumn, cloneTable, createTable, deleteTable, listTables, readTable } from '#lib/admin/tables';
+import {
+  addColumn,
+  cloneTable,
+  createTable,
+  deleteTable,
+  EXACT_COUNT_MAX_ROWS,
+  listTables,
+  readTable,
+} from '#lib/admin/tables';
 import { getConfig, resultLimits } from '#lib/config';
 import { schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
@@ -75,22 +83,40 @@ export const routes = [
   defineRoute({
     method: 'GET',
     path: '/api/table/{tableName}',
-    summary: 'One page of a table, in primary-key order, with the exact row count',
+    summary: 'One page of a table, in primary-key order, with the row count (exact while cheap)',
     access: 'read',
     params: TablePath,
     query: z.strictObject({
       schema: inSchema,
-      page: queryInt('page', 1, 10_000_000).default(1),
+      page: queryInt('page', 1, 10_000_000).default(1).meta({
+        description: 'which page; with after it only comes back in the answer',
+      }),
       limit: queryInt('limit', 1, 1000).default(50),
       count: queryBoolean.optional().meta({
         description: 'false: skip counting the rows (total is null), for turning pages of a big table',
+      }),
+      after: z.string().optional().meta({
+        description:
+          "a previous answer's nextCursor: the rows whose primary key comes after it, in key order (tables with a single-column primary key; a value of the key's type)",
       }),
     }),
     response: z.object({
       data: z.array(Row),
       columns: z.array(z.string()),
-      total: z.number().nullable().meta({ description: 'every row of the table; null with count=false' }),
+      total: z
+        .number()
+        .nullable()
+        .meta({
+          description: `every row of the table: counted up to ${EXACT_COUNT_MAX_ROWS} rows, past that the planner's estimate; null with count=false`,
+        }),
+      totalExact: z
+        .boolean()
+        .meta({ description: 'whether total was counted (false: an estimate, or null)' }),
       page: z.number(),
+      nextCursor: z.string().nullable().meta({
+        description:
+          'pass as after for the next page; null on the last page and for tables without a single-column primary key',
+      }),
     }),
     errors: [...SCHEMA_SESSION, NO_TABLE, RESULT_LIMITS, RESPONSE_LIMIT],
     handler: async ({ params, query, principal, signal }) =>
@@ -100,6 +126,7 @@ export const routes = [
         page: query.page,
         limit: query.limit,
         count: query.count ?? true,
+        after: query.after,
       }),
   }),
   defineRoute({

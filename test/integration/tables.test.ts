@@ -227,7 +227,7 @@ describe('GET /api/table/:tableName', () => {
     );
   });
 
-  it('pages in primary-key order with the exact total', async () => {
+  it('pages in primary-key order with the exact total, and the cursor of the next page', async () => {
     const first = await call(tables, { path: '/api/table/numbers', query: { schema } });
     const third = await call(tables, {
       path: '/api/table/numbers',
@@ -235,6 +235,10 @@ describe('GET /api/table/:tableName', () => {
     });
 
     expect(first.body.total).toBe(120);
+    expect(first.body.totalExact).toBe(true);
+    expect(first.body.nextCursor).toBe('50');
+    expect(third.body.total).toBe(120);
+    expect(third.body.nextCursor).toBeNull();
     expect(first.body.columns).toEqual(['n', 'label']);
     expect(first.body.data).toHaveLength(50);
     expect(first.body.data[0]).toEqual({ n: 1, label: 'n1' });
@@ -252,6 +256,7 @@ describe('GET /api/table/:tableName', () => {
 
     expect(turned.status).toBe(200);
     expect(turned.body.total).toBeNull();
+    expect(turned.body.totalExact).toBe(false);
     expect(turned.body.data[0]).toEqual({ n: 51, label: 'n51' });
   });
 
@@ -263,6 +268,7 @@ describe('GET /api/table/:tableName', () => {
     [{ page: '0' }, /page must be between 1/],
     [{ page: '1.5' }, /page must be a whole number/],
     [{ pgae: '2' }, /unknown field pgae/],
+    [{ after: 'one' }, /invalid input syntax for type integer/],
   ])('refuses %o with 400', async (query, message) => {
     const reply = await call(tables, { path: '/api/table/numbers', query: { schema, ...query } });
 
