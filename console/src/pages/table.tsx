@@ -21,7 +21,11 @@ interface Page {
   columns: string[];
   /** Null when asked not to count (count=false). */
   total: number | null;
+  /** False when total is the planner's estimate (big tables) rather than a count. */
+  totalExact: boolean;
   page: number;
+  /** Null on the last page (and for tables without a single-column primary key). */
+  nextCursor: string | null;
 }
 
 const PAGE_SIZES = [25, 50, 100, 250];
@@ -253,14 +257,14 @@ function Grid({
   const [confirming, setConfirming] = useState(false);
   // The rows are counted on the first load and after this page changes them, not on page turns:
   // counting a big table costs as much as reading it.
-  const total = useRef<number | undefined>(undefined);
+  const total = useRef<{ rows: number; exact: boolean } | undefined>(undefined);
   const page = useLoad(async () => {
     const counting = total.current === undefined;
     const answer = await api<Page>('GET', `table/${encodeURIComponent(table)}`, {
       query: { schema, page: pageNumber, limit, count: counting ? undefined : false },
     });
-    if (counting) total.current = answer.total ?? 0;
-    return { ...answer, total: total.current ?? 0 };
+    if (counting) total.current = { rows: answer.total ?? 0, exact: answer.totalExact };
+    return { ...answer, total: total.current?.rows ?? 0, totalExact: total.current?.exact ?? true };
   }, [schema, table, pageNumber, limit]);
   const recount = () => {
     total.current = undefined;
@@ -298,12 +302,15 @@ function Grid({
   const key = primaryKeyOf(structure);
   const data = page.data;
   const pages = data ? Math.max(1, Math.ceil(data.total / limit)) : 1;
+  // An estimated total may be off either way: by a single-column key, nextCursor says whether rows follow.
+  const bySingleKey = structure?.columns.filter((c) => c.primaryKey).length === 1;
+  const lastPage = data && !data.totalExact && bySingleKey ? data.nextCursor === null : pageNumber >= pages;
   const idOf = (row: Row) => (key ? cellText(row[key.name]) : '');
   // Rows of another page are not deletable by accident: a page turn clears the selection.
   useEffect(() => setSelected(new Set()), [pageNumber, limit]);
   // After rows went away, a page past the end shows the last one.
   useEffect(() => {
-    if (data && !page.loading && pageNumber > pages) setPageNumber(pages);
+    if (data?.totalExact && !page.loading && pageNumber > pages) setPageNumber(pages);
   }, [data, page.loading, pageNumber, pages]);
 
   const toggle = (id: string) => {
@@ -410,12 +417,16 @@ function Grid({
           ‹ Previous
         </button>
         <span data-testid="pager">
-          {data && !page.loading ? `Page ${pageNumber} of ${pages} · ${data.total} rows` : 'Loading…'}
+          {data && !page.loading
+            ? data.totalExact
+              ? `Page ${pageNumber} of ${pages} · ${data.total} rows`
+              : `Page ${pageNumber} of about ${pages.toLocaleString()} · about ${data.total.toLocaleString()} rows`
+            : 'Loading…'}
         </span>
         <button
           type="button"
           aria-label="Next page"
-          disabled={pageNumber >= pages}
+          disabled={lastPage}
           onClick={() => setPageNumber(pageNumber + 1)}
         >
           Next ›
