@@ -1,10 +1,13 @@
-import { to as copyTo } from 'pg-copy-streams';
+import pg from 'pg';
 import { orderBy, qualified } from '#lib/admin/tables';
-import { tableInfo } from '#lib/db/catalog';
+import { schemaNotFound, tableNotFound } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
-import { boundedQuery, type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
+import { quoteCatalogName } from '#lib/db/identifiers';
+import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
+import { readText } from '#lib/db/text-result';
 import { Download } from '#lib/download';
 import { NotFound } from '#lib/errors';
+import { JsonText } from '#lib/json-text';
 
 export interface ExportInput {
   schema: string;
@@ -13,55 +16,178 @@ export interface ExportInput {
   limit: number;
 }
 
+/** A column as the export renders it: by its type, a domain by the type under it. */
+interface ExportColumn {
+  name: string;
+  /** The base type's oid. */
+  type: number;
+  array: boolean;
+}
+
+/**
+ * One round trip on the catalog pool (search path pg_catalog alone): does the schema exist, the
+ * table, its columns with their base types (a domain's, through any domains under it), its
+ * primary key.
+ */
+const EXPORT_COLUMNS = `
+  WITH RECURSIVE
+    target AS (
+      SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')),
+    typ (attnum, attname, typid, depth) AS (
+      SELECT a.attnum, a.attname, a.atttypid, 0
+        FROM pg_attribute a JOIN target ON a.attrelid = target.oid
+       WHERE a.attnum > 0 AND NOT a.attisdropped
+      UNION ALL
+      SELECT typ.attnum, typ.attname, t.typbasetype, typ.depth + 1
+        FROM typ JOIN pg_type t ON t.oid = typ.typid
+       WHERE t.typtype = 'd')
+  SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1) AS schema_exists,
+         EXISTS (SELECT FROM target) AS table_exists,
+         (SELECT coalesce(json_agg(json_build_object('name', b.attname, 'type', b.typid::int8,
+                                                     'array', t.typcategory = 'A') ORDER BY b.attnum), '[]')
+            FROM (SELECT DISTINCT ON (attnum) attnum, attname, typid FROM typ ORDER BY attnum, depth DESC) b
+            JOIN pg_type t ON t.oid = b.typid) AS columns,
+         (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')
+            FROM target JOIN pg_index i ON i.indrelid = target.oid AND i.indisprimary
+            CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum) AS primary_key`;
+
+async function exportColumns(catalog: pg.Pool, schema: string, table: string) {
+  const { rows } = await catalog.query<{
+    schema_exists: boolean;
+    table_exists: boolean;
+    columns: ExportColumn[];
+    primary_key: string[];
+  }>({ name: 'dbadmin.export-columns', text: EXPORT_COLUMNS, values: [schema, table] });
+  const row = rows[0];
+  if (!row?.schema_exists) throw schemaNotFound(schema);
+  if (!row.table_exists) throw tableNotFound(schema, table);
+  return { columns: row.columns, primaryKey: row.primary_key };
+}
+
+/**
+ * The values of the JSON export are the table read's (lib/db/pool's type parsers, then
+ * JSON.stringify), but rendered by PostgreSQL: each column becomes an expression row_to_json
+ * renders the same way. Every function, operator and type is named with its schema, pg_catalog,
+ * so nothing a tenant creates in its own schema (the session's search path) can be picked instead
+ * (test/security/export-functions). Casts between built-in types are PostgreSQL's (making one
+ * needs owning a type); a tenant's own enums and composites print as it says, in its own session.
+ */
+const { builtins } = pg.types;
+/** point's oid, which pg's list of builtins leaves out. */
+const POINT_OID = 600;
+const MAX_SAFE = '9007199254740991';
+const TEXT = (c: string) => `${c}::pg_catalog.text`;
+
+/** Numbers while exact, else the exact digits as a string (lib/db/pool's INT8 parser). */
+const bigint = (c: string) =>
+  `CASE WHEN ${c} OPERATOR(pg_catalog.>=) -${MAX_SAFE} AND ${c} OPERATOR(pg_catalog.<=) ${MAX_SAFE}
+        THEN pg_catalog.to_json(${c}) ELSE pg_catalog.to_json(${TEXT(c)}) END`;
+
+/** What parseFloat and JSON.stringify make of it: NaN and infinities null, -0 is 0. */
+const float = (c: string, type: string) =>
+  `CASE WHEN ${c} OPERATOR(pg_catalog.<) 'Infinity'::${type} AND ${c} OPERATOR(pg_catalog.>) '-Infinity'::${type}
+        THEN ${c} OPERATOR(pg_catalog.+) '0'::${type} END`;
+
+/**
+ * A JavaScript Date's toISOString, which is what JSON.stringify made of the driver's Date: UTC,
+ * milliseconds truncated, four-digit years, else a sign and six digits; null past the Date's range
+ * (and for the infinities).
+ */
+const timestamptz = (c: string) => {
+  const utc = `pg_catalog.timezone('UTC'::pg_catalog.text, ${c})`;
+  const at = (value: string) => `'${value}'::pg_catalog.timestamptz`;
+  const year = `pg_catalog.date_part('year'::pg_catalog.text, ${utc})::pg_catalog.int4`;
+  const extendedYear = `CASE WHEN ${year} OPERATOR(pg_catalog.=) -1 THEN '0000'
+      WHEN ${year} OPERATOR(pg_catalog.<) 0
+      THEN pg_catalog.concat('-', pg_catalog.lpad(${TEXT(`(-1 OPERATOR(pg_catalog.-) ${year})`)}, 6, '0'))
+      ELSE pg_catalog.concat('+', pg_catalog.lpad(${TEXT(year)}, 6, '0')) END`;
+  return `CASE
+      WHEN ${c} OPERATOR(pg_catalog.>=) ${at('0001-01-01 00:00:00+00')} AND ${c} OPERATOR(pg_catalog.<) ${at('10000-01-01 00:00:00+00')}
+      THEN pg_catalog.to_char(${utc}, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+      WHEN ${c} IS NULL OR NOT pg_catalog.isfinite(${c}) OR ${c} OPERATOR(pg_catalog.>=) ${at('275760-09-13 00:00:00.001+00')}
+      THEN NULL
+      ELSE pg_catalog.concat(${extendedYear}, pg_catalog.to_char(${utc}, '-MM-DD"T"HH24:MI:SS.MS"Z"')) END`;
+};
+
+/** The driver's `{x, y}` of a point and `{x, y, radius}` of a circle. */
+const point = (c: string) =>
+  `CASE WHEN ${c} IS NOT NULL THEN pg_catalog.json_build_object('x', (${c})[0], 'y', (${c})[1]) END`;
+const circle = (c: string) =>
+  `CASE WHEN ${c} IS NOT NULL THEN pg_catalog.json_build_object('x', (pg_catalog.center(${c}))[0],
+     'y', (pg_catalog.center(${c}))[1], 'radius', pg_catalog.radius(${c})) END`;
+
+/** Types row_to_json renders as the driver's values would be: numbers, booleans, strings, JSON. */
+const AS_THEY_ARE = new Set<number>([
+  builtins.INT2,
+  builtins.INT4,
+  builtins.BOOL,
+  builtins.TEXT,
+  builtins.VARCHAR,
+  builtins.BPCHAR,
+  builtins.CHAR,
+  builtins.UUID,
+  builtins.JSON,
+  builtins.JSONB,
+]);
+
+function jsonValue(column: ExportColumn): string {
+  const c = `t.${quoteCatalogName(column.name)}`;
+  // Arrays are not among the types a column can be made with: PostgreSQL renders them as JSON
+  // arrays, its way (the driver parses some element types differently: int8 as strings, dates).
+  if (column.array || AS_THEY_ARE.has(column.type)) return c;
+  switch (column.type) {
+    case builtins.INT8:
+      return bigint(c);
+    case builtins.FLOAT4:
+      return float(c, 'pg_catalog.float4');
+    case builtins.FLOAT8:
+      return float(c, 'pg_catalog.float8');
+    case builtins.TIMESTAMPTZ:
+      return timestamptz(c);
+    case builtins.OID:
+      return `${c}::pg_catalog.int8`;
+    case POINT_OID:
+      return point(c);
+    case builtins.CIRCLE:
+      return circle(c);
+    default:
+      // numeric, date, time, timestamp, interval, bytea, and every other type: as PostgreSQL
+      // prints it, like the driver hands over a type it does not parse.
+      return TEXT(c);
+  }
+}
+
 const noData = (table: string) => new NotFound('No data to export', `table "${table}" has no rows`);
 
 /**
- * CSV comes from PostgreSQL's own COPY (RFC 4180 quoting, header line); JSON is the same rows as
- * the table read returns, in primary-key order. Both are read as the schema's role and capped by
- * the result limits (a CSV past QUERY_MAX_BYTES stops streaming and is cancelled).
+ * Both formats are rendered by PostgreSQL and read as text while they arrive (lib/db/text-result),
+ * on a session of the schema's role, in primary-key order: CSV by its own COPY (RFC 4180 quoting,
+ * header line), JSON by row_to_json over expressions that give the table read's values. The
+ * result limits hold: one row more than QUERY_MAX_ROWS is asked for, to tell a result that is
+ * too long; past QUERY_MAX_BYTES the statement is cancelled and nothing more is kept.
  */
 export async function exportTable(
   access: SchemaAccess,
   limits: ResultLimits,
   { schema, table, format, limit }: ExportInput,
 ) {
-  const info = await tableInfo(access.catalog, schema, table);
-  const select = `SELECT * FROM ${qualified(schema, table)} ORDER BY ${orderBy(info)} LIMIT ${Math.trunc(limit)}`;
-  if (format === 'json') {
-    const [result] = await access.run((client) =>
-      boundedQuery(client, { text: select }, limits, () => access.cancel(client)),
-    );
-    const rows = result?.rows ?? [];
-    if (rows.length === 0) throw noData(table);
-    return { table, count: rows.length, data: rows };
-  }
-  const csv = await access.run(async (client) => {
-    const chunks: Buffer[] = [];
-    let bytes = 0;
-    let exceeded = false;
-    // Past the limit the rest is cancelled in PostgreSQL and drained, never kept. (One huge row,
-    // which pg-copy-streams only hands over whole, is cut off by the session's wire limit.)
-    const exceed = () => {
-      exceeded = true;
-      access.cancel(client);
-    };
-    const copied = (async () => {
-      for await (const chunk of client.query(
-        copyTo(`COPY (${select}) TO STDOUT WITH (FORMAT csv, HEADER true)`),
-      )) {
-        if (exceeded) continue;
-        bytes += (chunk as Buffer).length;
-        if (bytes > limits.maxBytes) exceed();
-        else chunks.push(chunk as Buffer);
-      }
-    })();
-    await copied.catch((error: unknown) => {
-      if (!exceeded) throw error;
-    });
-    if (exceeded) throw new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes);
-    return Buffer.concat(chunks).toString('utf8');
-  });
-  // A header line alone means no rows.
-  if (csv.indexOf('\n') === csv.length - 1) throw noData(table);
-  return new Download(csv, 'text/csv; charset=utf-8', `${table}.csv`);
+  const { columns, primaryKey } = await exportColumns(access.catalog, schema, table);
+  const order = orderBy({ schema, table, columns: [], primaryKey }); // the page read's order: by key
+  const rows = `SELECT * FROM ${qualified(schema, table)} ORDER BY ${order} LIMIT ${Math.min(Math.trunc(limit), limits.maxRows + 1)}`;
+  const csv = format === 'csv';
+  const sql = csv
+    ? `COPY (${rows}) TO STDOUT WITH (FORMAT csv, HEADER true)`
+    : `SELECT pg_catalog.row_to_json(r.*) FROM (SELECT ${columns
+        .map((column) => `${jsonValue(column)} AS ${quoteCatalogName(column.name)}`)
+        .join(', ')} FROM (${rows}) t) r`;
+  const { text, records } = await access.run((client) =>
+    readText(client, sql, limits, () => access.cancel(client)),
+  );
+  const count = csv ? records - 1 : records;
+  if (count > limits.maxRows) throw new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows);
+  if (count <= 0) throw noData(table);
+  if (csv) return new Download(text, 'text/csv; charset=utf-8', `${table}.csv`);
+  return new JsonText(`{"table":${JSON.stringify(table)},"count":${count},"data":[${text}]}`);
 }

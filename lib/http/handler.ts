@@ -11,9 +11,10 @@ import { jsonBody, jsonContentType } from '#lib/http/json-body';
 import { keyScope } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
 import { type RouteContext, requestLog } from '#lib/http/request-log';
-import { download, type HttpResponse, json } from '#lib/http/respond';
+import { download, type HttpResponse, json, jsonText } from '#lib/http/respond';
 import { responseLimit } from '#lib/http/response-limit';
 import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
+import { JsonText } from '#lib/json-text';
 import { startLicensing } from '#lib/license/index';
 
 const templateToRegExp = (template: string) => new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`);
@@ -52,6 +53,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
       clientAddress: clientAddress(event),
     });
     if (result instanceof Download) return download(result);
+    if (result instanceof JsonText) return jsonText(route.status ?? 200, result.body);
     if (result instanceof Asset) return assetResponse(result, header(event, 'accept-encoding'));
     return json(route.status ?? 200, result);
   });

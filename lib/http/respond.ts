@@ -15,7 +15,16 @@ const JSON_HEADERS = {
 };
 
 export function json(statusCode: number, data: unknown, headers: Record<string, string> = {}): HttpResponse {
-  return { statusCode, headers: { ...JSON_HEADERS, ...headers }, body: JSON.stringify(data) };
+  return jsonText(statusCode, JSON.stringify(data), headers);
+}
+
+/** JSON rendered elsewhere (lib/json-text), sent as it is. */
+export function jsonText(
+  statusCode: number,
+  body: string,
+  headers: Record<string, string> = {},
+): HttpResponse {
+  return { statusCode, headers: { ...JSON_HEADERS, ...headers }, body };
 }
 
 /** A file download (an export) as an attachment. */

@@ -1,5 +1,8 @@
 import type { z } from 'zod';
+import type { Download } from '#lib/download';
 import type { Answer } from '#lib/http/answers';
+import type { Asset } from '#lib/http/asset';
+import type { JsonText } from '#lib/json-text';
 import type { Principal } from '#lib/principal';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -47,8 +50,14 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown> {
   errors?: readonly Answer[];
   /** Served whatever the license's state (SPEC.md exempts the license endpoints from the gate). */
   ungated?: boolean;
-  handler: (input: RouteInput<P, Q, B>) => Promise<R>;
+  handler: (input: RouteInput<P, Q, B>) => Promise<R | Rendered>;
 }
+
+/**
+ * What lib/http sends as it is, in place of the response schema's JSON: a file, JSON PostgreSQL
+ * rendered (lib/json-text), an asset.
+ */
+export type Rendered = Download | JsonText | Asset;
 
 // biome-ignore lint/suspicious/noExplicitAny: a table of routes holds routes of every input type.
 export type AnyRoute = Route<any, any, any, any>;

@@ -44,24 +44,27 @@ describe('result memory', () => {
     expect(proxy.bytesToClients - before).toBeLessThan(30_000_000);
   });
 
-  it('stops reading a 100 MB row of a CSV export soon after QUERY_MAX_BYTES', async () => {
-    jest.setTimeout(60_000);
-    const table = `huge_${Date.now()}`;
-    await withAdminClient((c) =>
-      c.query(`CREATE TABLE public.${table} (id int PRIMARY KEY, v text);
+  it.each(['csv', 'json'])(
+    'stops reading a 100 MB row of a %s export soon after QUERY_MAX_BYTES',
+    async (format) => {
+      jest.setTimeout(60_000);
+      const table = `huge_${format}_${Date.now()}`;
+      await withAdminClient((c) =>
+        c.query(`CREATE TABLE public.${table} (id int PRIMARY KEY, v text);
                INSERT INTO public.${table} VALUES (1, repeat('x', 100000000))`),
-    );
-    try {
-      const before = proxy.bytesToClients;
+      );
+      try {
+        const before = proxy.bytesToClients;
 
-      const reply = await call(tables, { path: `/api/table/${table}/export`, query: { format: 'csv' } });
+        const reply = await call(tables, { path: `/api/table/${table}/export`, query: { format } });
 
-      expect(reply.status).toBe(413);
-      expect(proxy.bytesToClients - before).toBeLessThan(30_000_000);
-    } finally {
-      await withAdminClient((c) => c.query(`DROP TABLE public.${table}`));
-    }
-  });
+        expect(reply.status).toBe(413);
+        expect(proxy.bytesToClients - before).toBeLessThan(30_000_000);
+      } finally {
+        await withAdminClient((c) => c.query(`DROP TABLE public.${table}`));
+      }
+    },
+  );
 
   it('keeps no rows of a script’s earlier statements', async () => {
     const results = await withAdminClient((client) =>

@@ -1,0 +1,282 @@
+import { handler as tables } from '#functions/tables';
+import { resetConfig } from '#lib/config';
+import { ALLOWED_TYPES, columnTypeSql } from '#lib/db/column-types';
+import { schemaAccess } from '#lib/db/executor';
+import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { closePool } from '#lib/db/pool';
+import { asTenant } from '#test/security/tenant';
+import { withAdminClient } from '#test/support/db';
+import { call } from '#test/support/http';
+import { freshSchema } from '#test/support/tables';
+
+/**
+ * The JSON export is rendered by PostgreSQL, yet must carry the values the table read gives (the
+ * driver's type parsers of lib/db/pool, then JSON.stringify), which is what the export answered
+ * before: the two are compared, as parsed JSON, over every column type a column can be made with.
+ */
+
+afterAll(closePool);
+
+const BIG = ['9007199254740991', '-9007199254740991', '9007199254740992', '-9007199254740993'];
+const INSTANTS = [
+  '2020-01-02 03:04:05.123456+00',
+  '2020-01-02 03:04:05.999999-05:30',
+  '1969-12-31 23:59:59.9995+00',
+  'infinity',
+  '-infinity',
+  '0050-06-01 12:00:00.0005+00',
+  '0001-01-01 00:00:00+00 BC',
+  '0002-06-30 23:59:59.5+00 BC',
+  '4713-01-01 00:00:00+00 BC',
+  '9999-12-31 23:59:59.999999+00',
+  '10000-01-01 00:00:00+00',
+  '275760-09-13 00:00:00.000999+00',
+  '275760-09-13 00:00:00.001+00',
+  '294276-12-31 23:59:59.999999+00',
+];
+const TEXTS = [
+  'plain',
+  '',
+  'quotes " and \\ backslashes \\" \'',
+  'controls \u0001\u0002\u001f\u007f\b\f\n\r\t end',
+  'unicode ü 中文 😀 \u2028\u2029 e\u0301',
+  '  padded  ',
+];
+
+/** Values per type as PostgreSQL reads them (cast to the column's type); a missing one is NULL. */
+const SAMPLES: Record<string, string[]> = {
+  smallint: ['-32768', '32767', '0'],
+  integer: ['-2147483648', '2147483647', '0'],
+  bigint: [...BIG, '9223372036854775807', '-9223372036854775808', '0', '42'],
+  serial: ['1', '2147483647'],
+  bigserial: ['9007199254740993', '1'],
+  numeric: [
+    'NaN',
+    'Infinity',
+    '-Infinity',
+    '0.000000000000000000001',
+    '-0.0',
+    '1e100',
+    '123456789012345678901234567890.5',
+  ],
+  'numeric(8,2)': ['12.5', '-0.01', '999999.99'],
+  real: ['NaN', 'Infinity', '-Infinity', '-0', '0.1', '3.4028235e38', '1.4e-45', '1e-10'],
+  'double precision': [
+    'NaN',
+    'Infinity',
+    '-Infinity',
+    '-0',
+    '0.1',
+    '1.7976931348623157e308',
+    '5e-324',
+    '123456789.123456789',
+  ],
+  boolean: ['true', 'false'],
+  text: TEXTS,
+  varchar: TEXTS,
+  'varchar(5)': ['abc', 'ü😀', ''],
+  char: ['a', ' ', '"'],
+  'char(5)': ['ab', 'abcde', ''],
+  date: ['2020-02-29', 'infinity', '-infinity', '0044-03-15 BC', '5874897-12-31', '0001-01-01'],
+  time: ['00:00:00', '23:59:59.999999', '24:00:00', '12:34:56.5'],
+  timestamp: [
+    '2020-01-02 03:04:05.123456',
+    'infinity',
+    '-infinity',
+    '4713-01-01 00:00:00 BC',
+    '294276-12-31 23:59:59.999999',
+    '0099-06-01 00:00:00',
+  ],
+  timestamptz: INSTANTS,
+  uuid: ['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '00000000-0000-0000-0000-000000000000'],
+  json: [
+    '{"a": 1, "b": [true, null, "x"], "nested": {"k": "v"}}',
+    '"a string"',
+    '123.50',
+    'null',
+    '[]',
+    '{\n  "spaced" : 1,\t"dup": 1, "dup": 2\n}',
+    '{"escaped": "\\u00e9\\u0000\\n\\"", "big": 12345678901234567890}',
+  ],
+  jsonb: [
+    '{"a": 1, "b": [true, null, "x"]}',
+    '"a string"',
+    '123.50',
+    'null',
+    '{"escaped": "\\u00e9\\n", "n": 1e-7}',
+  ],
+  bytea: ['\\xdeadbeef', '\\x', 'plain bytes', '\\x00ff0a5c22'],
+};
+
+/** Columns PostgreSQL fills itself: they take a value in every row. */
+const NOT_NULL = new Set(['serial', 'bigserial']);
+
+/**
+ * Beyond the types a column can be made with, those a tenant can make with its own SQL and the
+ * driver hands over alike: domains (as the type under them), points, circles, oids, enums,
+ * composites, money, intervals, times with zone, arrays of integers and text.
+ */
+const TENANT_TYPES = `
+  CREATE DOMAIN big_d AS bigint; CREATE DOMAIN big_dd AS big_d;
+  CREATE DOMAIN instant_d AS timestamptz CHECK (VALUE IS DISTINCT FROM '1900-01-01 00:00:00+00');
+  CREATE TYPE mood AS ENUM ('happy', 'so "so"'); CREATE TYPE pair AS (a int, b text)`;
+const EXTRA: [name: string, type: string, samples: string[]][] = [
+  ['"odd ""name"" ü"', 'text', ['key needs escaping']],
+  ['big_domain', 'big_dd', BIG],
+  ['instant_domain', 'instant_d', INSTANTS],
+  ['a_point', 'point', ['(1,2)', '(-1.5,1e300)']],
+  ['a_circle', 'circle', ['<(1.5,2),3>']],
+  ['an_oid', 'oid', ['42', '4294967295']],
+  ['a_mood', 'mood', ['happy', 'so "so"']],
+  ['a_pair', 'pair', ['(1,"x, y")', '(,)']],
+  ['some_money', 'money', ['12.5', '-0.01']],
+  ['an_interval', 'interval', ['1 day 02:00', '-1 year 2 mons', '00:00:00.000001']],
+  ['a_timetz', 'timetz', ['12:00+02', '23:59:59.999999-14']],
+  ['ints', 'int[]', ['{1,NULL,3}', '{}', '{{1,2},{3,4}}']],
+  ['texts', 'text[]', ['{"a","b c",NULL,"\\\\"}']],
+];
+
+const columnName = (type: string) => `"c_${type.replace(/\W+/g, '_')}"`;
+
+async function valuesTable(schema: string): Promise<void> {
+  const types = [...new Set([...ALLOWED_TYPES.map((type) => columnTypeSql(type)), ...Object.keys(SAMPLES)])];
+  const missing = types.filter((type) => !SAMPLES[type]);
+  if (missing.length > 0) throw new Error(`add sample values for ${missing.join(', ')}`);
+  const columns: [string, string, string[]][] = [
+    ...types.map((type): [string, string, string[]] => [columnName(type), type, SAMPLES[type] ?? []]),
+    ...EXTRA,
+  ];
+  const rows = Math.max(...columns.map(([, , samples]) => samples.length)) + 1;
+  const value = ([, type, samples]: [string, string, string[]], row: number) => {
+    const sample = NOT_NULL.has(type) ? samples[row % samples.length] : samples[row];
+    return sample === undefined
+      ? 'NULL'
+      : `${quoteLiteral(sample)}::${type.replace(/^(big)?serial$/, '$1int')}`;
+  };
+  await asTenant(
+    schema,
+    `SET search_path = "${schema}"; ${TENANT_TYPES};
+     CREATE TABLE vals (id int PRIMARY KEY, ${columns.map(([name, type]) => `${name} ${type}`).join(', ')});
+     INSERT INTO vals VALUES ${Array.from(
+       { length: rows },
+       (_, row) => `(${row}, ${columns.map((column) => value(column, row)).join(', ')})`,
+     ).join(',\n')}`,
+  );
+}
+
+/** What the export answered before PostgreSQL rendered it: the driver's rows, through JSON.stringify. */
+async function driverExport(schema: string) {
+  const access = await schemaAccess(undefined, schema);
+  const { rows } = await access.run((client) => client.query('SELECT * FROM vals ORDER BY id'));
+  return JSON.parse(JSON.stringify({ table: 'vals', count: rows.length, data: rows }));
+}
+
+/** Every value where the two differ, by row and column: none is expected. */
+function differences(got: { data: Record<string, unknown>[] }, want: { data: Record<string, unknown>[] }) {
+  const found = [];
+  for (const [row, wanted] of want.data.entries()) {
+    for (const [column, value] of Object.entries(wanted)) {
+      const actual = got.data[row]?.[column];
+      if (!Object.is(JSON.stringify(actual), JSON.stringify(value)))
+        found.push({ row, column, actual, value });
+    }
+  }
+  return found;
+}
+
+const databaseName = () => new URL(process.env.DATABASE_URL as string).pathname.slice(1);
+
+const exportJson = (schema: string) =>
+  call(tables, { path: '/api/table/vals/export', query: { schema, format: 'json' } });
+
+describe('JSON export values', () => {
+  let schema: string;
+  beforeAll(async () => {
+    schema = await freshSchema('exv');
+    await valuesTable(schema);
+  });
+
+  it('are those of the table read, for every column type, NULLs, edge values and odd text', async () => {
+    const reply = await exportJson(schema);
+    const want = await driverExport(schema);
+
+    expect(reply.status).toBe(200);
+    expect(reply.headers['content-type']).toBe('application/json; charset=utf-8');
+    const got = JSON.parse(reply.text);
+    expect(Object.keys(got)).toEqual(['table', 'count', 'data']);
+    expect(differences(got, want)).toEqual([]);
+    expect(got).toEqual(want);
+    expect(want.count).toBeGreaterThan(10);
+  });
+
+  it('are the same whatever time zone the session has', async () => {
+    // A schema role's own settings are reset whenever its pool is made: the database's apply.
+    const database = (c: { query(sql: string): Promise<unknown> }, setting: string) =>
+      c.query(`ALTER DATABASE ${quoteIdent(databaseName())} ${setting}`);
+    await withAdminClient((c) => database(c, "SET TimeZone = 'America/St_Johns'"));
+    await closePool(); // the next sessions log in afresh
+    try {
+      const access = await schemaAccess(undefined, schema);
+      const zone = await access.run((client) => client.query('SHOW TimeZone'));
+      expect(zone.rows[0].TimeZone).toBe('America/St_Johns');
+
+      const reply = await exportJson(schema);
+
+      expect(differences(JSON.parse(reply.text), await driverExport(schema))).toEqual([]);
+    } finally {
+      await withAdminClient((c) => database(c, 'RESET TimeZone'));
+      await closePool();
+    }
+  });
+});
+
+describe('export limits', () => {
+  let schema: string;
+  beforeAll(async () => {
+    schema = await freshSchema('exl');
+    await asTenant(
+      schema,
+      `CREATE TABLE "${schema}".five (id int PRIMARY KEY, name text);
+       INSERT INTO "${schema}".five SELECT g, 'row ' || g FROM generate_series(1, 5) g`,
+    );
+  });
+
+  afterEach(() => {
+    delete process.env.QUERY_MAX_ROWS;
+    resetConfig();
+  });
+
+  const exportAs = (format: string, limit = '10000') =>
+    call(tables, { path: '/api/table/five/export', query: { schema, format, limit } });
+
+  it.each(['json', 'csv'])(
+    'answers %s past QUERY_MAX_ROWS with 413 naming it, and up to it in full',
+    async (format) => {
+      process.env.QUERY_MAX_ROWS = '4';
+      resetConfig();
+
+      const over = await exportAs(format);
+      const limited = await exportAs(format, '4');
+
+      expect([over.status, over.body.error]).toEqual([413, 'Result too large']);
+      expect(over.body.message).toMatch(/QUERY_MAX_ROWS/);
+      expect(limited.status).toBe(200);
+      expect(format === 'json' ? limited.body.count : limited.text.split('\n').length - 2).toBe(4);
+    },
+  );
+
+  it('counts the rows, not the lines, of a CSV whose values hold line breaks', async () => {
+    process.env.QUERY_MAX_ROWS = '2';
+    resetConfig();
+    await asTenant(
+      schema,
+      `CREATE TABLE "${schema}".lines (id int PRIMARY KEY, v text);
+      INSERT INTO "${schema}".lines VALUES (1, E'a\\nb\\nc'), (2, E'\\n\\n')`,
+    );
+
+    const reply = await call(tables, { path: '/api/table/lines/export', query: { schema, format: 'csv' } });
+
+    expect(reply.status).toBe(200);
+    expect(reply.text).toBe('id,v\n1,"a\nb\nc"\n2,"\n\n"\n');
+  });
+});
