@@ -16,10 +16,11 @@ export interface TableInfo {
 }
 
 /**
- * One round trip: does the schema exist, the table, its columns and primary key. Catalog SQL runs
- * on the service's pool, whose search path is pg_catalog alone (lib/db/pool).
+ * One round trip: does the schema exist, the table, its columns and primary key, and `more`
+ * (further expressions over `c`, the table's pg_class row: lib/db/table-estimate adds its row
+ * estimate). Catalog SQL runs on the service's pool, whose search path is pg_catalog alone.
  */
-const TABLE_INFO = `
+export const tableInfoQuery = (more = '') => `
   SELECT c.oid IS NOT NULL AS table_exists,
          (SELECT coalesce(json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod))
                                    ORDER BY a.attnum), '[]')
@@ -28,30 +29,42 @@ const TABLE_INFO = `
             FROM pg_index i
             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-           WHERE i.indrelid = c.oid AND i.indisprimary) AS primary_key
+           WHERE i.indrelid = c.oid AND i.indisprimary) AS primary_key${more}
     FROM pg_namespace n
     LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = $2 AND c.relkind IN ('r', 'p')
    WHERE n.nspname = $1`;
+
+const TABLE_INFO = tableInfoQuery();
 
 export const schemaNotFound = (schema: string) =>
   new NotFound('Schema not found', `schema "${schema}" does not exist`);
 export const tableNotFound = (schema: string, table: string) =>
   new NotFound('Table not found', `table "${table}" does not exist in schema "${schema}"`);
 
+export interface TableInfoRow {
+  table_exists: boolean;
+  columns: ColumnInfo[];
+  primary_key: string[];
+}
+
+/** tableInfoQuery's answer as a TableInfo; a missing schema or table is a 404. */
+export function toTableInfo(row: TableInfoRow | undefined, schema: string, table: string): TableInfo {
+  if (!row) throw schemaNotFound(schema);
+  if (!row.table_exists) throw tableNotFound(schema, table);
+  return { schema, table, columns: row.columns, primaryKey: row.primary_key };
+}
+
 export async function tableInfo(
   db: pg.Pool | pg.ClientBase,
   schema: string,
   table: string,
 ): Promise<TableInfo> {
-  const { rows } = await db.query<{
-    table_exists: boolean;
-    columns: ColumnInfo[];
-    primary_key: string[];
-  }>({ name: 'dbadmin.table-info', text: TABLE_INFO, values: [schema, table] });
-  const row = rows[0];
-  if (!row) throw schemaNotFound(schema);
-  if (!row.table_exists) throw tableNotFound(schema, table);
-  return { schema, table, columns: row.columns, primaryKey: row.primary_key };
+  const { rows } = await db.query<TableInfoRow>({
+    name: 'dbadmin.table-info',
+    text: TABLE_INFO,
+    values: [schema, table],
+  });
+  return toTableInfo(rows[0], schema, table);
 }
 
 /** Throws when the schema does not exist. */
