@@ -5,8 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { type Config, loadConfig } from '#lib/config';
-import { migrate } from '#lib/db/migrations';
-import { createPool, withClient } from '#lib/db/pool';
+import { withServicePool } from '#lib/db/pool';
 import { activateLicense, describeExpiry } from '#lib/license/activation';
 import { createLicensing } from '#lib/license/index';
 import type { Licensing } from '#lib/license/licensing';
@@ -35,16 +34,7 @@ export async function withLicensing<T>(
   config: Config,
   work: (licensing: Licensing) => Promise<T>,
 ): Promise<T> {
-  const db = createPool(config, {
-    applicationName: 'dbadmin-activate-license',
-    settings: { search_path: 'pg_catalog, pg_temp' },
-  });
-  try {
-    await withClient(db, (client) => migrate(client));
-    return await work(createLicensing(config, db));
-  } finally {
-    await db.end();
-  }
+  return withServicePool(config, 'dbadmin-activate-license', (db) => work(createLicensing(config, db)));
 }
 
 export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promise<number> {

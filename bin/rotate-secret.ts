@@ -5,9 +5,8 @@
  */
 import { parseArgs } from 'node:util';
 import { type RotationReport, rotateSecret } from '#lib/admin/rotate-secret';
-import { type Config, loadConfig } from '#lib/config';
-import { migrate } from '#lib/db/migrations';
-import { createPool, withClient } from '#lib/db/pool';
+import { loadConfig } from '#lib/config';
+import { withServicePool } from '#lib/db/pool';
 import { ApiError } from '#lib/errors';
 import { localEnvironment } from './local';
 
@@ -50,20 +49,6 @@ function parse(argv: string[], env: NodeJS.ProcessEnv): Parsed {
   }
 }
 
-/** The service's own pool (migrated) for the rotation, then closed. */
-async function withDatabase<T>(config: Config, work: (db: ReturnType<typeof createPool>) => Promise<T>) {
-  const db = createPool(config, {
-    applicationName: 'dbadmin-rotate-secret',
-    settings: { search_path: 'pg_catalog, pg_temp' },
-  });
-  try {
-    await withClient(db, (client) => migrate(client));
-    return await work(db);
-  } finally {
-    await db.end();
-  }
-}
-
 /** Plain lines: what was derived, what was left and why, what became of the license file. */
 export function reportLines(
   report: RotationReport,
@@ -103,7 +88,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promi
   try {
     local = await localEnvironment(env);
     const config = await loadConfig(local.env);
-    const report = await withDatabase(config, (db) =>
+    const report = await withServicePool(config, 'dbadmin-rotate-secret', (db) =>
       rotateSecret(db, {
         secret: config.DBADMIN_SECRET,
         previousSecret: parsed.previous,

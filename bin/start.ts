@@ -4,7 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '#lib/config';
+import { type Config, loadConfig } from '#lib/config';
 import { activateFromEnvironment } from '#lib/license/activation';
 import { withLicensing } from './activate-license';
 import { localDataDir, localSecrets, recordRuntime, startLocalPostgres } from './local';
@@ -50,27 +50,25 @@ async function main(): Promise<void> {
     forgetRuntime = recordRuntime(dataDir, database.url);
   }
 
-  await checkSettings(env, async () => {
+  const cleanup = async () => {
     forgetRuntime();
     await database?.stop();
-  });
-  await activateAtStart(env);
+  };
+  const config = await checkedSettings(env, cleanup);
+  await activateAtStart(config, env);
   await runOffline({
     port: env.PORT ?? '3000',
     host: env.HOST ?? '127.0.0.1',
     env,
     cwd: serviceDir,
-    cleanup: async () => {
-      forgetRuntime();
-      await database?.stop();
-    },
+    cleanup,
   });
 }
 
 /** Every setting checked before the host starts: a malformed one stops the start, named in one line. */
-async function checkSettings(env: NodeJS.ProcessEnv, stop: () => Promise<void>): Promise<void> {
+async function checkedSettings(env: NodeJS.ProcessEnv, stop: () => Promise<void>): Promise<Config> {
   try {
-    await loadConfig(env);
+    return await loadConfig(env);
   } catch (error) {
     console.error(`dbadmin: cannot start: ${(error as Error).message}`);
     await stop();
@@ -83,10 +81,9 @@ async function checkSettings(env: NodeJS.ProcessEnv, stop: () => Promise<void>):
  * machine, then leave the environment the functions get. A failure is reported and the service
  * starts anyway, so the API and the CLI can still activate.
  */
-async function activateAtStart(env: NodeJS.ProcessEnv): Promise<void> {
+async function activateAtStart(config: Config, env: NodeJS.ProcessEnv): Promise<void> {
   if (!env.LICENSE_KEY || !env.LICENSE_EMAIL) return;
   try {
-    const config = await loadConfig(env);
     await withLicensing(config, (licensing) => activateFromEnvironment(licensing, config, env));
   } catch (error) {
     console.warn(`dbadmin: license activation at start failed: ${(error as Error).message}`);

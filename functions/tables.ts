@@ -95,7 +95,7 @@ export const routes = [
       count: queryBoolean.optional().meta({
         description: 'false: skip counting the rows (total is null), for turning pages of a big table',
       }),
-      after: z.string().optional().meta({
+      after: z.string().max(1000).optional().meta({
         description:
           "a previous answer's nextCursor: the rows whose primary key comes after it, in key order (tables with a single-column primary key; a value of the key's type)",
       }),

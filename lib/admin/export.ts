@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { orderBy, qualified } from '#lib/admin/tables';
-import { schemaNotFound, tableNotFound } from '#lib/db/catalog';
+import { type TableInfoRow, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
@@ -25,45 +25,36 @@ interface ExportColumn {
 }
 
 /**
- * One round trip on the catalog pool (search path pg_catalog alone): does the schema exist, the
- * table, its columns with their base types (a domain's, through any domains under it), its
- * primary key.
+ * tableInfo's question (lib/db/catalog) and each column's base type (a domain's, through any
+ * domains under it) in one round trip on the catalog pool, whose search path is pg_catalog alone.
  */
-const EXPORT_COLUMNS = `
-  WITH RECURSIVE
-    target AS (
-      SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')),
-    typ (attnum, attname, typid, depth) AS (
-      SELECT a.attnum, a.attname, a.atttypid, 0
-        FROM pg_attribute a JOIN target ON a.attrelid = target.oid
-       WHERE a.attnum > 0 AND NOT a.attisdropped
-      UNION ALL
-      SELECT typ.attnum, typ.attname, t.typbasetype, typ.depth + 1
-        FROM typ JOIN pg_type t ON t.oid = typ.typid
-       WHERE t.typtype = 'd')
-  SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1) AS schema_exists,
-         EXISTS (SELECT FROM target) AS table_exists,
-         (SELECT coalesce(json_agg(json_build_object('name', b.attname, 'type', b.typid::int8,
-                                                     'array', t.typcategory = 'A') ORDER BY b.attnum), '[]')
-            FROM (SELECT DISTINCT ON (attnum) attnum, attname, typid FROM typ ORDER BY attnum, depth DESC) b
-            JOIN pg_type t ON t.oid = b.typid) AS columns,
-         (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')
-            FROM target JOIN pg_index i ON i.indrelid = target.oid AND i.indisprimary
-            CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum) AS primary_key`;
+const EXPORT_COLUMNS = tableInfoQuery(`,
+         (WITH RECURSIVE typ (attnum, typid, depth) AS (
+            SELECT a.attnum, a.atttypid, 0 FROM pg_attribute a
+             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+            UNION ALL
+            SELECT typ.attnum, t.typbasetype, typ.depth + 1
+              FROM typ JOIN pg_type t ON t.oid = typ.typid
+             WHERE t.typtype = 'd')
+          SELECT coalesce(json_agg(json_build_object('type', b.typid::int8, 'array', t.typcategory = 'A')
+                                   ORDER BY b.attnum), '[]')
+            FROM (SELECT DISTINCT ON (attnum) attnum, typid FROM typ ORDER BY attnum, depth DESC) b
+            JOIN pg_type t ON t.oid = b.typid) AS base_types`);
 
 async function exportColumns(catalog: pg.Pool, schema: string, table: string) {
-  const { rows } = await catalog.query<{
-    schema_exists: boolean;
-    table_exists: boolean;
-    columns: ExportColumn[];
-    primary_key: string[];
-  }>({ name: 'dbadmin.export-columns', text: EXPORT_COLUMNS, values: [schema, table] });
-  const row = rows[0];
-  if (!row?.schema_exists) throw schemaNotFound(schema);
-  if (!row.table_exists) throw tableNotFound(schema, table);
-  return { columns: row.columns, primaryKey: row.primary_key };
+  const { rows } = await catalog.query<TableInfoRow & { base_types: Omit<ExportColumn, 'name'>[] }>({
+    name: 'dbadmin.export-columns',
+    text: EXPORT_COLUMNS,
+    values: [schema, table],
+  });
+  const info = toTableInfo(rows[0], schema, table);
+  // Both lists are the table's live columns in attnum order.
+  const types = rows[0]?.base_types ?? [];
+  const columns = info.columns.map((column, i) => ({
+    name: column.name,
+    ...(types[i] as Omit<ExportColumn, 'name'>),
+  }));
+  return { columns, primaryKey: info.primaryKey };
 }
 
 /**
@@ -174,7 +165,7 @@ export async function exportTable(
   { schema, table, format, limit }: ExportInput,
 ) {
   const { columns, primaryKey } = await exportColumns(access.catalog, schema, table);
-  const order = orderBy({ schema, table, columns: [], primaryKey }); // the page read's order: by key
+  const order = orderBy({ primaryKey }); // the page read's order
   const rows = `SELECT * FROM ${qualified(schema, table)} ORDER BY ${order} LIMIT ${Math.min(Math.trunc(limit), limits.maxRows + 1)}`;
   const csv = format === 'csv';
   const sql = csv

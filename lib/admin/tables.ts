@@ -12,9 +12,16 @@ import { BadRequest } from '#lib/errors';
 export const qualified = (schema: string, table: string) =>
   `${quoteIdent(schema, 'schema name')}.${quoteIdent(table, 'table name')}`;
 
-/** Stable page order: the primary key (its names come from the catalog), else the physical row order. */
-export const orderBy = (info: TableInfo) =>
-  info.primaryKey.length > 0 ? info.primaryKey.map(quoteCatalogName).join(', ') : 'ctid';
+/**
+ * Stable page order: the primary key (its names come from the catalog), else the physical row
+ * order; qualified by `alias` when the query names the table so.
+ */
+export const orderBy = (info: Pick<TableInfo, 'primaryKey'>, alias?: string) => {
+  const qualify = (name: string) => (alias ? `${alias}.${name}` : name);
+  return info.primaryKey.length > 0
+    ? info.primaryKey.map((key) => qualify(quoteCatalogName(key))).join(', ')
+    : qualify('ctid');
+};
 
 export async function listTables(db: pg.Pool, schema: string): Promise<string[]> {
   await assertSchemaExists(db, schema);
@@ -94,10 +101,7 @@ function pageQuery(info: TableInfo, from: string, input: ReadTableInput, counts:
       where = `WHERE ${key.column} >= (${start})`;
     }
   } else {
-    order =
-      info.primaryKey.length > 0
-        ? info.primaryKey.map((c) => `r.${quoteCatalogName(c)}`).join(', ')
-        : 'r.ctid';
+    order = orderBy(info, 'r');
     skip = `OFFSET ${bind(offset)}`;
   }
   if (counts) added.push(boundedCount(from, bind(EXACT_COUNT_MAX_ROWS + 1)));

@@ -62,9 +62,31 @@ export function createPool(config: Config, options: PoolOptions): pg.Pool {
     keepAlive: true,
     ...(options.settings ? { options: startupOptions(options.settings) } : {}),
   });
-  // An idle client losing its connection (server restart, frozen container) must not crash us.
-  created.on('error', (error) => logger.warn('idle database connection lost', { reason: error.message }));
-  return created;
+  return logLostConnections(created);
+}
+
+/** An idle client losing its connection (server restart, frozen container) must not crash us. */
+export function logLostConnections(pool: pg.Pool): pg.Pool {
+  pool.on('error', (error) => logger.warn('idle database connection lost', { reason: error.message }));
+  return pool;
+}
+
+/**
+ * A pool for the command-line tools: the service's own login and pg_catalog-only search path,
+ * `_dbadmin` migrated, for one piece of work, then closed.
+ */
+export async function withServicePool<T>(
+  config: Config,
+  applicationName: string,
+  work: (db: pg.Pool) => Promise<T>,
+): Promise<T> {
+  const db = createPool(config, { applicationName, settings: { search_path: 'pg_catalog, pg_temp' } });
+  try {
+    await withClient(db, (client) => migrate(client));
+    return await work(db);
+  } finally {
+    await db.end();
+  }
 }
 
 /**

@@ -44,21 +44,10 @@ export function presentedCredentials(authorization: string | undefined): Present
 }
 
 /** The admin's Basic credentials, compared as digests: which of the two was wrong is not revealed by timing. */
-function verifyAdmin({ user, pass }: { user: string; pass: string }, admin: Credentials): void {
+export function verifyAdmin({ user, pass }: { user: string; pass: string }, admin: Credentials): void {
   const userOk = timingSafeEqual(digest(user), admin.user);
   const passOk = timingSafeEqual(digest(pass), admin.pass);
   if (!(userOk && passOk)) throw new WrongCredentials('Invalid credentials');
-}
-
-/** Reads and, for Basic, checks the Authorization header (a key is checked against the database next). */
-export function authenticateHeader(
-  authorization: string | undefined,
-  admin: Credentials,
-): { kind: 'admin' } | { kind: 'bearer'; token: string } {
-  const presented = presentedCredentials(authorization);
-  if (presented.kind === 'bearer') return presented;
-  verifyAdmin(presented, admin);
-  return { kind: 'admin' };
 }
 
 export interface AuthContext {

@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { migrate } from '#lib/db/migrations';
-import { withClient } from '#lib/db/pool';
-import { logger } from '#lib/log';
+import { logLostConnections, withClient } from '#lib/db/pool';
 import { type LicenseServerConfig, loadLicenseServerConfig } from './config';
 import { STORE_MIGRATIONS, STORE_TARGET } from './store';
 
@@ -18,7 +17,7 @@ export function licenseDatabase(given?: LicenseServerConfig): Promise<pg.Pool> {
       connectionTimeoutMillis: 5_000,
       application_name: 'dbadmin-license-server',
     });
-    pool.on('error', (error) => logger.warn('idle database connection lost', { reason: error.message }));
+    logLostConnections(pool);
     await withClient(pool, (client) => migrate(client, STORE_MIGRATIONS, STORE_TARGET));
     return pool;
   })().catch((error: unknown) => {
@@ -43,7 +42,7 @@ export function licenseCounters(config: LicenseServerConfig): pg.Pool {
       application_name: 'dbadmin-license-server-limits',
       options: '-c synchronous_commit=off',
     });
-    counters.on('error', (error) => logger.warn('idle database connection lost', { reason: error.message }));
+    logLostConnections(counters);
   }
   return counters;
 }

@@ -216,18 +216,20 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
   });
 });
 
+/** `npm start`'s entry point run to its end: its exit code and what it printed on stderr. */
+const startFailing = (env: NodeJS.ProcessEnv) =>
+  promisify(execFile)(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], { env }).then(
+    () => ({ code: 0, stderr: '' }),
+    (error: { code: number; stderr: string }) => error,
+  );
+
 describe('npm start in production mode', () => {
   it('refuses to start without its settings, naming them in one line', async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production' };
     for (const name of ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET'] as const)
       delete env[name];
 
-    const result = await promisify(execFile)(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
-      env,
-    }).then(
-      () => ({ code: 0, stderr: '' }),
-      (error: { code: number; stderr: string }) => error,
-    );
+    const result = await startFailing(env);
 
     expect(result.code).toBe(1);
     expect(result.stderr.trim()).toBe(
@@ -246,12 +248,7 @@ describe('npm start in production mode', () => {
       QUERY_TIMEOUT_MS: 'soon',
     };
 
-    const result = await promisify(execFile)(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
-      env,
-    }).then(
-      () => ({ code: 0, stderr: '' }),
-      (error: { code: number; stderr: string }) => error,
-    );
+    const result = await startFailing(env);
 
     expect(result.code).toBe(1);
     expect(result.stderr.trim()).toMatch(

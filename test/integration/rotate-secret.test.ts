@@ -15,6 +15,7 @@ import { HOUR } from '#lib/license/state';
 import { bearer, createKey, loginAs, tenantSchema } from '#test/security/tenant';
 import { call, lambdaContext } from '#test/support/http';
 import { licenseTestDatabase } from '#test/support/license-db';
+import { paidLicenseFile } from '#test/support/license-file';
 import { LicensingHarness, randomMachineId } from '#test/support/licensing';
 import { localSecrets, recordRuntime } from '../../bin/local';
 
@@ -88,17 +89,7 @@ async function licenseFileUnder(secret: string): Promise<string> {
     join(dir, 'machine-id.json'),
     JSON.stringify({ machineId, createdAt: new Date().toISOString(), recovered: false }),
   );
-  await saveLicenseFile(dir, fileKeys(secret, machineId), {
-    licenseKey: 'DBA-ROTATION-TEST',
-    email: 'owner@example.com',
-    type: 'paid',
-    valid: true,
-    status: 'active',
-    expiresAt: null,
-    daysRemaining: null,
-    lastValidatedAt: new Date().toISOString(),
-    lastSavedAt: new Date().toISOString(),
-  });
+  await saveLicenseFile(dir, fileKeys(secret, machineId), paidLicenseFile('DBA-ROTATION-TEST'));
   return dir;
 }
 

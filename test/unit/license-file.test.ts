@@ -11,19 +11,10 @@ import {
   sealLicenseFile,
 } from '#lib/license/license-file';
 import { MACHINE_ID_FILE, machineId } from '#lib/license/machine-id';
+import { paidLicenseFile } from '#test/support/license-file';
 
 const keys = fileKeys('server-secret-0123456789abcdef0123456789', 'a'.repeat(32));
-const license: LicenseFile = {
-  licenseKey: 'DBA-1234-5678-90AB-CDEF',
-  email: 'owner@example.com',
-  type: 'paid',
-  valid: true,
-  status: 'active',
-  expiresAt: null,
-  daysRemaining: null,
-  lastValidatedAt: '2026-01-01T00:00:00.000Z',
-  lastSavedAt: '2026-01-01T00:00:00.000Z',
-};
+const license: LicenseFile = paidLicenseFile('DBA-1234-5678-90AB-CDEF', '2026-01-01T00:00:00.000Z');
 const fresh = () => mkdtempSync(join(tmpdir(), 'dbadmin-license-'));
 
 describe('license file', () => {
