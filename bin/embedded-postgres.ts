@@ -96,7 +96,7 @@ export async function startEmbeddedPostgres(options: {
     authMethod: 'scram-sha-256',
     persistent: options.persistent,
     createPostgresUser: process.getuid?.() === 0,
-    // serverless-offline runs a worker per concurrent request, each with its own small pools.
+    // serverless-offline runs every function in its own process, each with its own pools (bin/offline).
     postgresFlags: ['-c', 'max_connections=300'],
     onLog: (message) => options.log?.(String(message)),
     onError: (message) => options.log?.(String(message)),

@@ -29,6 +29,30 @@ export function functionTimeoutSeconds(env: NodeJS.ProcessEnv): number {
 }
 
 /**
+ * serverless-offline's command line for a service. Handlers run in its own process
+ * (`--useInProcess`): each function is its own bundle, so each keeps module state (pools, license
+ * cache) of its own as on Lambda, and requests in flight share that function's pools. Its
+ * default, a worker thread per request in flight with no upper bound, opened a set of pools and
+ * a V8 heap per worker: 50 parallel requests took 2.4 GB and exhausted PostgreSQL's connections
+ * (README: The local host; `npm run bench:host` measures both).
+ */
+export function offlineArguments(port: string, host: string, lambdaPort: string, options: string[] = []) {
+  return [
+    require.resolve('serverless/bin/serverless.js'),
+    'offline',
+    'start',
+    '--useInProcess',
+    ...options,
+    '--httpPort',
+    port,
+    '--host',
+    host,
+    '--lambdaPort',
+    lambdaPort,
+  ];
+}
+
+/**
  * Runs serverless-offline in the foreground; a signal or its exit stops it and runs cleanup.
  * Its Lambda invoke endpoint (which runs any function, activateLicense included, with any input)
  * listens on a Unix socket in a private directory, never on the network.
@@ -44,18 +68,7 @@ export async function runOffline({
   const invokeDir = mkdtempSync(join(tmpdir(), 'dbadmin-invoke-'));
   const offline = spawn(
     process.execPath,
-    [
-      require.resolve('serverless/bin/serverless.js'),
-      'offline',
-      'start',
-      ...options,
-      '--httpPort',
-      port,
-      '--host',
-      host,
-      '--lambdaPort',
-      join(invokeDir, 'lambda.sock'),
-    ],
+    offlineArguments(port, host, join(invokeDir, 'lambda.sock'), options),
     {
       env: { DBADMIN_FUNCTION_TIMEOUT: String(functionTimeoutSeconds(env)), ...env },
       stdio: 'inherit',

@@ -101,8 +101,21 @@ function poolFor(config: Config, prepared: SchemaRole): pg.Pool {
   return pool;
 }
 
+/** Preparations in flight, one per role: requests that arrive together share it and its pool. */
+const preparing = new Map<string, Promise<pg.Pool>>();
+
 /** Creates or repairs the role (password reset, grants, LOGIN as its keys allow) and makes its pool. */
-async function preparedPool(schema: string, kind: RoleKind): Promise<pg.Pool> {
+function preparedPool(schema: string, kind: RoleKind): Promise<pg.Pool> {
+  const role = roleName(schema, kind);
+  let pending = preparing.get(role);
+  if (!pending) {
+    pending = prepareRole(schema, kind).finally(() => preparing.delete(role));
+    preparing.set(role, pending);
+  }
+  return pending;
+}
+
+async function prepareRole(schema: string, kind: RoleKind): Promise<pg.Pool> {
   const [config, admin] = await Promise.all([getConfig(), getDatabase()]);
   const prepared = await withTransaction(admin, (client) =>
     prepareSchemaRole(client, config.DBADMIN_SECRET, schema, kind),

@@ -95,7 +95,11 @@ export async function withServicePool<T>(
  * in our SQL is schema-qualified: no operator or function a tenant creates can be picked by it.
  */
 export async function getPool(): Promise<pg.Pool> {
-  pool ??= createPool(await getConfig(), {
+  if (pool) return pool;
+  const config = await getConfig();
+  // Checked again after the wait: requests in flight together (the local host runs them in one
+  // process) must share one pool, not each make its own.
+  pool ??= createPool(config, {
     applicationName: 'dbadmin',
     settings: { search_path: 'pg_catalog, pg_temp' },
   });
@@ -107,7 +111,9 @@ export async function getPool(): Promise<pg.Pool> {
  * such SQL may change session state, so they are reset after every use.
  */
 export async function getQueryPool(): Promise<pg.Pool> {
-  queryPool ??= createPool(await getConfig(), { applicationName: 'dbadmin-query', secondary: true });
+  if (queryPool) return queryPool;
+  const config = await getConfig();
+  queryPool ??= createPool(config, { applicationName: 'dbadmin-query', secondary: true });
   return queryPool;
 }
 
