@@ -78,20 +78,30 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
     `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
     // The schema alone: a tenant with a key for public may have planted operators there.
     ...(adminRights ? [`SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}`] : []),
-    // The server's clock, for what the caller's SQL may prepare (never compare with ours).
-    'SELECT pg_catalog.transaction_timestamp() AS began',
-  ].join('; ');
+  ];
   return access.run(async (client) => {
     const started = performance.now();
     try {
-      const opened = (await client.query(begin)) as unknown as pg.QueryResult<{ began: Date }>[];
-      const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
+      // A key's one statement goes alone (extended protocol) after our transaction is open, with
+      // the server's clock for what it may prepare (never compare with ours). The admin's script
+      // is sent with our BEGIN in front of it, in one round trip: PostgreSQL parses the whole
+      // string before it runs any of it, and each of our statements is complete.
+      let began = new Date(0);
+      if (asKey) {
+        const opened = (await client.query(
+          [...begin, 'SELECT pg_catalog.transaction_timestamp() AS began'].join('; '),
+        )) as unknown as pg.QueryResult<{ began: Date }>[];
+        began = opened.at(-1)?.rows[0]?.began ?? began;
+      }
+      const prefix = asKey ? '' : `${begin.join('; ')}; `;
       const results = await boundedQuery(
         client,
-        asKey ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : { text: sql },
+        asKey ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : { text: prefix + sql },
         limits,
         () => access.cancel(client),
-      );
+      ).catch((error: unknown) => {
+        throw positionedInScript(error, prefix);
+      });
       if (client.getTransactionStatus() === 'I') {
         // The SQL ended our transaction itself: the admin may; a key may not.
         if (asKey) {
@@ -113,4 +123,16 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       throw queryError(error);
     }
   });
+}
+
+/**
+ * An error's position as the caller counts it, in the SQL they sent, not in our prefix and their
+ * SQL together (PostgreSQL counts characters, not UTF-16 units).
+ */
+function positionedInScript(error: unknown, prefix: string): unknown {
+  const shift = [...prefix].length;
+  if (!shift || !isPgError(error) || !error.position) return error;
+  const position = Number(error.position) - shift;
+  error.position = position > 0 ? String(position) : undefined;
+  return error;
 }

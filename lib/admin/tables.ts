@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { assertSchemaExists, type TableInfo, tableInfo } from '#lib/db/catalog';
+import { assertSchemaExists, schemaNotFound, type TableInfo, tableInfo } from '#lib/db/catalog';
 import { columnTypeSql, defaultSql } from '#lib/db/column-types';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
@@ -23,15 +23,19 @@ export const orderBy = (info: Pick<TableInfo, 'primaryKey'>, alias?: string) => 
     : qualify('ctid');
 };
 
+/** The schema's tables by name, in one read: its existence and its tables together. */
 export async function listTables(db: pg.Pool, schema: string): Promise<string[]> {
-  await assertSchemaExists(db, schema);
-  const { rows } = await db.query<{ name: string }>({
+  const { rows } = await db.query<{ tables: string[] | null }>({
     name: 'dbadmin.list-tables',
-    text: `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') ORDER BY c.relname`,
+    text: `SELECT (SELECT pg_catalog.array_agg(c.relname::text ORDER BY c.relname)
+                     FROM pg_catalog.pg_class c
+                    WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p')) AS tables
+             FROM pg_catalog.pg_namespace n WHERE n.nspname = $1`,
     values: [schema],
   });
-  return rows.map((row) => row.name);
+  const found = rows[0];
+  if (!found) throw schemaNotFound(schema);
+  return found.tables ?? [];
 }
 
 /**

@@ -8,11 +8,17 @@ import { ApiError } from '#lib/errors';
  * multiply its budget by sending requests at once (each may land in a new container). Past `limit`
  * failures in a window the address gets 429 until the window ends, whatever it sends.
  *
- * A request from an address that is not blocked costs one indexed read before its credentials are
- * checked; a failure, one upsert. Guesses sent at the same moment from an address that is not yet
+ * The count is read with the request's key lookup, in one round trip, before its credentials are
+ * checked; a failure costs one upsert. Guesses sent at the same moment from an address that is not yet
  * blocked are all checked before their failures are counted: a first burst gets at most as many
  * guesses as run at once, and the address is blocked for the rest of the window.
  */
+/** An address's failed sign-ins in its current window, as `_dbadmin.sign_in_failures` holds them. */
+export interface FailureCount {
+  failures: number;
+  windowEnds: Date;
+}
+
 export class AuthThrottle {
   private failuresSinceSweep = 0;
 
@@ -22,15 +28,12 @@ export class AuthThrottle {
     private readonly windowSeconds: number,
   ) {}
 
-  /** Refuses an address that has used up its failures, before its credentials are looked at. */
-  async refuseIfBlocked(address: string | undefined, now = new Date()): Promise<void> {
-    const { rows } = await this.db.query<{ failures: number; window_ends: Date }>({
-      name: 'dbadmin.sign-in-failures',
-      text: 'SELECT failures, window_ends FROM _dbadmin.sign_in_failures WHERE client = $1',
-      values: [clientKey(address)],
-    });
-    const row = rows[0];
-    if (row && row.failures >= this.limit && row.window_ends > now) throw tooMany(row.window_ends, now);
+  /**
+   * Refuses an address that has used up its failures, before its credentials are looked at. The
+   * count comes with the request's one sign-in read (lib/http/authenticate), not a read of its own.
+   */
+  refuseIfBlocked(count: FailureCount | undefined, now = new Date()): void {
+    if (count && count.failures >= this.limit && count.windowEnds > now) throw tooMany(count.windowEnds, now);
   }
 
   /** Counts a failure; the one past the limit is answered 429 like every later request. */

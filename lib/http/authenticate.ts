@@ -2,11 +2,12 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type pg from 'pg';
-import { resolveKey, touchKey } from '#lib/admin/keys';
+import { hashKey, KEY_PATTERN, touchKey } from '#lib/admin/keys';
 import { type Config, getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
+import type { KeyType } from '#lib/db/schema-roles';
 import { Unauthorized } from '#lib/errors';
-import { AuthThrottle } from '#lib/http/auth-throttle';
+import { AuthThrottle, clientKey, type FailureCount } from '#lib/http/auth-throttle';
 import { clientAddress, type HttpEvent, header } from '#lib/http/event';
 import type { Principal } from '#lib/principal';
 
@@ -76,17 +77,59 @@ function checksFor(config: Config, db: pg.Pool): Checks {
   return checks;
 }
 
-async function keyPrincipal(db: pg.Pool, token: string): Promise<Principal> {
-  const key = await resolveKey(db, token);
-  if (!key) throw new WrongCredentials('Invalid API key');
-  touchKey(db, key.id);
-  return { kind: 'key', id: key.id, schema: key.schema, keyType: key.keyType };
+/** What the request's sign-in read found: the address's failures and the Bearer token's active key. */
+interface SignInRead {
+  failures?: FailureCount;
+  key?: { id: number; schema: string; keyType: KeyType };
 }
 
-async function principalOf(presented: Presented, { admin, db }: Checks): Promise<Principal> {
-  if (presented.kind === 'bearer') return keyPrincipal(db, presented.token);
-  verifyAdmin(presented, admin);
-  return { kind: 'admin' };
+/**
+ * One round trip before any work, whatever the credentials: the address's failed sign-ins and,
+ * for a well-formed Bearer token, the active key it stands for (looked up on every request, so a
+ * key deleted or disabled anywhere fails at once).
+ */
+async function signInRead(
+  db: pg.Pool,
+  address: string | undefined,
+  presented: Presented,
+): Promise<SignInRead> {
+  const token =
+    presented.kind === 'bearer' && KEY_PATTERN.test(presented.token) ? presented.token : undefined;
+  const { rows } = await db.query<{
+    failures: number | null;
+    window_ends: Date | null;
+    id: number | null;
+    schema_name: string | null;
+    key_type: KeyType | null;
+  }>({
+    name: 'dbadmin.sign-in',
+    text: `SELECT f.failures, f.window_ends, k.id, k.schema_name, k.key_type
+             FROM (VALUES (1)) AS request (one)
+             LEFT JOIN _dbadmin.sign_in_failures f ON f.client = $1
+             LEFT JOIN _dbadmin.api_keys k ON k.key_hash = $2 AND k.is_active`,
+    values: [clientKey(address), token === undefined ? null : hashKey(token)],
+  });
+  const row = rows[0];
+  return {
+    failures:
+      row?.failures != null && row.window_ends
+        ? { failures: row.failures, windowEnds: row.window_ends }
+        : undefined,
+    key:
+      row?.id != null && row.schema_name && row.key_type
+        ? { id: row.id, schema: row.schema_name, keyType: row.key_type }
+        : undefined,
+  };
+}
+
+function principalOf(presented: Presented, read: SignInRead, { admin, db }: Checks): Principal {
+  if (presented.kind === 'basic') {
+    verifyAdmin(presented, admin);
+    return { kind: 'admin' };
+  }
+  if (!read.key) throw new WrongCredentials('Invalid API key');
+  touchKey(db, read.key.id);
+  return { kind: 'key', ...read.key };
 }
 
 /**
@@ -102,9 +145,10 @@ export const authenticate = (): MiddlewareObj<HttpEvent, unknown, Error, AuthCon
     const current = checksFor(config, db);
     const { throttle } = current;
     const address = clientAddress(request.event, config.TRUSTED_PROXIES);
-    await throttle.refuseIfBlocked(address);
+    const read = await signInRead(db, address, presented);
+    throttle.refuseIfBlocked(read.failures);
     try {
-      request.context.principal = await principalOf(presented, current);
+      request.context.principal = principalOf(presented, read, current);
     } catch (error) {
       if (error instanceof WrongCredentials) await throttle.countFailure(address);
       throw error;

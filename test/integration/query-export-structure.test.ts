@@ -96,6 +96,13 @@ describe('POST /api/query', () => {
     });
   });
 
+  it('counts a syntax error’s position in characters of the SQL as sent, whatever runs before it', async () => {
+    const reply = await sql("SELECT 'é✓'; SELEC 2");
+
+    expect(reply.status).toBe(400);
+    expect(reply.body).toMatchObject({ error: 'Invalid SQL', position: 14 });
+  });
+
   it('answers a missing table inside SQL with 400, not 404', async () => {
     const reply = await sql('SELECT 1 FROM ghosts');
 
