@@ -82,35 +82,11 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
   return access.run(async (client) => {
     const started = performance.now();
     try {
-      // A key's one statement goes alone (extended protocol) after our transaction is open, with
-      // the server's clock for what it may prepare (never compare with ours). The admin's script
-      // is sent with our BEGIN in front of it, in one round trip: PostgreSQL parses the whole
-      // string before it runs any of it, and each of our statements is complete.
-      let began = new Date(0);
-      if (asKey) {
-        const opened = (await client.query(
-          [...begin, 'SELECT pg_catalog.transaction_timestamp() AS began'].join('; '),
-        )) as unknown as pg.QueryResult<{ began: Date }>[];
-        began = opened.at(-1)?.rows[0]?.began ?? began;
-      }
-      const prefix = asKey ? '' : `${begin.join('; ')}; `;
-      const results = await boundedQuery(
-        client,
-        asKey ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : { text: prefix + sql },
-        limits,
-        () => access.cancel(client),
-      ).catch((error: unknown) => {
-        throw positionedInScript(error, prefix);
-      });
-      if (client.getTransactionStatus() === 'I') {
-        // The SQL ended our transaction itself: the admin may; a key may not.
-        if (asKey) {
-          await rollBackPrepared(client, began);
-          throw transactionControl();
-        }
-      } else {
-        await client.query('COMMIT');
-      }
+      const results = asKey
+        ? await runKeyStatement(access, client, begin, sql, limits)
+        : await runScript(access, client, begin, sql, limits);
+      // Our transaction is still open unless the admin's script ended it itself.
+      if (client.getTransactionStatus() !== 'I') await client.query('COMMIT');
       const last = results.at(-1) as pg.QueryResult;
       return {
         rows: last.rows,
@@ -123,6 +99,51 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       throw queryError(error);
     }
   });
+}
+
+/**
+ * A key's one statement, alone (extended protocol), after our transaction is open; the server's
+ * clock is read with the BEGIN, for what the statement may prepare (never compare with ours).
+ */
+async function runKeyStatement(
+  access: SchemaAccess,
+  client: pg.PoolClient,
+  begin: string[],
+  sql: string,
+  limits: ResultLimits,
+): Promise<pg.QueryResult[]> {
+  const opened = (await client.query(
+    [...begin, 'SELECT pg_catalog.transaction_timestamp() AS began'].join('; '),
+  )) as unknown as pg.QueryResult<{ began: Date }>[];
+  const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
+  const query = { text: sql, queryMode: 'extended' } as pg.QueryConfig;
+  const results = await boundedQuery(client, query, limits, () => access.cancel(client));
+  if (client.getTransactionStatus() === 'I') {
+    // The statement ended our transaction itself (COMMIT, ROLLBACK, PREPARE TRANSACTION).
+    await rollBackPrepared(client, began);
+    throw transactionControl();
+  }
+  return results;
+}
+
+/**
+ * The admin's script, sent with our BEGIN in front of it in one round trip: PostgreSQL parses the
+ * whole string before it runs any of it, and each of our statements is complete. The script may
+ * end our transaction itself.
+ */
+function runScript(
+  access: SchemaAccess,
+  client: pg.PoolClient,
+  begin: string[],
+  sql: string,
+  limits: ResultLimits,
+): Promise<pg.QueryResult[]> {
+  const prefix = `${begin.join('; ')}; `;
+  return boundedQuery(client, { text: prefix + sql }, limits, () => access.cancel(client)).catch(
+    (error: unknown) => {
+      throw positionedInScript(error, prefix);
+    },
+  );
 }
 
 /**

@@ -1,6 +1,9 @@
+import { handler as query } from '#functions/query';
+import { handler as rows } from '#functions/rows';
 import { closePool } from '#lib/db/pool';
-import { createKey, sqlAs, tenantSchema } from '#test/security/tenant';
+import { asTenant, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
+import { call } from '#test/support/http';
 
 /**
  * A key's request must leave nothing behind on the connection it ran on: the next request (the
@@ -94,5 +97,90 @@ describe('nothing a key does outlives its request', () => {
 
     expect(replies.map((r) => r.status)).toEqual([400, 400]);
     expect(await count('SELECT count(*) AS n FROM pg_prepared_xacts')).toBe(0);
+  });
+});
+
+/**
+ * Code a tenant runs at COMMIT (a deferred constraint trigger) changes the session after every
+ * statement of ours but the commit itself: the reset that follows the commit must still undo it.
+ */
+describe('what a tenant’s code does at COMMIT does not outlive the request', () => {
+  const lock = 8_000_000 + Math.floor(Math.random() * 1_000_000);
+  beforeAll(async () => {
+    await asTenant(
+      schema,
+      `CREATE TABLE at_commit (id serial PRIMARY KEY, a int);
+       CREATE FUNCTION at_commit_plant() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         PERFORM pg_catalog.set_config('search_path', 'pg_catalog', false);
+         PERFORM pg_catalog.set_config('statement_timeout', '0', false);
+         PERFORM pg_catalog.pg_advisory_lock(${lock});
+         EXECUTE 'LISTEN at_commit_channel';
+         CREATE TEMP TABLE IF NOT EXISTS commit_kept (a int);
+         EXECUTE 'PREPARE commit_kept_plan AS SELECT 1';
+         RETURN NULL;
+       END $$;
+       CREATE CONSTRAINT TRIGGER at_commit_plant AFTER INSERT ON at_commit
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION at_commit_plant();`,
+    );
+  });
+
+  const leftBehind = async (key: string) => {
+    const seen = await sqlAs(
+      key,
+      `SELECT pg_catalog.current_setting('search_path') AS path,
+              pg_catalog.current_setting('statement_timeout') AS timeout,
+              (SELECT count(*) FROM pg_catalog.pg_listening_channels()) AS channels,
+              (SELECT count(*) FROM pg_catalog.pg_prepared_statements) AS plans,
+              (SELECT count(*) FROM pg_catalog.pg_class WHERE relname = 'commit_kept' AND relpersistence = 't') AS temp`,
+    );
+    const locks = await count(
+      "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1",
+      [lock],
+    );
+    return { ...seen.body.rows[0], locks };
+  };
+  const clean = (path: string) => ({
+    path,
+    timeout: expect.not.stringMatching(/^0/),
+    channels: 0,
+    plans: 0,
+    temp: 0,
+    locks: 0,
+  });
+
+  it('through a key’s SQL', async () => {
+    expect((await sqlAs(service, 'INSERT INTO at_commit (a) VALUES (1)')).status).toBe(200);
+
+    expect(await leftBehind(service)).toEqual(clean(expect.stringContaining(schema)));
+  });
+
+  it('through the admin’s SQL', async () => {
+    const reply = await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { sql: 'INSERT INTO at_commit (a) VALUES (2)', schema },
+    });
+    expect(reply.status).toBe(200);
+
+    expect(await leftBehind(service)).toEqual(clean(expect.stringContaining(schema)));
+  });
+
+  it('through an anon key’s read, whose reset runs read-only', async () => {
+    const planted = await sqlAs(anon, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', false)");
+    expect(planted.status).toBe(200);
+
+    expect(await leftBehind(anon)).toEqual(clean(expect.stringContaining(schema)));
+  });
+
+  it('through a row insert', async () => {
+    const reply = await call(rows, {
+      method: 'POST',
+      path: '/api/table/at_commit/row',
+      body: { data: { a: 3 }, schema },
+    });
+    expect(reply.status).toBe(201);
+
+    expect(await leftBehind(service)).toEqual(clean(expect.stringContaining(schema)));
   });
 });
