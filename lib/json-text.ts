@@ -1,4 +1,4 @@
-/** A result already rendered as JSON (by PostgreSQL: the JSON export); lib/http sends it as it is. */
+/** A result already rendered as JSON by PostgreSQL (the JSON export, structure); lib/http sends it as it is. */
 export class JsonText {
   constructor(readonly body: string) {}
 }

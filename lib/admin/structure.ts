@@ -1,23 +1,6 @@
 import type pg from 'pg';
 import { schemaNotFound } from '#lib/db/catalog';
-
-export interface StructureEntry {
-  table: string;
-  columns: {
-    name: string;
-    type: string;
-    maxLength: number | null;
-    nullable: boolean;
-    defaultValue: string | null;
-    primaryKey: boolean;
-  }[];
-  foreignKeys: {
-    column: string;
-    referencedTable: string;
-    referencedColumn: string;
-    constraintName: string;
-  }[];
-}
+import { JsonText } from '#lib/json-text';
 
 /**
  * Every table of a schema with its columns and foreign keys, in one catalog query. Types are
@@ -59,17 +42,22 @@ const STRUCTURE = `
            WHERE con.conrelid = t.oid AND con.contype = 'f') AS "foreignKeys"
     FROM tables t`;
 
-/** One round trip: whether the schema exists, and its entries in table order. */
+/**
+ * One round trip: whether the schema exists, and its entries in table order as JSON text, which
+ * is sent as it is (a 500-table schema is half a megabyte: not parsed here only to be written
+ * again).
+ */
 const SCHEMA_STRUCTURE = `
   SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema_exists,
-         (SELECT coalesce(json_agg(e ORDER BY e."table"), '[]') FROM (${STRUCTURE}) e) AS entries`;
+         (SELECT coalesce(json_agg(e ORDER BY e."table"), '[]')::text FROM (${STRUCTURE}) e) AS entries`;
 
-export async function describeSchema(db: pg.Pool, schema: string): Promise<{ schema: StructureEntry[] }> {
-  const { rows } = await db.query<{ schema_exists: boolean; entries: StructureEntry[] }>({
+/** `{schema: [{table, columns, foreignKeys}]}`, the shape functions/tables declares. */
+export async function describeSchema(db: pg.Pool, schema: string): Promise<JsonText> {
+  const { rows } = await db.query<{ schema_exists: boolean; entries: string }>({
     name: 'dbadmin.structure',
     text: SCHEMA_STRUCTURE,
     values: [schema],
   });
   if (!rows[0]?.schema_exists) throw schemaNotFound(schema);
-  return { schema: rows[0].entries };
+  return new JsonText(`{"schema":${rows[0].entries}}`);
 }
