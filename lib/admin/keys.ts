@@ -112,27 +112,6 @@ export async function deleteKey(db: pg.Pool, secret: string, schema: string, key
   return { success: true, message: `Key ${keyId} deleted` };
 }
 
-export interface StoredKey {
-  id: number;
-  schema: string;
-  keyType: KeyType;
-}
-
-/**
- * The active key a bearer token stands for, or undefined. Looked up on every request (one
- * indexed read of a prepared statement): a key deleted or disabled anywhere fails at once.
- */
-export async function resolveKey(db: pg.Pool, token: string): Promise<StoredKey | undefined> {
-  if (!KEY_PATTERN.test(token)) return undefined;
-  const { rows } = await db.query<{ id: number; schema_name: string; key_type: KeyType }>({
-    name: 'dbadmin.find-key',
-    text: 'SELECT id, schema_name, key_type FROM _dbadmin.api_keys WHERE key_hash = $1 AND is_active',
-    values: [hashKey(token)],
-  });
-  const row = rows[0];
-  return row && { id: row.id, schema: row.schema_name, keyType: row.key_type };
-}
-
 /** Records use in the background: at most once a minute per key, never on the request's path. */
 const lastTouched = new Map<number, number>();
 const pendingTouches = new Set<Promise<unknown>>();

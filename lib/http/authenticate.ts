@@ -88,7 +88,7 @@ interface SignInRead {
  * for a well-formed Bearer token, the active key it stands for (looked up on every request, so a
  * key deleted or disabled anywhere fails at once).
  */
-async function signInRead(
+export async function signInRead(
   db: pg.Pool,
   address: string | undefined,
   presented: Presented,
