@@ -5,7 +5,7 @@
  * file system at run time. Run by the serverless plugin before packaging and before
  * serverless-offline starts, by the test setup, and by `npm run build:console`.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
@@ -58,7 +58,10 @@ export async function buildConsole(outFile = BUNDLE_FILE): Promise<ConsoleBundle
   if (!script || !style) throw new Error('build-console: no main script or style sheet');
   const bundle: ConsoleBundle = { assets, script, style };
   mkdirSync(join(outFile, '..'), { recursive: true });
-  writeFileSync(outFile, JSON.stringify(bundle));
+  // Written whole, then renamed: a build running beside this one (tests) never reads half a file.
+  const partial = `${outFile}.${process.pid}.partial`;
+  writeFileSync(partial, JSON.stringify(bundle));
+  renameSync(partial, outFile);
   return bundle;
 }
 

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,8 @@ export interface EmbeddedDatabase {
   /** The bootstrap superuser: only to create the service role, and for tests that need it. */
   superuserUrl: string;
   stop: () => Promise<void>;
+  /** The same, from a process that is exiting: synchronous (see stopNow). */
+  stopNow: () => void;
 }
 
 /**
@@ -109,11 +112,27 @@ export async function startEmbeddedPostgres(options: {
       url: await provisionServiceRole(superuserUrl, options.servicePassword ?? options.password),
       superuserUrl,
       stop: () => server.stop(),
+      stopNow: () => stopNow(server, dataDir),
     };
   } catch (error) {
     await server.stop();
     throw error;
   }
+}
+
+/**
+ * Stops the server from a process that is exiting, where nothing asynchronous runs any more:
+ * SIGINT (PostgreSQL's fast shutdown), then a synchronous wait until the server has removed its
+ * postmaster.pid. Its pid cannot tell: an exiting parent does not reap its child, so the pid
+ * stays taken. The data directory stays (persistent servers only: `stop` removes a temporary one).
+ */
+function stopNow(server: object, dataDir: string): void {
+  const child = (server as { process?: ChildProcess }).process;
+  if (!child?.pid || child.exitCode !== null) return;
+  child.kill('SIGINT');
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  const until = Date.now() + 30_000;
+  while (existsSync(join(dataDir, 'postmaster.pid')) && Date.now() < until) Atomics.wait(pause, 0, 0, 20);
 }
 
 /**

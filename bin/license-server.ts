@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { makeDevelopmentTls } from '../license-server/lib/dev-tls';
 import { startEmbeddedPostgres } from './embedded-postgres';
-import { runOffline } from './offline';
+import { serveFromChild } from './offline';
 
 const dataDir = resolve(process.env.DBADMIN_DATA_DIR ?? '.data');
 const tlsDir = resolve(process.env.LICENSE_SERVER_TLS_DIR ?? join(dataDir, 'license-server-tls'));
@@ -29,7 +29,7 @@ async function developmentTls(): Promise<void> {
   writeFileSync(key, tls.key, { mode: 0o600 });
 }
 
-async function database(): Promise<{ url: string; stop?: () => Promise<void> }> {
+async function database(): Promise<{ url: string; stopNow?: () => void }> {
   if (process.env.LICENSE_SERVER_DATABASE_URL) return { url: process.env.LICENSE_SERVER_DATABASE_URL };
   const secretFile = join(dataDir, 'license-server-postgres.secret');
   if (!existsSync(secretFile)) {
@@ -48,17 +48,17 @@ async function main(): Promise<void> {
   const db = await database();
   console.log(`license-server: https://localhost:${port}`);
   console.log(`license-server: give the service its CA: LICENSE_SERVER_CA_FILE=${join(tlsDir, 'ca.pem')}`);
-  if (db.stop)
+  if (db.stopNow)
     console.log(
       `license-server: issue keys with: LICENSE_SERVER_DATABASE_URL='${db.url}' npx license-admin issue --email ...`,
     );
-  await runOffline({
+  serveFromChild({
     port,
     host: process.env.HOST ?? '127.0.0.1',
     env: { ...process.env, LICENSE_SERVER_DATABASE_URL: db.url },
     cwd: resolve('license-server'),
     options: ['--httpsProtocol', tlsDir],
-    cleanup: async () => db.stop?.(),
+    cleanup: () => db.stopNow?.(),
   });
 }
 

@@ -11,8 +11,11 @@ export interface OfflineHost {
   cwd?: string;
   /** Extra serverless-offline options, e.g. ['--httpsProtocol', dir]. */
   options?: string[];
-  /** Runs once when the host stops (signal or exit), before this process exits. */
-  cleanup: () => Promise<void>;
+  /**
+   * Runs once as this process exits, however it ends (serverless-offline exits by itself on
+   * SIGINT and SIGTERM): synchronous, since nothing asynchronous runs past that point.
+   */
+  cleanup: () => void;
 }
 
 /**
@@ -66,38 +69,65 @@ export function offlineArguments(
 }
 
 /**
- * Runs serverless-offline in the foreground; a signal or its exit stops it and runs cleanup.
- * Its Lambda invoke endpoint (which runs any function, activateLicense included, with any input)
- * listens on a Unix socket in a private directory, never on the network.
+ * Serves in this process: serverless-offline's command (osls) is loaded here, with this process's
+ * environment, working directory and arguments made what a child of ours would have had. A child
+ * cost a second Node process (about 80 MB) for no isolation: the functions already run inside
+ * serverless-offline's process (see offlineArguments). For the prebuilt host (dist/bin/start.js);
+ * a process running under tsx serves from a child (serveFromChild), since tsx's module hooks load
+ * some of serverless-offline's modules twice (its log lines are lost).
  */
-export async function runOffline({
-  port,
-  host,
-  env,
-  cwd,
-  options = [],
-  cleanup,
-}: OfflineHost): Promise<void> {
-  const invokeDir = mkdtempSync(join(tmpdir(), 'dbadmin-invoke-'));
+export function serveInThisProcess({ port, host, env, cwd, options = [], cleanup }: OfflineHost): void {
+  const invokeDir = privateInvokeDir();
+  process.on('exit', () => {
+    cleanup();
+    rmSync(invokeDir, { recursive: true, force: true });
+  });
+  replaceEnvironment(hostEnvironment(env));
+  if (cwd) process.chdir(cwd);
+  const [command, ...args] = offlineArguments(port, host, join(invokeDir, 'lambda.sock'), options);
+  process.argv = [process.execPath, command as string, ...args];
+  require(command as string);
+}
+
+/** Serves from a child process (the sources under tsx); a signal or its exit stops it and cleans up. */
+export function serveFromChild({ port, host, env, cwd, options = [], cleanup }: OfflineHost): void {
+  const invokeDir = privateInvokeDir();
   const offline = spawn(
     process.execPath,
     offlineArguments(port, host, join(invokeDir, 'lambda.sock'), options),
     {
-      env: { DBADMIN_FUNCTION_TIMEOUT: String(functionTimeoutSeconds(env)), ...env },
+      env: hostEnvironment(env),
       stdio: 'inherit',
       ...(cwd ? { cwd } : {}),
     },
   );
   let stopping = false;
-  const stop = async (code: number) => {
+  const stop = (code: number) => {
     if (stopping) return;
     stopping = true;
     offline.kill('SIGTERM');
-    await cleanup().catch(() => undefined);
+    cleanup();
     rmSync(invokeDir, { recursive: true, force: true });
     process.exit(code);
   };
-  process.on('SIGINT', () => void stop(0));
-  process.on('SIGTERM', () => void stop(0));
-  offline.on('exit', (code) => void stop(code ?? 1));
+  process.on('SIGINT', () => stop(0));
+  process.on('SIGTERM', () => stop(0));
+  offline.on('exit', (code) => stop(code ?? 1));
+}
+
+/**
+ * The Lambda invoke endpoint (which runs any function, activateLicense included, with any input)
+ * listens on a Unix socket in a directory only we can enter, never on the network.
+ */
+const privateInvokeDir = () => mkdtempSync(join(tmpdir(), 'dbadmin-invoke-'));
+
+const hostEnvironment = (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({
+  DBADMIN_FUNCTION_TIMEOUT: String(functionTimeoutSeconds(env)),
+  ...env,
+});
+
+/** process.env becomes exactly `env`: what start-up took out of it (a license key) is gone too. */
+function replaceEnvironment(env: NodeJS.ProcessEnv): void {
+  for (const name of Object.keys(process.env)) if (!(name in env)) delete process.env[name];
+  Object.assign(process.env, env);
 }

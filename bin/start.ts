@@ -2,17 +2,18 @@
  * Local host: `npm start`. Serves the Lambda functions through serverless-offline on PORT/HOST,
  * backed by DATABASE_URL or, when it is unset, an embedded PostgreSQL whose data lives in .data/.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { extname, join } from 'node:path';
 import { type Config, loadConfig } from '#lib/config';
 import { activateFromEnvironment } from '#lib/license/activation';
 import { withLicensing } from './activate-license';
 import { localDataDir, localSecrets, recordRuntime, startLocalPostgres } from './local';
-import { runOffline } from './offline';
+import { serveFromChild, serveInThisProcess } from './offline';
 
 const dataDir = localDataDir(process.env);
-/** dist/ when this runs as the prebuilt dist/bin/start.js (npm run build); the sources otherwise. */
-const serviceDir = existsSync(join(__dirname, '..', 'serverless.yml')) ? join(__dirname, '..') : undefined;
+/** Whether this runs as the prebuilt dist/bin/start.js (npm run build), not as the sources under tsx. */
+const prebuilt = extname(__filename) === '.js';
+/** dist/ for the prebuilt host; the working directory's serverless.yml otherwise. */
+const serviceDir = prebuilt ? join(__dirname, '..') : undefined;
 const production = process.env.NODE_ENV === 'production';
 
 function requireProductionSettings(): void {
@@ -50,18 +51,21 @@ async function main(): Promise<void> {
     forgetRuntime = recordRuntime(dataDir, database.url);
   }
 
-  const cleanup = async () => {
+  const config = await checkedSettings(env, async () => {
     forgetRuntime();
     await database?.stop();
-  };
-  const config = await checkedSettings(env, cleanup);
+  });
   await activateAtStart(config, env);
-  await runOffline({
+  const serve = prebuilt ? serveInThisProcess : serveFromChild;
+  serve({
     port: env.PORT ?? '3000',
     host: env.HOST ?? '127.0.0.1',
     env,
     cwd: serviceDir,
-    cleanup,
+    cleanup: () => {
+      forgetRuntime();
+      database?.stopNow();
+    },
   });
 }
 

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { routes as consoleRoutes } from '#functions/console';
 import { routes as healthRoutes } from '#functions/health';
@@ -16,6 +16,8 @@ import { SECRET_SETTINGS, SETTING_NAMES } from '#lib/config';
 import { type Host, startHost } from '#test/support/host';
 import { basic } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
+import { buildProduction } from '../../bin/build';
+import { serverDataDir } from '../../bin/postgres-reach';
 
 // One file, run in order: packaging and serverless-offline both build into .esbuild/.
 jest.setTimeout(180_000);
@@ -120,13 +122,17 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
   const request = (path: string, init: RequestInit = {}) =>
     fetch(`${host.base}${path}`, { ...init, headers: { authorization: basic(admin), ...init.headers } });
 
+  // What `npm start` runs: `npm run build`'s bundles, served by dist/bin/start.js in one process.
+  const built = resolve('.e2e-build');
+  beforeAll(() => buildProduction({ dir: built, functions: {} }));
   afterAll(async () => {
     await host?.stop();
+    rmSync(built, { recursive: true, force: true });
   });
 
   it('generates credentials once, prints them, and keeps data across a restart', async () => {
     const name = uniqueName('kept');
-    host = await startHost(env);
+    host = await startHost(env, built);
     admin = printedCredentials(host.output());
     const created = await request('/api/schema/create', {
       method: 'POST',
@@ -135,8 +141,17 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
     });
     expect(created.status).toBe(201);
     await host.stop();
+    // Stopped with the host, cleanly: PostgreSQL removes postmaster.pid as its shutdown ends.
+    expect(
+      existsSync(
+        join(
+          serverDataDir(join(dataDir, 'postgres'), () => undefined),
+          'postmaster.pid',
+        ),
+      ),
+    ).toBe(false);
 
-    host = await startHost(env);
+    host = await startHost(env, built);
 
     expect(printedCredentials(host.output())).toEqual(admin);
     expect(admin.pass.length).toBeGreaterThanOrEqual(32);

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { freePort } from '../../bin/free-port';
 
 export interface Host {
@@ -7,10 +8,15 @@ export interface Host {
   stop: () => Promise<void>;
 }
 
-/** Runs `npm start`'s entry point as a user would, and waits for serverless-offline to be ready. */
-export async function startHost(env: NodeJS.ProcessEnv): Promise<Host> {
+/**
+ * Runs the host's entry point as a user would, and waits for serverless-offline to be ready: the
+ * sources under tsx (`npm run dev`), or `prebuilt`, a directory `buildProduction` made, whose
+ * bin/start.js is what `npm start` and the container run.
+ */
+export async function startHost(env: NodeJS.ProcessEnv, prebuilt?: string): Promise<Host> {
   const port = await freePort();
-  const child = spawn(process.execPath, [require.resolve('tsx/cli'), 'bin/start.ts'], {
+  const entry = prebuilt ? [join(prebuilt, 'bin', 'start.js')] : [require.resolve('tsx/cli'), 'bin/start.ts'];
+  const child = spawn(process.execPath, entry, {
     env: { HOST: '127.0.0.1', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
