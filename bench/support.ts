@@ -110,10 +110,13 @@ export function buildBenchHost(): Promise<void> {
   return buildProduction({ dir: BUILD_DIR, functions: BENCH_FUNCTIONS });
 }
 
-/** The host exactly as production starts it (Dockerfile's CMD): `node dist/bin/start.js`. */
+/**
+ * The host exactly as production starts it (npm start, the Dockerfile's CMD):
+ * `node --max-old-space-size=384 dist/bin/start.js`.
+ */
 export async function startHost(databaseUrl: string): Promise<Host> {
   const port = await freePort();
-  return serveUntilReady([join(BUILD_DIR, 'bin', 'start.js')], {
+  return serveUntilReady(['--max-old-space-size=384', join(BUILD_DIR, 'bin', 'start.js')], {
     cwd: BUILD_DIR,
     port,
     env: {

@@ -2,7 +2,7 @@
  * Local host: `npm start`. Serves the Lambda functions through serverless-offline on PORT/HOST,
  * backed by DATABASE_URL or, when it is unset, an embedded PostgreSQL whose data lives in .data/.
  */
-import { extname, join } from 'node:path';
+import { extname, join, resolve } from 'node:path';
 import { type Config, loadConfig } from '#lib/config';
 import { activateFromEnvironment } from '#lib/license/activation';
 import { withLicensing } from './activate-license';
@@ -56,6 +56,7 @@ async function main(): Promise<void> {
     await database?.stop();
   });
   await activateAtStart(config, env);
+  absolutePaths(config, env);
   const serve = prebuilt ? serveInThisProcess : serveFromChild;
   serve({
     port: env.PORT ?? '3000',
@@ -67,6 +68,16 @@ async function main(): Promise<void> {
       database?.stopNow();
     },
   });
+}
+
+/**
+ * The path settings the functions read, made absolute where the host was started: the prebuilt
+ * host serves from dist/ (serverless-offline's service directory is its working directory), where
+ * a relative path would land, and `npm start` rebuilds dist/ on every start.
+ */
+function absolutePaths(config: Config, env: NodeJS.ProcessEnv): void {
+  env.LICENSE_DATA_DIR = resolve(config.LICENSE_DATA_DIR);
+  if (config.LICENSE_SERVER_CA_FILE) env.LICENSE_SERVER_CA_FILE = resolve(config.LICENSE_SERVER_CA_FILE);
 }
 
 /** Every setting checked before the host starts: a malformed one stops the start, named in one line. */

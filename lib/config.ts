@@ -13,13 +13,6 @@ const LAMBDA_QUERY_TIMEOUT_CEILING_MS = 29_000;
 export const isLambda = (env: Env = process.env) =>
   Boolean(env.AWS_LAMBDA_FUNCTION_NAME) && env.IS_OFFLINE !== 'true';
 
-/**
- * On Lambda and under serverless-offline alike, a container (worker) serves one request at a time
- * and there may be many of them: each gets a small pool, so together they stay under the
- * server's max_connections.
- */
-const servesOneRequestAtATime = (env: Env) => Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
-
 const positiveInt = z.coerce.number().int().positive();
 
 /**
@@ -86,7 +79,7 @@ export const databaseUrlSetting = (fallbackSslMode: string) =>
       }
     });
 
-const settingsSchema = (lambda: boolean, container: boolean, fallbackSslMode = 'disable') =>
+const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
   z
     .object({
       NODE_ENV: z.enum(['development', 'production', 'test']).default(lambda ? 'production' : 'development'),
@@ -122,7 +115,11 @@ const settingsSchema = (lambda: boolean, container: boolean, fallbackSslMode = '
       // JSON envelope that may double its escaped characters: 3 MB of JSON always fits.
       QUERY_MAX_ROWS: positiveInt.default(10_000),
       QUERY_MAX_BYTES: positiveInt.default(3_000_000),
-      DB_POOL_MAX: positiveInt.default(container ? 2 : 10),
+      // A Lambda container serves one request at a time and there may be many of them: each gets
+      // a small pool, so together they stay under the server's max_connections. The local host
+      // runs each function once, in its own process, for every request in flight (bin/offline):
+      // its pools, per role too, are DB_POOL_MAX wide, so one slow request holds no other back.
+      DB_POOL_MAX: positiveInt.default(lambda ? 2 : 10),
       DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
       LICENSE_SERVER_URL: z.string().url('expected an https:// URL').optional(),
       LICENSE_SERVER_CA_FILE: z.string().min(1).optional(),
@@ -147,13 +144,12 @@ export const resultLimits = (config: Config) => ({
 });
 
 export type Config = z.infer<ReturnType<typeof settingsSchema>> & {
+  /** On AWS Lambda, where a container serves one request at a time (not the local host). */
   lambda: boolean;
-  /** Serves one request at a time (a Lambda container or a serverless-offline worker). */
-  container: boolean;
 };
 
 /** Every setting the service reads (the container must pass each one through). */
-export const SETTING_NAMES = Object.keys(settingsSchema(false, false).shape);
+export const SETTING_NAMES = Object.keys(settingsSchema(false).shape);
 
 /** DATABASE_PASSWORD folded into DATABASE_URL, so every connection sees one complete URL. */
 function withDatabasePassword<T extends { DATABASE_URL: string; DATABASE_PASSWORD?: string }>(
@@ -170,9 +166,8 @@ export function parseConfig(given: Env): Config {
   // An empty variable (docker compose's `${X:-}`) means unset.
   const env = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== ''));
   const lambda = isLambda(env);
-  const container = servesOneRequestAtATime(env);
-  const result = settingsSchema(lambda, container, defaultSslMode(env)).safeParse(env);
-  if (result.success) return { ...withDatabasePassword(result.data), lambda, container };
+  const result = settingsSchema(lambda, defaultSslMode(env)).safeParse(env);
+  if (result.success) return { ...withDatabasePassword(result.data), lambda };
 
   const missing: string[] = [];
   const invalid: string[] = [];

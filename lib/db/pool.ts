@@ -31,7 +31,7 @@ export interface PoolOptions {
   login?: { user: string; password: string };
   /** Settings fixed at connection start (`-c name=value`); they outrank a role's own defaults. */
   settings?: Record<string, string>;
-  /** One connection per container: pools per role must share the server's max_connections. */
+  /** One connection per Lambda container: pools per role must share the server's max_connections. */
   secondary?: boolean;
 }
 
@@ -53,7 +53,7 @@ function connectionString(config: Config, login: PoolOptions['login']): string {
 export function createPool(config: Config, options: PoolOptions): pg.Pool {
   const created = new pg.Pool({
     connectionString: connectionString(config, options.login),
-    max: options.secondary && config.container ? 1 : config.DB_POOL_MAX,
+    max: options.secondary && config.lambda ? 1 : config.DB_POOL_MAX,
     connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
     // Lambda freezes idle containers; short idle times avoid handing out sockets the server closed.
     idleTimeoutMillis: config.lambda ? 60_000 : 30_000,

@@ -35,11 +35,12 @@ describe('parseConfig', () => {
     expect(parseConfig({ ...lambda, NODE_ENV: 'development' }).NODE_ENV).toBe('development');
   });
 
-  it('treats serverless-offline as the local host, not Lambda', () => {
+  it('treats serverless-offline as the local host, not Lambda: one process serves every request', () => {
     const config = parseConfig({ ...complete, AWS_LAMBDA_FUNCTION_NAME: 'f', IS_OFFLINE: 'true' });
 
     expect(config.lambda).toBe(false);
-    expect(config.DB_POOL_MAX).toBe(2);
+    expect(config.DB_POOL_MAX).toBe(10);
+    expect(parseConfig({ ...complete, AWS_LAMBDA_FUNCTION_NAME: 'f' }).DB_POOL_MAX).toBe(2);
   });
 
   it('treats empty variables as unset, as docker compose passes them', () => {

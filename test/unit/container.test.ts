@@ -110,7 +110,9 @@ describe('Dockerfile', () => {
 
   it('runs as an unprivileged user, node as the process, the prebuilt host, with a health check', () => {
     expect(instructions('USER').map((i) => i.args[0])).toEqual(['node']);
-    expect(instructions('CMD').map((i) => i.args)).toEqual([['node', 'dist/bin/start.js']]);
+    expect(instructions('CMD').map((i) => i.args)).toEqual([
+      ['node', '--max-old-space-size=384', 'dist/bin/start.js'],
+    ]);
     expect(instructions('HEALTHCHECK')[0]?.args.join(' ')).toMatch(/\/api\/health/);
   });
 });
