@@ -15,6 +15,9 @@
  * (`--useDocker`, for every runtime; this machine has no Docker), then for Node either in-process or
  * worker threads; only Go, Python, Ruby and Java handlers run as child processes.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { freePort } from '../bin/free-port';
 import { functionTimeoutSeconds, type OfflineMode, offlineArguments } from '../bin/offline';
@@ -40,8 +43,10 @@ const MODES: OfflineMode[] = ['in-process', 'worker-threads'];
 
 /** serverless-offline on the build, with the environment start.js gives it in production. */
 async function startOffline(databaseUrl: string, mode: OfflineMode): Promise<Host> {
-  const [port, lambdaPort] = [await freePort(), await freePort()];
-  return serveUntilReady(offlineArguments(String(port), '127.0.0.1', String(lambdaPort), [], mode), {
+  const port = await freePort();
+  // The invoke endpoint on a socket in a private directory, as the host keeps it (bin/offline).
+  const lambdaSocket = join(mkdtempSync(join(tmpdir(), 'dbadmin-bench-invoke-')), 'lambda.sock');
+  return serveUntilReady(offlineArguments(String(port), '127.0.0.1', lambdaSocket, [], mode), {
     cwd: BUILD_DIR,
     port,
     env: {

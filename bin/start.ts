@@ -97,12 +97,16 @@ async function checkedSettings(env: NodeJS.ProcessEnv, stop: () => Promise<void>
  * starts anyway, so the API and the CLI can still activate.
  */
 async function activateAtStart(config: Config, env: NodeJS.ProcessEnv): Promise<void> {
-  if (!env.LICENSE_KEY || !env.LICENSE_EMAIL) return;
   try {
-    await withLicensing(config, (licensing) => activateFromEnvironment(licensing, config, env));
+    if (env.LICENSE_KEY && env.LICENSE_EMAIL)
+      await withLicensing(config, (licensing) => activateFromEnvironment(licensing, config, env));
+    else if (env.LICENSE_KEY || env.LICENSE_EMAIL)
+      console.warn('dbadmin: license activation at start needs both LICENSE_KEY and LICENSE_EMAIL');
   } catch (error) {
     console.warn(`dbadmin: license activation at start failed: ${(error as Error).message}`);
   } finally {
+    // Never passed on: the functions share this environment (serverless-offline restores it on
+    // every invocation), and a key has no business there.
     delete env.LICENSE_KEY;
     delete env.LICENSE_EMAIL;
   }

@@ -2,6 +2,12 @@ import { isIPv6 } from 'node:net';
 import type pg from 'pg';
 import { ApiError } from '#lib/errors';
 
+/** An address's failed sign-ins in its current window, as `_dbadmin.sign_in_failures` holds them. */
+export interface FailureCount {
+  failures: number;
+  windowEnds: Date;
+}
+
 /**
  * Failed sign-ins (wrong Basic credentials, unknown API keys) per client address, counted in
  * `_dbadmin.sign_in_failures` so every container and worker shares one count: an attacker cannot
@@ -13,12 +19,6 @@ import { ApiError } from '#lib/errors';
  * blocked are all checked before their failures are counted: a first burst gets at most as many
  * guesses as run at once, and the address is blocked for the rest of the window.
  */
-/** An address's failed sign-ins in its current window, as `_dbadmin.sign_in_failures` holds them. */
-export interface FailureCount {
-  failures: number;
-  windowEnds: Date;
-}
-
 export class AuthThrottle {
   private failuresSinceSweep = 0;
 
