@@ -125,8 +125,8 @@ describe('failed sign-ins are throttled per client address', () => {
   });
 });
 
-describe('across containers (Lambda, serverless-offline workers)', () => {
-  /** Another container: the same function with module state (and pools) of its own, as a new worker has. */
+describe('across containers (Lambda) and functions (the local host)', () => {
+  /** Another container: the same function with module state (and pools) of its own, as on Lambda. */
   const closers: (() => Promise<void>)[] = [];
   afterAll(() => Promise.all(closers.map((close) => close())));
   const otherContainer = () => {
