@@ -22,11 +22,11 @@ import pg from 'pg';
 import { freePort } from '../bin/free-port';
 import { functionTimeoutSeconds, type OfflineMode, offlineArguments } from '../bin/offline';
 import {
-  BENCH_SETTINGS,
   BUILD_DIR,
   basicAuth,
   compare,
   type Host,
+  hostEnvironment,
   loadSeconds,
   type MemorySample,
   measure,
@@ -49,14 +49,7 @@ async function startOffline(databaseUrl: string, mode: OfflineMode): Promise<Hos
   return serveUntilReady(offlineArguments(String(port), '127.0.0.1', lambdaSocket, [], mode), {
     cwd: BUILD_DIR,
     port,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      DATABASE_URL: databaseUrl,
-      ...BENCH_SETTINGS,
-      NODE_ENV: 'production',
-      DBADMIN_FUNCTION_TIMEOUT: String(functionTimeoutSeconds({})),
-    },
+    env: { ...hostEnvironment(databaseUrl), DBADMIN_FUNCTION_TIMEOUT: String(functionTimeoutSeconds({})) },
   });
 }
 

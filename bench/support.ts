@@ -110,6 +110,15 @@ export function buildBenchHost(): Promise<void> {
   return buildProduction({ dir: BUILD_DIR, functions: BENCH_FUNCTIONS });
 }
 
+/** What a bench host is given: the production settings and nothing else of this shell's. */
+export const hostEnvironment = (databaseUrl: string): NodeJS.ProcessEnv => ({
+  PATH: process.env.PATH,
+  HOME: process.env.HOME,
+  DATABASE_URL: databaseUrl,
+  ...BENCH_SETTINGS,
+  NODE_ENV: 'production',
+});
+
 /**
  * The host exactly as production starts it (npm start, the Dockerfile's CMD):
  * `node --max-old-space-size=384 dist/bin/start.js`.
@@ -119,15 +128,7 @@ export async function startHost(databaseUrl: string): Promise<Host> {
   return serveUntilReady(['--max-old-space-size=384', join(BUILD_DIR, 'bin', 'start.js')], {
     cwd: BUILD_DIR,
     port,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      DATABASE_URL: databaseUrl,
-      ...BENCH_SETTINGS,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      NODE_ENV: 'production',
-    },
+    env: { ...hostEnvironment(databaseUrl), PORT: String(port), HOST: '127.0.0.1' },
   });
 }
 

@@ -82,9 +82,11 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
   return access.run(async (client) => {
     const started = performance.now();
     try {
+      // The caller's SQL under the result limits, cancelled past them.
+      const bounded: Bounded = (query) => boundedQuery(client, query, limits, () => access.cancel(client));
       const results = asKey
-        ? await runKeyStatement(access, client, begin, sql, limits)
-        : await runScript(access, client, begin, sql, limits);
+        ? await runKeyStatement(client, begin, sql, bounded)
+        : await runScript(begin, sql, bounded);
       // Our transaction is still open unless the admin's script ended it itself.
       if (client.getTransactionStatus() !== 'I') await client.query('COMMIT');
       const last = results.at(-1) as pg.QueryResult;
@@ -101,23 +103,23 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
   });
 }
 
+type Bounded = (query: pg.QueryConfig) => Promise<pg.QueryResult[]>;
+
 /**
  * A key's one statement, alone (extended protocol), after our transaction is open; the server's
  * clock is read with the BEGIN, for what the statement may prepare (never compare with ours).
  */
 async function runKeyStatement(
-  access: SchemaAccess,
   client: pg.PoolClient,
   begin: string[],
   sql: string,
-  limits: ResultLimits,
+  bounded: Bounded,
 ): Promise<pg.QueryResult[]> {
   const opened = (await client.query(
     [...begin, 'SELECT pg_catalog.transaction_timestamp() AS began'].join('; '),
   )) as unknown as pg.QueryResult<{ began: Date }>[];
   const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
-  const query = { text: sql, queryMode: 'extended' } as pg.QueryConfig;
-  const results = await boundedQuery(client, query, limits, () => access.cancel(client));
+  const results = await bounded({ text: sql, queryMode: 'extended' } as pg.QueryConfig);
   if (client.getTransactionStatus() === 'I') {
     // The statement ended our transaction itself (COMMIT, ROLLBACK, PREPARE TRANSACTION).
     await rollBackPrepared(client, began);
@@ -131,19 +133,11 @@ async function runKeyStatement(
  * whole string before it runs any of it, and each of our statements is complete. The script may
  * end our transaction itself.
  */
-function runScript(
-  access: SchemaAccess,
-  client: pg.PoolClient,
-  begin: string[],
-  sql: string,
-  limits: ResultLimits,
-): Promise<pg.QueryResult[]> {
+function runScript(begin: string[], sql: string, bounded: Bounded): Promise<pg.QueryResult[]> {
   const prefix = `${begin.join('; ')}; `;
-  return boundedQuery(client, { text: prefix + sql }, limits, () => access.cancel(client)).catch(
-    (error: unknown) => {
-      throw positionedInScript(error, prefix);
-    },
-  );
+  return bounded({ text: prefix + sql }).catch((error: unknown) => {
+    throw positionedInScript(error, prefix);
+  });
 }
 
 /**

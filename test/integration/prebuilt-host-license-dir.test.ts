@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { type Host, startHost } from '#test/support/host';
 import { ADMIN, basic } from '#test/support/http';
 import { licenseTestDatabase } from '#test/support/license-db';
 import { buildProduction } from '../../bin/build';
-import { freePort } from '../../bin/free-port';
 
 /**
  * `npm start` now runs the prebuilt host (dist/bin/start.js), which loads serverless-offline in
@@ -21,54 +20,31 @@ const BUILT = resolve('.license-dir-build');
 
 let database: Awaited<ReturnType<typeof licenseTestDatabase>>;
 let workDir: string;
-let stop: (() => Promise<void>) | undefined;
-let base: string;
+let host: Host | undefined;
 
 beforeAll(async () => {
   database = await licenseTestDatabase();
   await buildProduction({ dir: BUILT, functions: {} });
   workDir = mkdtempSync(join(tmpdir(), 'dbadmin-start-here-'));
   const { LICENSE_DATA_DIR: _default, ...env } = process.env;
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, [join(BUILT, 'bin', 'start.js')], {
-    cwd: workDir,
-    env: {
-      ...env,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      DATABASE_URL: database.url,
-      DBADMIN_DATA_DIR: join(workDir, '.data'),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  const exited = new Promise<void>((done) => child.on('exit', () => done()));
-  stop = async () => {
-    if (child.pid) process.kill(child.pid, 'SIGTERM');
-    await exited;
-  };
-  let output = '';
-  await new Promise<void>((ready, fail) => {
-    const watch = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('Server ready')) ready();
-    };
-    child.stdout?.on('data', watch);
-    child.stderr?.on('data', watch);
-    child.on('exit', (code) => fail(new Error(`host exited with ${code}:\n${output}`)));
-  });
+  host = await startHost(
+    { ...env, DATABASE_URL: database.url, DBADMIN_DATA_DIR: join(workDir, '.data') },
+    BUILT,
+    workDir,
+  );
 });
 
 afterAll(async () => {
-  await stop?.();
+  await host?.stop();
   await database?.drop();
   rmSync(BUILT, { recursive: true, force: true });
   if (workDir) rmSync(workDir, { recursive: true, force: true });
 });
 
 it('keeps the license data under the directory the host was started in, as the CLI and the startup activation do', async () => {
-  const status = await fetch(`${base}/api/license/status`, { headers: { authorization: basic(ADMIN) } });
+  const status = await fetch(`${host?.base}/api/license/status`, {
+    headers: { authorization: basic(ADMIN) },
+  });
   expect(status.status).toBe(200);
 
   const where = {

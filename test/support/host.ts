@@ -13,10 +13,16 @@ export interface Host {
  * sources under tsx (`npm run dev`), or `prebuilt`, a directory `buildProduction` made, whose
  * bin/start.js is what `npm start` and the container run.
  */
-export async function startHost(env: NodeJS.ProcessEnv, prebuilt?: string): Promise<Host> {
+export async function startHost(
+  env: NodeJS.ProcessEnv,
+  prebuilt?: string,
+  /** Where it is started from (the repository by default): relative settings resolve against it. */
+  cwd?: string,
+): Promise<Host> {
   const port = await freePort();
   const entry = prebuilt ? [join(prebuilt, 'bin', 'start.js')] : [require.resolve('tsx/cli'), 'bin/start.ts'];
   const child = spawn(process.execPath, entry, {
+    ...(cwd ? { cwd } : {}),
     env: { HOST: '127.0.0.1', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
