@@ -5,8 +5,7 @@ import type { HttpResponse } from '#lib/http/respond';
 /** Lambda's limit on a synchronous invocation's response: the whole envelope, as JSON. */
 export const LAMBDA_RESPONSE_LIMIT = 6 * 1024 * 1024;
 
-/** JSON escapes one UTF-16 unit into at most 6 bytes (`\u001f`); the envelope's other fields are small. */
-const MAX_BYTES_PER_CHAR = 6;
+/** The envelope's other fields (status, headers) and the body's own quotes. */
 const ENVELOPE_ALLOWANCE = 64 * 1024;
 
 export class ResponseTooLarge extends ApiError {
@@ -19,10 +18,30 @@ export class ResponseTooLarge extends ApiError {
   }
 }
 
-/** The response's size as Lambda measures it; exact only when it could matter. */
+/**
+ * The characters JSON.stringify writes in more than one byte over their UTF-8 size: control
+ * characters (`\u001f`, 6 bytes for 1) and surrogates (a lone one is `\udc00`, 6 bytes for the 3
+ * Buffer.byteLength counts; a pair is 4 bytes either way). Every other character takes its UTF-8
+ * bytes, or one more (`"` and `\`).
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const WIDE_ESCAPES = /[\u0000-\u001f\ud800-\udfff]/;
+
+/** JSON escapes one UTF-16 unit into at most 6 bytes (`\u001f`). */
+const MAX_BYTES_PER_CHAR = 6;
+
+/**
+ * The response's size as Lambda measures it (the envelope as JSON); exact only when it could
+ * matter, else 0. Two bounds come first: the body's length alone (free), then a scan of it (its
+ * UTF-8 bytes, plus at most 1 byte of escaping per character, 5 with WIDE_ESCAPES), which spares
+ * stringifying the megabytes of an export.
+ */
 export function envelopeBytes(response: HttpResponse): number {
-  const cheap = response.body.length * MAX_BYTES_PER_CHAR + ENVELOPE_ALLOWANCE;
-  if (cheap <= LAMBDA_RESPONSE_LIMIT) return 0;
+  const { body } = response;
+  if (body.length * MAX_BYTES_PER_CHAR + ENVELOPE_ALLOWANCE <= LAMBDA_RESPONSE_LIMIT) return 0;
+  const escaping = WIDE_ESCAPES.test(body) ? 5 : 1;
+  const bound = Buffer.byteLength(body) + escaping * body.length + ENVELOPE_ALLOWANCE;
+  if (bound <= LAMBDA_RESPONSE_LIMIT) return 0;
   return Buffer.byteLength(JSON.stringify(response));
 }
 
