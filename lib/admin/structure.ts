@@ -5,6 +5,12 @@ import { JsonText } from '#lib/json-text';
 /**
  * Every table of a schema with its columns and foreign keys, in one catalog query. Types are
  * PostgreSQL's own names in lower-case words (`character varying`, `timestamp without time zone`).
+ *
+ * Nothing in it takes a lock on a table: a tenant holding its table locked would otherwise stall
+ * the service's connection until the query timeout, one per call of its own key. So defaults are
+ * deparsed without the relation (`pg_get_expr(..., 0)` opens none; a default cannot name a
+ * column), and a generated column has no default, as information_schema.columns has it (its
+ * expression names columns, which only the locking deparse can print).
  */
 const STRUCTURE = `
   WITH tables AS (
@@ -21,7 +27,7 @@ const STRUCTURE = `
                     'maxLength', CASE WHEN a.atttypid IN ('bpchar'::regtype, 'varchar'::regtype) AND a.atttypmod > 0
                                       THEN a.atttypmod - 4 END,
                     'nullable', NOT a.attnotnull,
-                    'defaultValue', pg_get_expr(d.adbin, d.adrelid),
+                    'defaultValue', CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, 0) END,
                     'primaryKey', coalesce(a.attnum = ANY(pk.indkey), false)
                   ) ORDER BY a.attnum), '[]')
             FROM pg_attribute a

@@ -294,6 +294,23 @@ describe('GET /api/schema', () => {
     expect(authors.columns[0].defaultValue).toMatch(/^nextval\(/);
   });
 
+  it('gives a generated column no default, as information_schema does, and a default its expression', async () => {
+    const generated = await freshSchema('gen');
+    await withAdminClient((c) =>
+      c.query(`CREATE TABLE "${generated}".prices (
+                 net numeric DEFAULT 1.5 * 2, gross numeric GENERATED ALWAYS AS (net * 1.2) STORED,
+                 at timestamptz DEFAULT pg_catalog.now())`),
+    );
+
+    const reply = await call(tables, { path: '/api/schema', query: { schema: generated } });
+
+    expect(reply.body.schema[0].columns.map((c: { defaultValue: string | null }) => c.defaultValue)).toEqual([
+      '(1.5 * (2)::numeric)',
+      null,
+      'now()',
+    ]);
+  });
+
   it('answers 404 for a schema that does not exist and 400 for an invalid name', async () => {
     expect((await call(tables, { path: '/api/schema', query: { schema: 'nope_nope' } })).status).toBe(404);
     const invalid = await call(tables, { path: '/api/schema', query: { schema: 'x;y' } });

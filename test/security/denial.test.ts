@@ -477,3 +477,33 @@ describe('what a last review found', () => {
     }
   });
 });
+
+describe('a lock a tenant holds on its table holds none of the service’s connections', () => {
+  it('the structure read answers at once while the tenant keeps its table locked, for its own key too', async () => {
+    process.env.QUERY_TIMEOUT_MS = '3000';
+    resetConfig();
+    const schema = await tenantSchema('locked');
+    const { key } = await createKey(schema, 'anon');
+    const tenant = await tenantSession(schema);
+    try {
+      // items.id's default (nextval) is deparsed for the structure: lock-free, or it waits here.
+      await tenant.query(`BEGIN; LOCK TABLE "${schema}".items IN ACCESS EXCLUSIVE MODE`);
+
+      const started = Date.now();
+      const replies = await Promise.all([
+        call(tables, { path: '/api/schema', query: { schema } }),
+        call(tables, { path: '/api/schema', query: { schema }, ...bearer(key) }),
+      ]);
+
+      expect(replies.map((r) => r.status)).toEqual([200, 200]);
+      const items = replies[0]?.body.schema.find((entry: { table: string }) => entry.table === 'items');
+      expect(items.columns[0]).toMatchObject({
+        name: 'id',
+        defaultValue: expect.stringContaining('nextval('),
+      });
+      expect(Date.now() - started).toBeLessThan(1500);
+    } finally {
+      await tenant.end().catch(() => undefined);
+    }
+  });
+});
