@@ -1,5 +1,5 @@
-import { envelopeBytes, LAMBDA_RESPONSE_LIMIT } from '#lib/http/response-limit';
 import type { HttpResponse } from '#lib/http/respond';
+import { envelopeBytes, LAMBDA_RESPONSE_LIMIT } from '#lib/http/response-limit';
 
 const response = (body: string): HttpResponse => ({
   statusCode: 200,
