@@ -246,7 +246,11 @@ export const routes = [
     access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ schema: z.array(StructureEntry) }),
-    errors: [NO_SCHEMA, RESPONSE_LIMIT],
+    errors: [
+      NO_SCHEMA,
+      { status: 409, why: 'a default needs a table that an open transaction holds locked' },
+      RESPONSE_LIMIT,
+    ],
     handler: async ({ query }) => describeSchema(await getDatabase(), query.schema),
   }),
 ];

@@ -1,21 +1,25 @@
 import type pg from 'pg';
 import { schemaNotFound } from '#lib/db/catalog';
+import { quoteLiteral } from '#lib/db/identifiers';
+import { isPgError } from '#lib/db/pg-errors';
+import { ApiError } from '#lib/errors';
 import { JsonText } from '#lib/json-text';
 
 /**
  * Every table of a schema with its columns and foreign keys, in one catalog query. Types are
  * PostgreSQL's own names in lower-case words (`character varying`, `timestamp without time zone`).
  *
- * Nothing in it takes a lock on a table: a tenant holding its table locked would otherwise stall
- * the service's connection until the query timeout, one per call of its own key. So defaults are
- * deparsed without the relation (`pg_get_expr(..., 0)` opens none; a default cannot name a
- * column), and a generated column has no default, as information_schema.columns has it (its
- * expression names columns, which only the locking deparse can print).
+ * It must not wait on a lock a tenant holds on its tables: that would keep one of the service's
+ * connections for the query timeout, one per call of the tenant's own key. Defaults are deparsed
+ * without the relation (`pg_get_expr(..., 0)` opens none; a default cannot name a column), and a
+ * generated column has no default, as information_schema.columns has it (its expression names
+ * columns, which only the locking deparse prints). Printing a default's constant of a row type
+ * still loads that table's layout, under a lock: describeSchema bounds the wait.
  */
-const STRUCTURE = `
+const structure = (schemaLiteral: string) => `
   WITH tables AS (
     SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
+     WHERE n.nspname = ${schemaLiteral} AND c.relkind IN ('r', 'p')
   ),
   primary_keys AS (
     SELECT i.indrelid, i.indkey FROM pg_index i JOIN tables t ON t.oid = i.indrelid WHERE i.indisprimary
@@ -49,21 +53,37 @@ const STRUCTURE = `
     FROM tables t`;
 
 /**
+ * How long the read may wait for a table lock (see structure) before it answers 409: long enough
+ * for a tenant's quick DDL to commit, short enough that a held lock costs the service's pool no
+ * more than a request does.
+ */
+const LOCK_WAIT = '50ms';
+
+/**
  * One round trip: whether the schema exists, and its entries in table order as JSON text, which
  * is sent as it is (a 500-table schema is half a megabyte: not parsed here only to be written
- * again).
+ * again). The lock wait is set for this statement's implicit transaction alone, so it goes out as
+ * one simple-protocol string, the schema name a quoted literal.
  */
-const SCHEMA_STRUCTURE = `
-  SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema_exists,
-         (SELECT coalesce(json_agg(e ORDER BY e."table"), '[]')::text FROM (${STRUCTURE}) e) AS entries`;
+const schemaStructure = (schema: string) => `SET LOCAL lock_timeout = '${LOCK_WAIT}';
+  SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = ${quoteLiteral(schema)}) AS schema_exists,
+         (SELECT coalesce(json_agg(e ORDER BY e."table"), '[]')::text
+            FROM (${structure(quoteLiteral(schema))}) e) AS entries`;
+
+const tablesLocked = (schema: string, cause: unknown) =>
+  new ApiError(
+    409,
+    'Tables locked',
+    `a table of schema "${schema}" is locked by a transaction still open (a schema change, or LOCK TABLE); try again once it ends`,
+    { cause },
+  );
 
 /** `{schema: [{table, columns, foreignKeys}]}`, the shape functions/tables declares. */
 export async function describeSchema(db: pg.Pool, schema: string): Promise<JsonText> {
-  const { rows } = await db.query<{ schema_exists: boolean; entries: string }>({
-    name: 'dbadmin.structure',
-    text: SCHEMA_STRUCTURE,
-    values: [schema],
-  });
-  if (!rows[0]?.schema_exists) throw schemaNotFound(schema);
-  return new JsonText(`{"schema":${rows[0].entries}}`);
+  const results = (await db.query(schemaStructure(schema)).catch((error: unknown) => {
+    throw isPgError(error) && error.code === '55P03' ? tablesLocked(schema, error) : error;
+  })) as unknown as pg.QueryResult<{ schema_exists: boolean; entries: string }>[];
+  const [row] = results[1]?.rows ?? [];
+  if (!row?.schema_exists) throw schemaNotFound(schema);
+  return new JsonText(`{"schema":${row.entries}}`);
 }

@@ -506,4 +506,38 @@ describe('a lock a tenant holds on its table holds none of the service’s conne
       await tenant.end().catch(() => undefined);
     }
   });
+
+  it('a default whose constant is of the locked table’s row type (printing it opens the table) costs it a 409 at once, no wait', async () => {
+    process.env.QUERY_TIMEOUT_MS = '3000';
+    resetConfig();
+    const schema = await tenantSchema('rowtyped');
+    const { key } = await createKey(schema, 'anon');
+    await asTenant(
+      schema,
+      `ALTER TABLE "${schema}".items ADD COLUMN note text DEFAULT ('(0,x,)'::"${schema}".items)::text`,
+    );
+    const tenant = await tenantSession(schema);
+    try {
+      // The row type's layout is loaded afresh on the next read (a committed ALTER drops it).
+      await tenant.query(
+        `ALTER TABLE "${schema}".items ALTER COLUMN note SET DEFAULT ('(1,y,)'::"${schema}".items)::text`,
+      );
+      await tenant.query(`BEGIN; LOCK TABLE "${schema}".items IN ACCESS EXCLUSIVE MODE`);
+
+      const started = Date.now();
+      const replies = await Promise.all(
+        Array.from({ length: 3 }, () =>
+          call(tables, { path: '/api/schema', query: { schema }, ...bearer(key) }),
+        ),
+      );
+      const elsewhere = await call(tables, { path: '/api/schema', query: { schema: 'public' } });
+
+      expect(replies.map((r) => [r.status, r.body.error])).toEqual(Array(3).fill([409, 'Tables locked']));
+      expect(replies[0]?.body.message).toMatch(/locked/);
+      expect(elsewhere.status).toBe(200);
+      expect(Date.now() - started).toBeLessThan(1500);
+    } finally {
+      await tenant.end().catch(() => undefined);
+    }
+  });
 });
