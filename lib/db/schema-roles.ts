@@ -212,6 +212,9 @@ async function hasActiveKey(client: pg.ClientBase, schema: string, kind: RoleKin
   return rowCount === 1;
 }
 
+/** How long work on a schema's roles waits for a lock a tenant may hold, before it gives up. */
+const LOCK_WAIT = '2s';
+
 /** Ends every session of the roles (the service's own pooled ones reconnect when allowed to). */
 export const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
   client.query(
@@ -225,6 +228,10 @@ export const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
  * created when missing (exec first: svc acts through the same owner), granted its rights,
  * password reset. A key role may log in only while an active key of its type exists; when none
  * does it is disabled (deleteKey ends its sessions). Idempotent; serialised per schema.
+ *
+ * Its grants wait on whatever a tenant's open transaction holds (an ALTER TABLE holds the table's
+ * catalog row), and a tenant can make it run again (a refused login repairs the role): the wait
+ * is bounded, a 409 past it, so the service's connection is back in 2 s, not at the query timeout.
  */
 export async function prepareSchemaRole(
   client: pg.ClientBase,
@@ -234,6 +241,7 @@ export async function prepareSchemaRole(
 ): Promise<SchemaRole> {
   const exec = roleName(schema, 'exec');
   const role = roleName(schema, kind);
+  await client.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
   if ((await lockSchema(client, schema)).closing) throw schemaClosing(schema);
   const owner = await ensureOwner(client, schema);
   await upsertLogin(client, secret, exec, true);
@@ -338,7 +346,7 @@ export async function revoking<T>(
     await endSessions(db, roles);
     try {
       const result = await withTransaction(db, async (client) => {
-        await client.query("SET LOCAL lock_timeout = '2s'");
+        await client.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
         return work(client);
       });
       await endSessions(db, roles);

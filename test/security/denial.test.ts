@@ -541,3 +541,26 @@ describe('a lock a tenant holds on its table holds none of the service’s conne
     }
   });
 });
+
+describe('a tenant’s open schema change holds none of the service’s connections', () => {
+  it('preparing a key’s role waits at most 2 s on it, then answers 409', async () => {
+    process.env.QUERY_TIMEOUT_MS = '8000';
+    resetConfig();
+    const schema = await tenantSchema('altering');
+    const { key } = await createKey(schema, 'anon');
+    const tenant = await tenantSession(schema);
+    try {
+      // Uncommitted, it holds the table's catalog row: a GRANT on the table waits for it.
+      await tenant.query(`BEGIN; ALTER TABLE "${schema}".items ADD COLUMN later int`);
+      await closePool(); // a new process: the key's role is prepared (its grants renewed) first
+
+      const started = Date.now();
+      const reply = await sqlAs(key, 'SELECT 1 AS one');
+
+      expect([reply.status, reply.body.error]).toEqual([409, 'Lock not available']);
+      expect(Date.now() - started).toBeLessThan(4000);
+    } finally {
+      await tenant.end().catch(() => undefined);
+    }
+  });
+});
