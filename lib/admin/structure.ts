@@ -1,8 +1,7 @@
 import type pg from 'pg';
 import { schemaNotFound } from '#lib/db/catalog';
-import { quoteLiteral } from '#lib/db/identifiers';
-import { isPgError } from '#lib/db/pg-errors';
-import { ApiError } from '#lib/errors';
+import { schemaBusy } from '#lib/db/pg-errors';
+import { withTransaction } from '#lib/db/pool';
 import { JsonText } from '#lib/json-text';
 
 /**
@@ -16,10 +15,10 @@ import { JsonText } from '#lib/json-text';
  * columns, which only the locking deparse prints). Printing a default's constant of a row type
  * still loads that table's layout, under a lock: describeSchema bounds the wait.
  */
-const structure = (schemaLiteral: string) => `
+const STRUCTURE = `
   WITH tables AS (
     SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = ${schemaLiteral} AND c.relkind IN ('r', 'p')
+     WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
   ),
   primary_keys AS (
     SELECT i.indrelid, i.indkey FROM pg_index i JOIN tables t ON t.oid = i.indrelid WHERE i.indisprimary
@@ -53,37 +52,33 @@ const structure = (schemaLiteral: string) => `
     FROM tables t`;
 
 /**
- * How long the read may wait for a table lock (see structure) before it answers 409: long enough
- * for a tenant's quick DDL to commit, short enough that a held lock costs the service's pool no
- * more than a request does.
- */
-const LOCK_WAIT = '50ms';
-
-/**
  * One round trip: whether the schema exists, and its entries in table order as JSON text, which
  * is sent as it is (a 500-table schema is half a megabyte: not parsed here only to be written
- * again). The lock wait is set for this statement's implicit transaction alone, so it goes out as
- * one simple-protocol string, the schema name a quoted literal.
+ * again).
  */
-const schemaStructure = (schema: string) => `SET LOCAL lock_timeout = '${LOCK_WAIT}';
-  SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = ${quoteLiteral(schema)}) AS schema_exists,
-         (SELECT coalesce(json_agg(e ORDER BY e."table"), '[]')::text
-            FROM (${structure(quoteLiteral(schema))}) e) AS entries`;
+const SCHEMA_STRUCTURE = `
+  SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema_exists,
+         (SELECT coalesce(json_agg(e ORDER BY e."table"), '[]')::text FROM (${STRUCTURE}) e) AS entries`;
 
-const tablesLocked = (schema: string, cause: unknown) =>
-  new ApiError(
-    409,
-    'Tables locked',
-    `a table of schema "${schema}" is locked by a transaction still open (a schema change, or LOCK TABLE); try again once it ends`,
-    { cause },
-  );
-
-/** `{schema: [{table, columns, foreignKeys}]}`, the shape functions/tables declares. */
+/**
+ * `{schema: [{table, columns, foreignKeys}]}`, the shape functions/tables declares. In a
+ * transaction whose lock waits end after 50 ms (see STRUCTURE), then a 409: long enough for a
+ * tenant's quick schema change to commit, short enough that a lock held on purpose costs the
+ * service's pool no more than any request does.
+ */
 export async function describeSchema(db: pg.Pool, schema: string): Promise<JsonText> {
-  const results = (await db.query(schemaStructure(schema)).catch((error: unknown) => {
-    throw isPgError(error) && error.code === '55P03' ? tablesLocked(schema, error) : error;
-  })) as unknown as pg.QueryResult<{ schema_exists: boolean; entries: string }>[];
-  const [row] = results[1]?.rows ?? [];
-  if (!row?.schema_exists) throw schemaNotFound(schema);
-  return new JsonText(`{"schema":${row.entries}}`);
+  const { rows } = await withTransaction(
+    db,
+    (client) =>
+      client.query<{ schema_exists: boolean; entries: string }>({
+        name: 'dbadmin.structure',
+        text: SCHEMA_STRUCTURE,
+        values: [schema],
+      }),
+    { lockTimeout: '50ms' },
+  ).catch((error: unknown) => {
+    throw schemaBusy(schema, error);
+  });
+  if (!rows[0]?.schema_exists) throw schemaNotFound(schema);
+  return new JsonText(`{"schema":${rows[0].entries}}`);
 }

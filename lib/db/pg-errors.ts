@@ -103,6 +103,20 @@ function reason(error: PgError): string {
   return error.detail ? `${error.message} (${error.detail})` : error.message;
 }
 
+/**
+ * Our own SQL gave up waiting (lock_timeout) for a lock that a transaction in the schema holds: a
+ * 409 that says what to wait for. Any other error is returned as it is.
+ */
+export function schemaBusy(schema: string, error: unknown): unknown {
+  if (!isPgError(error) || error.code !== '55P03') return error;
+  return new ApiError(
+    409,
+    'Schema busy',
+    `schema "${schema}" is locked by a transaction still open (a schema change, or LOCK TABLE) that this request has to wait for; try again once it ends`,
+    { cause: error },
+  );
+}
+
 /** Maps a database error to an ApiError, or returns undefined when it is not one we can explain. */
 export function fromDatabaseError(error: unknown): ApiError | undefined {
   if (isTlsFailure(error)) {

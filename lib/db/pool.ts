@@ -2,7 +2,7 @@ import pg from 'pg';
 import { type Config, getConfig } from '#lib/config';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
-import { inTransaction } from '#lib/db/transaction';
+import { inTransaction, type TransactionOptions } from '#lib/db/transaction';
 import { ApiError, QueryTimeout } from '#lib/errors';
 import { logger } from '#lib/log';
 
@@ -230,8 +230,12 @@ async function useClient<T>(
 }
 
 /** Runs `work` in one transaction on the service's pool: all of it commits, or none of it. */
-export function withTransaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  return withClient(db, (client) => inTransaction(client, () => work(client)));
+export function withTransaction<T>(
+  db: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  options?: TransactionOptions,
+): Promise<T> {
+  return withClient(db, (client) => inTransaction(client, () => work(client), options));
 }
 
 /** Pools made elsewhere (per role) close with the service's own. */

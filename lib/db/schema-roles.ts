@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
-import { isPgError } from '#lib/db/pg-errors';
+import { isPgError, schemaBusy } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { scramVerifier } from '#lib/db/scram';
 import { ApiError, BadRequest, NotFound } from '#lib/errors';
@@ -213,7 +213,7 @@ async function hasActiveKey(client: pg.ClientBase, schema: string, kind: RoleKin
 }
 
 /** How long work on a schema's roles waits for a lock a tenant may hold, before it gives up. */
-const LOCK_WAIT = '2s';
+const LOCK_WAIT = '2s' as const;
 
 /** Ends every session of the roles (the service's own pooled ones reconnect when allowed to). */
 export const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
@@ -242,17 +242,21 @@ export async function prepareSchemaRole(
   const exec = roleName(schema, 'exec');
   const role = roleName(schema, kind);
   await client.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
-  if ((await lockSchema(client, schema)).closing) throw schemaClosing(schema);
-  const owner = await ensureOwner(client, schema);
-  await upsertLogin(client, secret, exec, true);
-  await grantExec(client, schema, exec, owner);
-  if (kind !== 'exec') {
-    const login = await hasActiveKey(client, schema, kind);
-    await upsertLogin(client, secret, role, login);
-    if (kind === 'svc') await client.query(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
-    else await grantAnon(client, schema, role, owner);
+  try {
+    if ((await lockSchema(client, schema)).closing) throw schemaClosing(schema);
+    const owner = await ensureOwner(client, schema);
+    await upsertLogin(client, secret, exec, true);
+    await grantExec(client, schema, exec, owner);
+    if (kind !== 'exec') {
+      const login = await hasActiveKey(client, schema, kind);
+      await upsertLogin(client, secret, role, login);
+      if (kind === 'svc') await client.query(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
+      else await grantAnon(client, schema, role, owner);
+    }
+    return { schema, kind, role, actsAs: kind === 'anon' ? role : owner };
+  } catch (error) {
+    throw schemaBusy(schema, error);
   }
-  return { schema, kind, role, actsAs: kind === 'anon' ? role : owner };
 }
 
 const schemaClosing = (schema: string) =>
@@ -345,10 +349,7 @@ export async function revoking<T>(
   for (let attempt = 1; ; attempt++) {
     await endSessions(db, roles);
     try {
-      const result = await withTransaction(db, async (client) => {
-        await client.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
-        return work(client);
-      });
+      const result = await withTransaction(db, work, { lockTimeout: LOCK_WAIT });
       await endSessions(db, roles);
       return result;
     } catch (error) {

@@ -478,17 +478,34 @@ describe('what a last review found', () => {
   });
 });
 
+/** A fresh tenant schema and an anon key of it, under a query timeout of `timeoutMs`. */
+async function schemaWithKey(prefix: string, timeoutMs: number) {
+  process.env.QUERY_TIMEOUT_MS = String(timeoutMs);
+  resetConfig();
+  const schema = await tenantSchema(prefix);
+  const { key } = await createKey(schema, 'anon');
+  return { schema, key };
+}
+
+/** Runs `work` while the tenant's own session keeps open the transaction `holding` began. */
+async function whileTenantHolds<T>(schema: string, holding: string, work: () => Promise<T>): Promise<T> {
+  const tenant = await tenantSession(schema);
+  try {
+    await tenant.query(holding);
+    return await work();
+  } finally {
+    await tenant.end().catch(() => undefined);
+  }
+}
+
+const lockItems = (schema: string) => `BEGIN; LOCK TABLE "${schema}".items IN ACCESS EXCLUSIVE MODE`;
+
 describe('a lock a tenant holds on its table holds none of the service’s connections', () => {
   it('the structure read answers at once while the tenant keeps its table locked, for its own key too', async () => {
-    process.env.QUERY_TIMEOUT_MS = '3000';
-    resetConfig();
-    const schema = await tenantSchema('locked');
-    const { key } = await createKey(schema, 'anon');
-    const tenant = await tenantSession(schema);
-    try {
-      // items.id's default (nextval) is deparsed for the structure: lock-free, or it waits here.
-      await tenant.query(`BEGIN; LOCK TABLE "${schema}".items IN ACCESS EXCLUSIVE MODE`);
+    const { schema, key } = await schemaWithKey('locked', 3000);
 
+    // items.id's default (nextval) is deparsed for the structure: lock-free, or it waits here.
+    await whileTenantHolds(schema, lockItems(schema), async () => {
       const started = Date.now();
       const replies = await Promise.all([
         call(tables, { path: '/api/schema', query: { schema } }),
@@ -502,28 +519,22 @@ describe('a lock a tenant holds on its table holds none of the service’s conne
         defaultValue: expect.stringContaining('nextval('),
       });
       expect(Date.now() - started).toBeLessThan(1500);
-    } finally {
-      await tenant.end().catch(() => undefined);
-    }
+    });
   });
 
   it('a default whose constant is of the locked table’s row type (printing it opens the table) costs it a 409 at once, no wait', async () => {
-    process.env.QUERY_TIMEOUT_MS = '3000';
-    resetConfig();
-    const schema = await tenantSchema('rowtyped');
-    const { key } = await createKey(schema, 'anon');
+    const { schema, key } = await schemaWithKey('rowtyped', 3000);
     await asTenant(
       schema,
       `ALTER TABLE "${schema}".items ADD COLUMN note text DEFAULT ('(0,x,)'::"${schema}".items)::text`,
     );
-    const tenant = await tenantSession(schema);
-    try {
-      // The row type's layout is loaded afresh on the next read (a committed ALTER drops it).
-      await tenant.query(
-        `ALTER TABLE "${schema}".items ALTER COLUMN note SET DEFAULT ('(1,y,)'::"${schema}".items)::text`,
-      );
-      await tenant.query(`BEGIN; LOCK TABLE "${schema}".items IN ACCESS EXCLUSIVE MODE`);
+    // The row type's layout is loaded afresh on the next read (a committed ALTER drops it).
+    await asTenant(
+      schema,
+      `ALTER TABLE "${schema}".items ALTER COLUMN note SET DEFAULT ('(1,y,)'::"${schema}".items)::text`,
+    );
 
+    await whileTenantHolds(schema, lockItems(schema), async () => {
       const started = Date.now();
       const replies = await Promise.all(
         Array.from({ length: 3 }, () =>
@@ -532,35 +543,28 @@ describe('a lock a tenant holds on its table holds none of the service’s conne
       );
       const elsewhere = await call(tables, { path: '/api/schema', query: { schema: 'public' } });
 
-      expect(replies.map((r) => [r.status, r.body.error])).toEqual(Array(3).fill([409, 'Tables locked']));
+      expect(replies.map((r) => [r.status, r.body.error])).toEqual(Array(3).fill([409, 'Schema busy']));
       expect(replies[0]?.body.message).toMatch(/locked/);
       expect(elsewhere.status).toBe(200);
       expect(Date.now() - started).toBeLessThan(1500);
-    } finally {
-      await tenant.end().catch(() => undefined);
-    }
+    });
   });
 });
 
 describe('a tenant’s open schema change holds none of the service’s connections', () => {
   it('preparing a key’s role waits at most 2 s on it, then answers 409', async () => {
-    process.env.QUERY_TIMEOUT_MS = '8000';
-    resetConfig();
-    const schema = await tenantSchema('altering');
-    const { key } = await createKey(schema, 'anon');
-    const tenant = await tenantSession(schema);
-    try {
-      // Uncommitted, it holds the table's catalog row: a GRANT on the table waits for it.
-      await tenant.query(`BEGIN; ALTER TABLE "${schema}".items ADD COLUMN later int`);
+    const { schema, key } = await schemaWithKey('altering', 8000);
+
+    // Uncommitted, it holds the table's catalog row: a GRANT on the table waits for it.
+    await whileTenantHolds(schema, `BEGIN; ALTER TABLE "${schema}".items ADD COLUMN later int`, async () => {
       await closePool(); // a new process: the key's role is prepared (its grants renewed) first
 
       const started = Date.now();
       const reply = await sqlAs(key, 'SELECT 1 AS one');
 
-      expect([reply.status, reply.body.error]).toEqual([409, 'Lock not available']);
+      expect([reply.status, reply.body.error]).toEqual([409, 'Schema busy']);
+      expect(reply.body.message).toMatch(/try again once it ends/);
       expect(Date.now() - started).toBeLessThan(4000);
-    } finally {
-      await tenant.end().catch(() => undefined);
-    }
+    });
   });
 });
