@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { createSchema, deleteSchema, listSchemas } from '#lib/admin/schemas';
+import { createSchema, deleteSchema, schemasRead } from '#lib/admin/schemas';
 import { getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
 import { NO_SCHEMA, RESPONSE_LIMIT, ROLES_BUSY } from '#lib/http/answers';
@@ -15,7 +15,8 @@ export const routes = [
     access: 'admin',
     response: z.array(z.string()),
     errors: [RESPONSE_LIMIT],
-    handler: async () => listSchemas(await getDatabase()),
+    reads: () => schemasRead,
+    handler: async ({ read }) => read,
   }),
   defineRoute({
     method: 'POST',

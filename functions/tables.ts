@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { exportTable } from '#lib/admin/export';
+import { exportTable, exportTableRead } from '#lib/admin/export';
 import { describeSchema } from '#lib/admin/structure';
 import {
   addColumn,
@@ -7,12 +7,13 @@ import {
   createTable,
   deleteTable,
   EXACT_COUNT_MAX_ROWS,
-  listTables,
   readTable,
+  tablesRead,
 } from '#lib/admin/tables';
 import { getConfig, resultLimits } from '#lib/config';
 import { schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
+import { tableEstimateRead } from '#lib/db/table-estimate';
 import {
   NO_SCHEMA,
   NO_TABLE,
@@ -78,7 +79,8 @@ export const routes = [
     query: z.strictObject({ schema: inSchema }),
     response: z.array(z.string()),
     errors: [NO_SCHEMA, RESPONSE_LIMIT],
-    handler: async ({ query }) => listTables(await getDatabase(), query.schema),
+    reads: ({ query }) => tablesRead(query.schema),
+    handler: async ({ read }) => read,
   }),
   defineRoute({
     method: 'GET',
@@ -119,10 +121,9 @@ export const routes = [
       }),
     }),
     errors: [...SCHEMA_SESSION, NO_TABLE, RESULT_LIMITS, RESPONSE_LIMIT],
-    handler: async ({ params, query, principal, signal }) =>
-      readTable(await schemaAccess(principal, query.schema, signal), resultLimits(await getConfig()), {
-        schema: query.schema,
-        table: params.tableName,
+    reads: ({ params, query }) => tableEstimateRead(query.schema, params.tableName),
+    handler: async ({ query, read, principal, signal }) =>
+      readTable(await schemaAccess(principal, query.schema, signal), read, resultLimits(await getConfig()), {
         page: query.page,
         limit: query.limit,
         count: query.count ?? true,
@@ -202,11 +203,14 @@ export const routes = [
       RESULT_LIMITS,
       RESPONSE_LIMIT,
     ],
-    handler: async ({ params, query, principal, signal }) =>
-      exportTable(await schemaAccess(principal, query.schema, signal), resultLimits(await getConfig()), {
-        table: params.tableName,
-        ...query,
-      }),
+    reads: ({ params, query }) => exportTableRead(query.schema, params.tableName),
+    handler: async ({ query, read, principal, signal }) =>
+      exportTable(
+        await schemaAccess(principal, query.schema, signal),
+        read,
+        resultLimits(await getConfig()),
+        query,
+      ),
   }),
   defineRoute({
     method: 'POST',

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { orderBy, qualified } from '#lib/admin/tables';
-import { type TableInfoRow, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import { tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
@@ -10,8 +11,6 @@ import { NotFound } from '#lib/errors';
 import { JsonText } from '#lib/json-text';
 
 export interface ExportInput {
-  schema: string;
-  table: string;
   format: 'json' | 'csv';
   limit: number;
 }
@@ -41,21 +40,30 @@ const EXPORT_COLUMNS = tableInfoQuery(`,
             FROM (SELECT DISTINCT ON (attnum) attnum, typid FROM typ ORDER BY attnum, depth DESC) b
             JOIN pg_type t ON t.oid = b.typid) AS base_types`);
 
-async function exportColumns(catalog: pg.Pool, schema: string, table: string) {
-  const { rows } = await catalog.query<TableInfoRow & { base_types: Omit<ExportColumn, 'name'>[] }>({
-    name: 'dbadmin.export-columns',
-    text: EXPORT_COLUMNS,
-    values: [schema, table],
-  });
-  const info = toTableInfo(rows[0], schema, table);
-  // Both lists are the table's live columns in attnum order.
-  const types = rows[0]?.base_types ?? [];
-  const columns = info.columns.map((column, i) => ({
-    name: column.name,
-    ...(types[i] as Omit<ExportColumn, 'name'>),
-  }));
-  return { columns, primaryKey: info.primaryKey };
+/** The table's columns as the export renders them, and its primary key: one catalog read. */
+export interface ExportTable {
+  schema: string;
+  table: string;
+  columns: ExportColumn[];
+  primaryKey: string[];
 }
+
+export const exportTableRead = (schema: string, table: string): CatalogRead<ExportTable> => ({
+  name: 'dbadmin.export-columns',
+  text: EXPORT_COLUMNS,
+  values: [schema, table],
+  schema,
+  decode: (row) => {
+    const info = toTableInfo(row, schema, table);
+    // Both lists are the table's live columns in attnum order.
+    const types = (row?.base_types ?? []) as Omit<ExportColumn, 'name'>[];
+    const columns = info.columns.map((column, i) => ({
+      name: column.name,
+      ...(types[i] as Omit<ExportColumn, 'name'>),
+    }));
+    return { schema, table, columns, primaryKey: info.primaryKey };
+  },
+});
 
 /**
  * The values of the JSON export are the table read's (lib/db/pool's type parsers, then
@@ -161,10 +169,10 @@ const noData = (table: string) => new NotFound('No data to export', `table "${ta
  */
 export async function exportTable(
   access: SchemaAccess,
+  { schema, table, columns, primaryKey }: ExportTable,
   limits: ResultLimits,
-  { schema, table, format, limit }: ExportInput,
+  { format, limit }: ExportInput,
 ) {
-  const { columns, primaryKey } = await exportColumns(access.catalog, schema, table);
   const order = orderBy({ primaryKey }); // the page read's order
   const rows = `SELECT * FROM ${qualified(schema, table)} ORDER BY ${order} LIMIT ${Math.min(Math.trunc(limit), limits.maxRows + 1)}`;
   const csv = format === 'csv';

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { CatalogRead } from '#lib/db/catalog-read';
 import { dropRolePool } from '#lib/db/executor';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
@@ -24,17 +25,15 @@ export const isProtectedSchema = (name: string) => SYSTEM_SCHEMAS.has(name) || n
 /** The dedicated login role of a schema. */
 export const schemaUser = (schemaName: string) => `${schemaName}_user`;
 
-export async function listSchemas(db: pg.Pool): Promise<string[]> {
-  // Named: prepared once per connection, so the server skips parsing and planning after that.
-  const { rows } = await db.query<{ name: string }>({
-    name: 'dbadmin.list-schemas',
-    text: `SELECT nspname AS name FROM pg_namespace
-            WHERE nspname !~ '^pg_' AND nspname NOT IN ('information_schema', $1)
-            ORDER BY nspname`,
-    values: [INTERNAL_SCHEMA],
-  });
-  return rows.map((row) => row.name);
-}
+/** Every schema but PostgreSQL's own and dbadmin's, by name: one row, for the sign-in read to carry. */
+export const schemasRead: CatalogRead<string[]> = {
+  name: 'dbadmin.list-schemas',
+  text: `SELECT coalesce(array_agg(nspname::text ORDER BY nspname), '{}') AS names FROM pg_namespace
+          WHERE nspname !~ '^pg_' AND nspname NOT IN ('information_schema', $1)`,
+  values: [INTERNAL_SCHEMA],
+  schema: null,
+  decode: (row) => (row?.names as string[] | undefined) ?? [],
+};
 
 async function schemaExists(client: pg.ClientBase, schemaName: string): Promise<boolean> {
   const { rowCount } = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schemaName]);

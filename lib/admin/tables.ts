@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import { assertSchemaExists, schemaNotFound, type TableInfo, tableInfo } from '#lib/db/catalog';
+import type { CatalogRead } from '#lib/db/catalog-read';
 import { columnTypeSql, defaultSql } from '#lib/db/column-types';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
-import { tableEstimate } from '#lib/db/table-estimate';
+import type { TableEstimate } from '#lib/db/table-estimate';
 import { inTransaction } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';
 
@@ -24,19 +25,19 @@ export const orderBy = (info: Pick<TableInfo, 'primaryKey'>, alias?: string) => 
 };
 
 /** The schema's tables by name, in one read: its existence and its tables together. */
-export async function listTables(db: pg.Pool, schema: string): Promise<string[]> {
-  const { rows } = await db.query<{ tables: string[] | null }>({
-    name: 'dbadmin.list-tables',
-    text: `SELECT (SELECT pg_catalog.array_agg(c.relname::text ORDER BY c.relname)
-                     FROM pg_catalog.pg_class c
-                    WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p')) AS tables
-             FROM pg_catalog.pg_namespace n WHERE n.nspname = $1`,
-    values: [schema],
-  });
-  const found = rows[0];
-  if (!found) throw schemaNotFound(schema);
-  return found.tables ?? [];
-}
+export const tablesRead = (schema: string): CatalogRead<string[]> => ({
+  name: 'dbadmin.list-tables',
+  text: `SELECT (SELECT pg_catalog.array_agg(c.relname::text ORDER BY c.relname)
+                   FROM pg_catalog.pg_class c
+                  WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p')) AS tables
+           FROM pg_catalog.pg_namespace n WHERE n.nspname = $1`,
+  values: [schema],
+  schema,
+  decode: (row) => {
+    if (!row) throw schemaNotFound(schema);
+    return (row.tables as string[] | null) ?? [];
+  },
+});
 
 /**
  * Totals are exact up to this many rows (counting them takes a few milliseconds); past it, by the
@@ -45,8 +46,6 @@ export async function listTables(db: pg.Pool, schema: string): Promise<string[]>
 export const EXACT_COUNT_MAX_ROWS = 50_000;
 
 export interface ReadTableInput {
-  schema: string;
-  table: string;
   /** Which page, when there is no cursor; with one it is only answered back. */
   page: number;
   limit: number;
@@ -171,11 +170,16 @@ async function pageTotal(client: pg.ClientBase, from: string, { known, estimate,
 /**
  * One page of rows in primary-key order, read as the schema's role, with the cursor of the next
  * page and the row count (exact while cheap: pageTotal). Nothing of the table's data is read on
- * the service's connection: only the catalog and the statistics (tableEstimate).
+ * the service's connection: only the catalog and the statistics (`info`, tableEstimateRead).
  */
-export async function readTable(access: SchemaAccess, limits: ResultLimits, input: ReadTableInput) {
-  const { schema, table, page, limit, count = true, after } = input;
-  const info = await tableEstimate(access.catalog, schema, table);
+export async function readTable(
+  access: SchemaAccess,
+  info: TableEstimate,
+  limits: ResultLimits,
+  input: ReadTableInput,
+) {
+  const { schema, table } = info;
+  const { page, limit, count = true, after } = input;
   if (after !== undefined && !seekKey(info)) {
     throw new BadRequest(
       'No single-column primary key',

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { type CatalogRead, type CatalogRow, runCatalogRead } from '#lib/db/catalog-read';
 import { NotFound } from '#lib/errors';
 
 export interface ColumnInfo {
@@ -48,24 +49,23 @@ export interface TableInfoRow {
 }
 
 /** tableInfoQuery's answer as a TableInfo; a missing schema or table is a 404. */
-export function toTableInfo(row: TableInfoRow | undefined, schema: string, table: string): TableInfo {
-  if (!row) throw schemaNotFound(schema);
-  if (!row.table_exists) throw tableNotFound(schema, table);
-  return { schema, table, columns: row.columns, primaryKey: row.primary_key };
+export function toTableInfo(row: CatalogRow | undefined, schema: string, table: string): TableInfo {
+  const found = row as TableInfoRow | undefined;
+  if (!found) throw schemaNotFound(schema);
+  if (!found.table_exists) throw tableNotFound(schema, table);
+  return { schema, table, columns: found.columns, primaryKey: found.primary_key };
 }
 
-export async function tableInfo(
-  db: pg.Pool | pg.ClientBase,
-  schema: string,
-  table: string,
-): Promise<TableInfo> {
-  const { rows } = await db.query<TableInfoRow>({
-    name: 'dbadmin.table-info',
-    text: TABLE_INFO,
-    values: [schema, table],
-  });
-  return toTableInfo(rows[0], schema, table);
-}
+export const tableInfoRead = (schema: string, table: string): CatalogRead<TableInfo> => ({
+  name: 'dbadmin.table-info',
+  text: TABLE_INFO,
+  values: [schema, table],
+  schema,
+  decode: (row) => toTableInfo(row, schema, table),
+});
+
+export const tableInfo = (db: pg.Pool | pg.ClientBase, schema: string, table: string) =>
+  runCatalogRead(db, tableInfoRead(schema, table));
 
 /** Throws when the schema does not exist. */
 export async function assertSchemaExists(db: pg.Pool | pg.ClientBase, schema: string): Promise<void> {

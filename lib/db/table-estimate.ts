@@ -1,5 +1,5 @@
-import type pg from 'pg';
-import { type TableInfo, type TableInfoRow, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import type { CatalogRead } from '#lib/db/catalog-read';
 
 /** A table as a page read needs it: what tableInfo says, and how many rows the statistics think it has. */
 export interface TableEstimate extends TableInfo {
@@ -28,12 +28,13 @@ const TABLE_ESTIMATE = tableInfoQuery(`,
             FROM tree JOIN pg_class r ON r.oid = tree.relid
            WHERE r.relkind <> 'p') AS estimated_rows`);
 
-export async function tableEstimate(db: pg.Pool, schema: string, table: string): Promise<TableEstimate> {
-  const { rows } = await db.query<TableInfoRow & { estimated_rows: number }>({
-    name: 'dbadmin.table-estimate',
-    text: TABLE_ESTIMATE,
-    values: [schema, table],
-  });
-  const row = rows[0];
-  return { ...toTableInfo(row, schema, table), estimatedRows: Math.round(row?.estimated_rows ?? 0) };
-}
+export const tableEstimateRead = (schema: string, table: string): CatalogRead<TableEstimate> => ({
+  name: 'dbadmin.table-estimate',
+  text: TABLE_ESTIMATE,
+  values: [schema, table],
+  schema,
+  decode: (row) => ({
+    ...toTableInfo(row, schema, table),
+    estimatedRows: Math.round(Number(row?.estimated_rows ?? 0)),
+  }),
+});

@@ -24,7 +24,8 @@ export class AuthThrottle {
 
   constructor(
     private readonly db: pg.Pool,
-    private readonly limit: number,
+    /** Failures in a window an address may have before it is refused. */
+    readonly limit: number,
     private readonly windowSeconds: number,
   ) {}
 

@@ -1,10 +1,12 @@
 import middy from '@middy/core';
 import httpRouterHandler from '@middy/http-router';
 import type { Context } from 'aws-lambda';
+import { type CatalogRead, runCatalogRead, sameRead } from '#lib/db/catalog-read';
+import { getDatabase } from '#lib/db/pool';
 import { Download } from '#lib/download';
 import { MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
 import { Asset, assetResponse } from '#lib/http/asset';
-import { type AuthContext, authenticate } from '#lib/http/authenticate';
+import { type AuthContext, authenticate, type Rode } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
 import { clientAddress, type HttpEvent, header } from '#lib/http/event';
 import { jsonBody, jsonContentType } from '#lib/http/json-body';
@@ -30,6 +32,15 @@ export function routeMiss(routes: readonly AnyRoute[], method: string, path: str
 
 type RouteEvent = HttpEvent & { body?: unknown };
 
+/**
+ * What the route's catalog read finds: what the sign-in read brought along when it asked the same
+ * (lib/http/authenticate), else its own round trip (a key's schema filled in after sign-in).
+ */
+function catalogRead<T>(read: CatalogRead<T>, rode: Rode | undefined): Promise<T> | T {
+  if (rode && sameRead(rode.read, read)) return read.decode(rode.row);
+  return getDatabase().then((db) => runCatalogRead(db, read));
+}
+
 function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandlerOptions) {
   // The outer chain already races Lambda's deadline; a second timer per request buys nothing.
   const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext & RouteContext>({
@@ -38,16 +49,20 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
   chain.before(({ context }) => {
     context.route = `${route.method} ${route.path}`;
   });
-  if (route.access !== 'public') chain.use(authenticate());
+  if (route.access !== 'public') chain.use(authenticate(route));
   if (gated && behindLicenseGate(route)) chain.use(licenseGate());
   if (requiresJsonContentType(route)) chain.use(jsonContentType());
   if (route.body) chain.use(jsonBody());
   if (route.access !== 'public') chain.use(keyScope(route));
   return chain.handler(async (event, context, { signal }) => {
+    const params = route.params?.parse(event.pathParameters ?? {});
+    const query = route.query?.parse(event.queryStringParameters ?? {});
+    const read = route.reads?.({ params, query });
     const result = await route.handler({
-      params: route.params?.parse(event.pathParameters ?? {}),
-      query: route.query?.parse(event.queryStringParameters ?? {}),
+      params,
+      query,
       body: route.body?.parse(event.body),
+      read: read && (await catalogRead(read, context.rode)),
       principal: context.principal,
       signal,
       clientAddress: clientAddress(event),

@@ -1,10 +1,11 @@
 import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { z } from 'zod';
+import type { KeyType } from '#lib/db/schema-roles';
 import { Forbidden } from '#lib/errors';
 import type { AuthContext } from '#lib/http/authenticate';
 import type { HttpEvent } from '#lib/http/event';
-import type { AnyRoute } from '#lib/http/route';
+import type { Access, AnyRoute } from '#lib/http/route';
 import type { Principal } from '#lib/principal';
 
 const takesSchema = (schema: unknown) => schema instanceof z.ZodObject && 'schema' in schema.shape;
@@ -23,6 +24,13 @@ function scoped(
   return { ...(values as Record<string, unknown> | undefined), schema: key.schema };
 }
 
+/** The key types a route's access lets in: keyScope's rule, for the sign-in read (lib/http/authenticate). */
+export function keyTypesFor(access: Access): readonly KeyType[] {
+  if (access === 'read') return ['anon', 'service_role'];
+  if (access === 'write') return ['service_role'];
+  return [];
+}
+
 /**
  * What an API key may do: nothing admin-only (schemas, keys), no writes with an `anon` key, and
  * nothing outside its schema. The database enforces the same again through the key's role.
@@ -33,11 +41,12 @@ export const keyScope = (
   before: (request) => {
     const principal = request.context.principal;
     if (principal?.kind !== 'key') return;
-    if (route.access === 'admin') {
-      throw new Forbidden('API keys cannot use this endpoint; it needs the admin credentials');
-    }
-    if (route.access === 'write' && principal.keyType === 'anon') {
-      throw new Forbidden('anon keys are read-only; use a service_role key to change data');
+    if (!keyTypesFor(route.access).includes(principal.keyType)) {
+      throw new Forbidden(
+        route.access === 'write'
+          ? 'anon keys are read-only; use a service_role key to change data'
+          : 'API keys cannot use this endpoint; it needs the admin credentials',
+      );
     }
     const event = request.event as HttpEvent & { body?: unknown };
     if (takesSchema(route.query)) {

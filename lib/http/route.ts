@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { CatalogRead } from '#lib/db/catalog-read';
 import type { Download } from '#lib/download';
 import type { Answer } from '#lib/http/answers';
 import type { Asset } from '#lib/http/asset';
@@ -13,10 +14,12 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
  */
 export type Access = 'public' | 'admin' | 'read' | 'write';
 
-export interface RouteInput<P, Q, B> {
+export interface RouteInput<P, Q, B, C = undefined> {
   params: P;
   query: Q;
   body: B;
+  /** What the route's catalog read found (`reads`); undefined for a route without one. */
+  read: C;
   principal: Principal | undefined;
   /** Aborted when the request must end early (Lambda about to time out). */
   signal: AbortSignal | undefined;
@@ -28,7 +31,7 @@ export interface RouteInput<P, Q, B> {
  * One endpoint: its contract (zod schemas, used for validation and for the OpenAPI document),
  * who may call it, and the one lib call it makes.
  */
-export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown> {
+export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown, C = undefined> {
   method: Method;
   /** API Gateway syntax: `/api/schema/{schemaName}`. */
   path: string;
@@ -50,7 +53,13 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown> {
   errors?: readonly Answer[];
   /** Served whatever the license's state (SPEC.md exempts the license endpoints from the gate). */
   ungated?: boolean;
-  handler: (input: RouteInput<P, Q, B>) => Promise<R | Rendered>;
+  /**
+   * The catalog read the route's work starts with, by its path and query. It travels with the
+   * request's sign-in read, one round trip for both (lib/http/authenticate), and runs alone when it
+   * could not (a key that leaves `schema` to default); the handler gets what it found as `read`.
+   */
+  reads?: (input: { params: P; query: Q }) => CatalogRead<C>;
+  handler: (input: RouteInput<P, Q, B, C>) => Promise<R | Rendered>;
 }
 
 /**
@@ -60,7 +69,7 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown> {
 export type Rendered = Download | JsonText | Asset;
 
 // biome-ignore lint/suspicious/noExplicitAny: a table of routes holds routes of every input type.
-export type AnyRoute = Route<any, any, any, any>;
+export type AnyRoute = Route<any, any, any, any, any>;
 
 /** Whether the license gate stands before the route: every authenticated one but those exempt. */
 export const behindLicenseGate = (route: AnyRoute) => route.access !== 'public' && !route.ungated;
@@ -70,6 +79,6 @@ export const requiresJsonContentType = (route: AnyRoute) =>
   route.method === 'POST' && route.access !== 'public';
 
 /** Identity at run time; lets TypeScript infer the handler's input types from the schemas. */
-export const defineRoute = <P = undefined, Q = undefined, B = undefined, R = unknown>(
-  route: Route<P, Q, B, R>,
-): Route<P, Q, B, R> => route;
+export const defineRoute = <P = undefined, Q = undefined, B = undefined, R = unknown, C = undefined>(
+  route: Route<P, Q, B, R, C>,
+): Route<P, Q, B, R, C> => route;
