@@ -85,6 +85,57 @@ describe('POST /api/query', () => {
     expect(exists.rows[0].t).toBeNull();
   });
 
+  /** Our BEGIN and COMMIT travel with the script, in one string: what the script commits, or not. */
+  describe('around a script', () => {
+    let scratch: string;
+    beforeAll(async () => {
+      scratch = await freshSchema('qes');
+    });
+
+    it('keeps what a script committed itself, and describes its last result', async () => {
+      const reply = await sql(
+        'CREATE TABLE self_committed (a int); INSERT INTO self_committed VALUES (1); COMMIT',
+        scratch,
+      );
+
+      expect(reply.status).toBe(200);
+      expect(reply.body.rows).toEqual([]);
+      const kept = await withAdminClient((c) => c.query(`SELECT a FROM "${scratch}".self_committed`));
+      expect(kept.rows).toEqual([{ a: 1 }]);
+    });
+
+    it('rolls the script back when our COMMIT fails (a deferred constraint)', async () => {
+      const reply = await sql(
+        `
+        CREATE TABLE deferred_parent (id int PRIMARY KEY);
+        CREATE TABLE deferred_child (parent int REFERENCES deferred_parent DEFERRABLE INITIALLY DEFERRED);
+        INSERT INTO deferred_child VALUES (1)`,
+        scratch,
+      );
+
+      expect(reply.status).toBe(400);
+      const exists = await withAdminClient((c) =>
+        c.query('SELECT to_regclass($1) AS t', [`"${scratch}".deferred_parent`]),
+      );
+      expect(exists.rows[0].t).toBeNull();
+    });
+
+    it.each([
+      ['a quote', "CREATE TABLE left_open (a int); SELECT '"],
+      ['a quoted name', 'CREATE TABLE left_open (a int); SELECT "'],
+      ['a block comment', 'CREATE TABLE left_open (a int); SELECT 1 /*'],
+      ['a dollar quote', 'CREATE TABLE left_open (a int); SELECT $q$'],
+    ])('runs nothing of a script that leaves %s open', async (_, text) => {
+      const reply = await sql(text, scratch);
+
+      expect(reply.status).toBe(400);
+      const exists = await withAdminClient((c) =>
+        c.query('SELECT to_regclass($1) AS t', [`"${scratch}".left_open`]),
+      );
+      expect(exists.rows[0].t).toBeNull();
+    });
+  });
+
   it('answers a SQL error with 400, the database message and the position', async () => {
     const reply = await sql('SELECT * FROM authors WHERE idd = 1');
 
