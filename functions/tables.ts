@@ -11,7 +11,7 @@ import {
   tablesRead,
 } from '#lib/admin/tables';
 import { getConfig, resultLimits } from '#lib/config';
-import { schemaAccess } from '#lib/db/executor';
+import { assertTenantSchema, schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
 import { tableEstimateRead } from '#lib/db/table-estimate';
 import {
@@ -70,6 +70,12 @@ const StructureEntry = z.object({
   ),
 });
 
+/** A read about a table whose rows the route then reads as the schema's role: a tenant schema only (400). */
+const tenantRead = <T>(schema: string, table: string, read: (schema: string, table: string) => T) => {
+  assertTenantSchema(schema);
+  return read(schema, table);
+};
+
 export const routes = [
   defineRoute({
     method: 'GET',
@@ -121,7 +127,7 @@ export const routes = [
       }),
     }),
     errors: [...SCHEMA_SESSION, NO_TABLE, RESULT_LIMITS, RESPONSE_LIMIT],
-    reads: ({ params, query }) => tableEstimateRead(query.schema, params.tableName),
+    reads: ({ params, query }) => tenantRead(query.schema, params.tableName, tableEstimateRead),
     handler: async ({ query, read, principal, signal }) =>
       readTable(await schemaAccess(principal, query.schema, signal), read, resultLimits(await getConfig()), {
         page: query.page,
@@ -203,7 +209,7 @@ export const routes = [
       RESULT_LIMITS,
       RESPONSE_LIMIT,
     ],
-    reads: ({ params, query }) => exportTableRead(query.schema, params.tableName),
+    reads: ({ params, query }) => tenantRead(query.schema, params.tableName, exportTableRead),
     handler: async ({ query, read, principal, signal }) =>
       exportTable(
         await schemaAccess(principal, query.schema, signal),

@@ -15,7 +15,8 @@ export interface FailureCount {
  * failures in a window the address gets 429 until the window ends, whatever it sends.
  *
  * The count is read with the request's key lookup, in one round trip, before its credentials are
- * checked; a failure costs one upsert. Guesses sent at the same moment from an address that is not yet
+ * acted on (the sign-in read carries a route's catalog read only for an address this lets through:
+ * lib/http/authenticate); a failure costs one upsert. Guesses sent at the same moment from an address that is not yet
  * blocked are all checked before their failures are counted: a first burst gets at most as many
  * guesses as run at once, and the address is blocked for the rest of the window.
  */
@@ -30,8 +31,9 @@ export class AuthThrottle {
   ) {}
 
   /**
-   * Refuses an address that has used up its failures, before its credentials are looked at. The
-   * count comes with the request's one sign-in read (lib/http/authenticate), not a read of its own.
+   * Refuses an address that has used up its failures, before its credentials are acted on. The
+   * count comes with the request's one sign-in read (lib/http/authenticate), not a read of its own,
+   * which judges it the same way for the catalog read it carries.
    */
   refuseIfBlocked(count: FailureCount | undefined, now = new Date()): void {
     if (count && count.failures >= this.limit && count.windowEnds > now) throw tooMany(count.windowEnds, now);

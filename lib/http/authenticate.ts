@@ -54,20 +54,16 @@ export function adminMatches({ user, pass }: { user: string; pass: string }, adm
   return userOk && passOk;
 }
 
-export function verifyAdmin(presented: { user: string; pass: string }, admin: Credentials): void {
-  if (!adminMatches(presented, admin)) throw new WrongCredentials('Invalid credentials');
-}
-
-/** A catalog read that travelled with the sign-in read, and the row it found (undefined: none). */
-export interface Rode {
+/** A catalog read that was carried by the sign-in read, and the row it found (undefined: none). */
+export interface Carried {
   read: CatalogRead<unknown>;
   row: CatalogRow | undefined;
 }
 
 export interface AuthContext {
   principal?: Principal;
-  /** The route's catalog read, when it travelled with the sign-in read (lib/http/handler takes it). */
-  rode?: Rode;
+  /** The route's catalog read, when the sign-in read carried it (lib/http/handler takes it). */
+  carried?: Carried;
 }
 
 interface Checks {
@@ -96,18 +92,20 @@ function checksFor(config: Config, db: pg.Pool): Checks {
 interface SignInRead {
   failures?: FailureCount;
   key?: { id: number; schema: string; keyType: KeyType };
-  /** The catalog read that travelled with it, when PostgreSQL ran it (see Ride). */
-  rode?: Rode;
+  /** The catalog read it carried, when PostgreSQL ran it (see Carry). */
+  carried?: Carried;
 }
 
 /**
- * A route's catalog read (lib/http/route `reads`) to send with the sign-in read. PostgreSQL runs it
- * only for credentials that are about to pass: an address the throttle does not block, and the
- * admin's right password (checked before, in memory) or an active key of a type the route allows,
- * in the read's schema. A wrong guess, a blocked address (whatever it sends: a right guess during
- * the block must take as long as a wrong one) and a key outside its reach cost no more than today.
+ * A route's catalog read (lib/http/route `reads`) for the sign-in read to carry. PostgreSQL runs it
+ * only for credentials that are about to pass: an address the throttle does not block (the same
+ * limit and clock as AuthThrottle.refuseIfBlocked), and the admin's right password (compared in
+ * memory before, acted on after the throttle) or an active key of a type the route allows, in the
+ * read's schema. A wrong guess, a blocked address (whatever it sends: a right guess during the
+ * block must take as long as a wrong one) and a key outside its reach never run it. It is still
+ * parsed and planned for every caller: see CatalogRead's contract.
  */
-export interface Ride {
+export interface Carry {
   read: CatalogRead<unknown>;
   admin: boolean;
   keyTypes: readonly KeyType[];
@@ -121,60 +119,73 @@ type SignInRow = {
   id: number | null;
   schema_name: string | null;
   key_type: KeyType | null;
-  rode?: [CatalogRow | null] | null;
+  carried?: [CatalogRow | null] | null;
 };
 
-/** The sign-in read's FROM, its two parameters numbered after `n` others. */
+/**
+ * The sign-in read's columns and FROM, its two parameters numbered after `n` others. Its names
+ * are ones no catalog read uses, so a read's own names never reach out to them.
+ */
+const SIGN_IN_COLUMNS =
+  'failed.failures, failed.window_ends, api_key.id, api_key.schema_name, api_key.key_type';
 const signInFrom = (n: number) => `
-    FROM (VALUES (1)) AS request (one)
-    LEFT JOIN _dbadmin.sign_in_failures f ON f.client = $${n + 1}
-    LEFT JOIN _dbadmin.api_keys k ON k.key_hash = $${n + 2} AND k.is_active`;
+    FROM (VALUES (1)) AS sign_in (one)
+    LEFT JOIN _dbadmin.sign_in_failures failed ON failed.client = $${n + 1}
+    LEFT JOIN _dbadmin.api_keys api_key ON api_key.key_hash = $${n + 2} AND api_key.is_active`;
 
-const SIGN_IN = `SELECT f.failures, f.window_ends, k.id, k.schema_name, k.key_type${signInFrom(0)}`;
+const SIGN_IN = `SELECT ${SIGN_IN_COLUMNS}${signInFrom(0)}`;
+
+/** PostgreSQL's limit on a prepared statement's name, in bytes. */
+const MAX_NAME_BYTES = 63;
+const CARRYING = 'dbadmin.sign-in+';
 
 /**
  * The sign-in read with a catalog read as one more column: the read's parameters first, then the
- * sign-in's and the Ride's. An uncorrelated subquery in a CASE branch runs only when the branch is
- * taken; `json_build_array` tells "ran, no row" ([null]) from "did not run" (NULL).
+ * sign-in's and the Carry's. An uncorrelated subquery in a CASE branch runs only when the branch is
+ * taken; `json_build_array` tells "ran, no row" ([null]) from "did not run" (NULL). The read's text
+ * ends on a line of its own, so a trailing comment in it cannot swallow what follows.
  */
-const withRead = (read: CatalogRead<unknown>) => {
+function carrying(read: CatalogRead<unknown>): string {
+  if (Buffer.byteLength(CARRYING + read.name) > MAX_NAME_BYTES)
+    throw new Error(`catalog read name too long for a prepared statement: ${read.name}`);
   const $ = (i: number) => `$${read.values.length + i}`;
-  return `SELECT f.failures, f.window_ends, k.id, k.schema_name, k.key_type,
-         CASE WHEN NOT coalesce(f.failures >= ${$(3)}::int4 AND f.window_ends > ${$(4)}::timestamptz, false)
-               AND (${$(5)}::bool OR (k.key_type = ANY (${$(6)}::text[]) AND k.schema_name = ${$(7)}::text))
-              THEN pg_catalog.json_build_array((SELECT pg_catalog.row_to_json(r) FROM (${read.text}) AS r))
-         END AS rode${signInFrom(read.values.length)}`;
-};
+  return `SELECT ${SIGN_IN_COLUMNS},
+         CASE WHEN NOT coalesce(failed.failures >= ${$(3)}::int8 AND failed.window_ends > ${$(4)}::timestamptz, false)
+               AND (${$(5)}::bool OR (api_key.key_type = ANY (${$(6)}::text[]) AND api_key.schema_name = ${$(7)}::text))
+              THEN pg_catalog.json_build_array((SELECT pg_catalog.row_to_json(carried) FROM (${read.text}
+              ) AS carried))
+         END AS carried${signInFrom(read.values.length)}`;
+}
 
-/** The combined statements' texts, made once per catalog read (a prepared statement's name has one text). */
-const combined = new Map<string, string>();
+/** The carrying statements' texts, by the read's text: made once each. */
+const carryingTexts = new Map<string, string>();
 
-function signInQuery(signIn: unknown[], ride: Ride | undefined): pg.QueryConfig {
-  if (!ride) return { name: 'dbadmin.sign-in', text: SIGN_IN, values: signIn };
-  const { read } = ride;
-  const text = combined.get(read.name) ?? withRead(read);
-  combined.set(read.name, text);
+function signInQuery(signIn: unknown[], carry: Carry | undefined): pg.QueryConfig {
+  if (!carry) return { name: 'dbadmin.sign-in', text: SIGN_IN, values: signIn };
+  const { read } = carry;
+  const text = carryingTexts.get(read.text) ?? carrying(read);
+  carryingTexts.set(read.text, text);
   return {
-    name: `dbadmin.sign-in+${read.name}`,
+    name: CARRYING + read.name,
     text,
-    values: [...read.values, ...signIn, ride.limit, ride.now, ride.admin, ride.keyTypes, read.schema],
+    values: [...read.values, ...signIn, carry.limit, carry.now, carry.admin, carry.keyTypes, read.schema],
   };
 }
 
 /**
  * One round trip before any work, whatever the credentials: the address's failed sign-ins and,
  * for a well-formed Bearer token, the active key it stands for (looked up on every request, so a
- * key deleted or disabled anywhere fails at once); with a Ride, the route's catalog read too.
+ * key deleted or disabled anywhere fails at once); with a Carry, the route's catalog read too.
  */
 export async function signInRead(
   db: pg.Pool,
   address: string | undefined,
   presented: Presented,
-  ride?: Ride,
+  carry?: Carry,
 ): Promise<SignInRead> {
   const token =
     presented.kind === 'bearer' && KEY_PATTERN.test(presented.token) ? presented.token : undefined;
-  const query = signInQuery([clientKey(address), token === undefined ? null : hashKey(token)], ride);
+  const query = signInQuery([clientKey(address), token === undefined ? null : hashKey(token)], carry);
   const row = (await db.query<SignInRow>(query)).rows[0];
   return {
     failures:
@@ -185,7 +196,7 @@ export async function signInRead(
       row?.id != null && row.schema_name && row.key_type
         ? { id: row.id, schema: row.schema_name, keyType: row.key_type }
         : undefined,
-    rode: ride && row?.rode ? { read: ride.read, row: row.rode[0] ?? undefined } : undefined,
+    carried: carry && row?.carried ? { read: carry.read, row: row.carried[0] ?? undefined } : undefined,
   };
 }
 
@@ -201,21 +212,27 @@ function principalOf(presented: Presented, adminOk: boolean, read: SignInRead, {
 
 /**
  * The route's catalog read as the request asks it before authentication, when its path and query
- * are valid as they stand (else the route answers 400 after authentication, as before).
+ * are valid as they stand and the route makes a read of them; otherwise nothing is carried, and
+ * the route answers (400, or the read alone) after authentication, as it would have.
  */
 function readAhead(route: AnyRoute, event: HttpEvent): CatalogRead<unknown> | undefined {
   if (!route.reads) return undefined;
   const params = route.params?.safeParse(event.pathParameters ?? {});
   const query = route.query?.safeParse(event.queryStringParameters ?? {});
   if (params?.success === false || query?.success === false) return undefined;
-  return route.reads({ params: params?.data, query: query?.data });
+  try {
+    return route.reads({ params: params?.data, query: query?.data });
+  } catch {
+    return undefined;
+  }
 }
 
 /**
  * Basic (AUTH_USER / AUTH_PASS) or Bearer (API key); the principal goes on the context. An
- * address with too many recent failures gets 429 before its credentials are even read, so a
- * guess that happens to be right looks exactly like a wrong one. The route's catalog read travels
- * with the sign-in read (Ride) and goes on the context too.
+ * address with too many recent failures gets 429 whatever it sent, so a guess that happens to be
+ * right looks exactly like a wrong one: the Basic credentials are compared first, in memory and in
+ * constant time, but only acted on once the throttle has let the address through. The sign-in read
+ * carries the route's catalog read (Carry), which goes on the context too.
  */
 export const authenticate = (
   route: AnyRoute,
@@ -228,7 +245,6 @@ export const authenticate = (
     const { throttle } = current;
     const address = clientAddress(request.event, config.TRUSTED_PROXIES);
     const now = new Date();
-    // Judged now, in memory and in constant time; acted on only after the throttle has spoken.
     const adminOk = presented.kind === 'basic' && adminMatches(presented, current.admin);
     const read = readAhead(route, request.event);
     const signIn = await signInRead(
@@ -244,6 +260,6 @@ export const authenticate = (
       if (error instanceof WrongCredentials) await throttle.countFailure(address);
       throw error;
     }
-    request.context.rode = signIn.rode;
+    request.context.carried = signIn.carried;
   },
 });

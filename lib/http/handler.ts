@@ -4,9 +4,9 @@ import type { Context } from 'aws-lambda';
 import { type CatalogRead, runCatalogRead, sameRead } from '#lib/db/catalog-read';
 import { getDatabase } from '#lib/db/pool';
 import { Download } from '#lib/download';
-import { MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
+import { Forbidden, MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
 import { Asset, assetResponse } from '#lib/http/asset';
-import { type AuthContext, authenticate, type Rode } from '#lib/http/authenticate';
+import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
 import { clientAddress, type HttpEvent, header } from '#lib/http/event';
 import { jsonBody, jsonContentType } from '#lib/http/json-body';
@@ -33,11 +33,16 @@ export function routeMiss(routes: readonly AnyRoute[], method: string, path: str
 type RouteEvent = HttpEvent & { body?: unknown };
 
 /**
- * What the route's catalog read finds: what the sign-in read brought along when it asked the same
- * (lib/http/authenticate), else its own round trip (a key's schema filled in after sign-in).
+ * What the route's catalog read finds: what the sign-in read carried when it asked the same
+ * (lib/http/authenticate), else its own round trip (a key's schema filled in after sign-in). A
+ * key's read is about its own schema only, whichever way it runs (keyScope sees to it first).
  */
-function catalogRead<T>(read: CatalogRead<T>, rode: Rode | undefined): Promise<T> | T {
-  if (rode && sameRead(rode.read, read)) return read.decode(rode.row);
+function catalogRead<T>(read: CatalogRead<T>, { principal, carried }: AuthContext): Promise<T> | T {
+  if (principal?.kind === 'key' && read.schema !== null && read.schema !== principal.schema)
+    throw new Forbidden(
+      `this API key belongs to schema "${principal.schema}" and cannot reach "${read.schema}"`,
+    );
+  if (carried && sameRead(carried.read, read)) return read.decode(carried.row);
   return getDatabase().then((db) => runCatalogRead(db, read));
 }
 
@@ -62,7 +67,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
       params,
       query,
       body: route.body?.parse(event.body),
-      read: read && (await catalogRead(read, context.rode)),
+      read: read && (await catalogRead(read, context)),
       principal: context.principal,
       signal,
       clientAddress: clientAddress(event),

@@ -111,16 +111,17 @@ describe('the catalog read rides with the sign-in read only for credentials abou
     expect(reply.runs).toEqual([]);
   });
 
-  it('a blocked address never runs it, the right password included', async () => {
+  it('a blocked address never runs it, the right password or a valid key included', async () => {
     const sourceIp = '198.51.100.82';
     for (let i = 0; i < LIMIT; i++)
       await probed({ path: '/probe/read', query: { schema }, auth: WRONG, sourceIp });
 
     const right = await probed({ path: '/probe/read', query: { schema }, sourceIp });
     const wrong = await probed({ path: '/probe/read', query: { schema }, auth: WRONG, sourceIp });
+    const key = await probed({ path: '/probe/read', query: { schema }, ...bearer(service), sourceIp });
 
-    expect([right.status, wrong.status]).toEqual([429, 429]);
-    expect([...right.runs, ...wrong.runs]).toEqual([]);
+    expect([right.status, wrong.status, key.status]).toEqual([429, 429, 429]);
+    expect([...right.runs, ...wrong.runs, ...key.runs]).toEqual([]);
   });
 
   it('an unknown key never runs it', async () => {
