@@ -87,7 +87,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       const results = asKey
         ? await runKeyStatement(client, begin, sql, bounded)
         : await runScript(begin, sql, bounded);
-      // A key's transaction is still open; the admin's script carried our COMMIT.
+      // Our transaction is still open unless the admin's script ended it itself.
       if (client.getTransactionStatus() !== 'I') await client.query('COMMIT');
       const last = results.at(-1) as pg.QueryResult;
       return {
@@ -129,19 +129,17 @@ async function runKeyStatement(
 }
 
 /**
- * The admin's script between our BEGIN and our COMMIT, in one round trip: PostgreSQL parses the
- * whole string before it runs any of it, and each of our statements is complete. The COMMIT goes
- * on a line of its own, so a script's trailing `--` comment ends before it, and nothing our suffix
- * holds can close a quote or comment the script left open (that is the script's syntax error). A
- * failing statement skips the rest, COMMIT included. The script may end our transaction itself;
- * the COMMIT then only warns. The answer describes the script's last result, not the COMMIT's.
+ * The admin's script, sent with our BEGIN in front of it in one round trip: PostgreSQL parses the
+ * whole string before it runs any of it, and each of our statements is complete. The script may
+ * end our transaction itself. Our COMMIT is never appended to the string: a result over the limits
+ * is cancelled from another connection, and by the time the cancel lands the server would have
+ * committed, so a 413 would no longer mean nothing was written.
  */
-async function runScript(begin: string[], sql: string, bounded: Bounded): Promise<pg.QueryResult[]> {
+function runScript(begin: string[], sql: string, bounded: Bounded): Promise<pg.QueryResult[]> {
   const prefix = `${begin.join('; ')}; `;
-  const results = await bounded({ text: `${prefix}${sql}\n;COMMIT` }).catch((error: unknown) => {
+  return bounded({ text: prefix + sql }).catch((error: unknown) => {
     throw positionedInScript(error, prefix);
   });
-  return results.slice(0, -1);
 }
 
 /**

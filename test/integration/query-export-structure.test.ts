@@ -104,6 +104,20 @@ describe('POST /api/query', () => {
       expect(kept.rows).toEqual([{ a: 1 }]);
     });
 
+    it.each([
+      ['rows', 'SELECT pg_catalog.generate_series(1, 10001)'],
+      ['bytes', "SELECT pg_catalog.repeat('x', 3100000)"],
+    ])('commits nothing of a script whose answer is over the %s limit (413)', async (_, over) => {
+      await withAdminClient((c) => c.query(`CREATE TABLE IF NOT EXISTS "${scratch}".kept (a int)`));
+      for (let i = 0; i < 5; i++) {
+        const reply = await sql(`INSERT INTO kept VALUES (${i}); ${over}`, scratch);
+        expect(reply.status).toBe(413);
+      }
+
+      const kept = await withAdminClient((c) => c.query(`SELECT count(*)::int AS n FROM "${scratch}".kept`));
+      expect(kept.rows[0].n).toBe(0);
+    });
+
     it('rolls the script back when our COMMIT fails (a deferred constraint)', async () => {
       const reply = await sql(
         `
