@@ -60,6 +60,68 @@ export async function watchWire<T>(
   }
 }
 
+/** The UTF-8 bytes of a value's JSON, as the answer will carry it. */
+const exactJsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value) ?? '');
+
+/**
+ * At least exactJsonBytes(value), without making the JSON: one pass over the values. A string's
+ * UTF-16 unit takes at most 6 bytes (`\uXXXX`), a number at most 24 characters, a Date's ISO form
+ * with its quotes at most 29; a value of another kind (a Buffer in a bytea[], anything with its own
+ * toJSON) is measured exactly.
+ */
+export function jsonBytesAtMost(value: unknown): number {
+  switch (typeof value) {
+    case 'string':
+      return 6 * value.length + 2;
+    case 'number':
+      return 24;
+    case 'boolean':
+      return 5;
+    case 'object': {
+      if (value === null) return 4;
+      if (Array.isArray(value)) {
+        let bytes = 2;
+        for (const item of value) bytes += jsonBytesAtMost(item) + 1;
+        return bytes;
+      }
+      if (value instanceof Date) return 32;
+      if (Object.getPrototypeOf(value) !== Object.prototype) return exactJsonBytes(value);
+      let bytes = 2;
+      for (const [key, item] of Object.entries(value)) bytes += 6 * key.length + 4 + jsonBytesAtMost(item);
+      return bytes;
+    }
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return 4; // null in an array, left out of an object
+    default:
+      return exactJsonBytes(value);
+  }
+}
+
+/**
+ * A result's rows as JSON against QUERY_MAX_BYTES: bounded cheaply (jsonBytesAtMost) while the
+ * bound stays under the limit, counted exactly from the row that takes it past, so the limit is
+ * the JSON's exact size and an ordinary page never makes its rows' JSON twice.
+ */
+class JsonSize {
+  private bound = 0;
+  private exact: number | undefined;
+
+  constructor(private readonly max: number) {}
+
+  /** Adds a row to those `kept` before it; whether they are over the limit now. */
+  over(row: unknown, kept: readonly unknown[]): boolean {
+    if (this.exact === undefined) {
+      this.bound += jsonBytesAtMost(row) + 1;
+      if (this.bound <= this.max) return false;
+      this.exact = kept.reduce<number>((bytes, earlier) => bytes + exactJsonBytes(earlier) + 1, 0);
+    }
+    this.exact += exactJsonBytes(row) + 1;
+    return this.exact > this.max;
+  }
+}
+
 /**
  * Runs a query collecting its rows under the limits, so a huge result never sits in memory:
  * past a limit the rows are dropped and `onExceeded` cancels the statement in PostgreSQL (a
@@ -77,7 +139,7 @@ export function boundedQuery(
   const collected = new Map<unknown, unknown[]>();
   let current: unknown;
   let rows: unknown[] = [];
-  let bytes = 0;
+  let size = new JsonSize(limits.maxBytes);
   let exceeded: ResultTooLarge | undefined;
   const exceed = (error: ResultTooLarge) => {
     if (exceeded) return;
@@ -91,13 +153,12 @@ export function boundedQuery(
       collected.delete(current); // an earlier statement's rows are never answered
       current = result;
       rows = [];
-      bytes = 0;
+      size = new JsonSize(limits.maxBytes);
       collected.set(result, rows);
     }
     if (exceeded) return;
-    bytes += Buffer.byteLength(JSON.stringify(row)) + 1;
     if (rows.length >= limits.maxRows) exceed(new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows));
-    else if (bytes > limits.maxBytes) exceed(new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes));
+    else if (size.over(row, rows)) exceed(new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes));
     else rows.push(row);
   });
   return new Promise<pg.QueryResult[]>((resolve, reject) => {

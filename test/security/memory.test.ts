@@ -66,6 +66,25 @@ describe('result memory', () => {
     },
   );
 
+  it('holds QUERY_MAX_BYTES to the exact size of the rows’ JSON, however loosely it is bounded on the way', async () => {
+    // Escapes, astral characters and dates: each row's bound is well above its JSON.
+    const text = `SELECT g, pg_catalog.repeat(E'\\"\\n😀é', g) AS s, timestamptz '2026-01-02 03:04:05+00' + g * interval '1 day' AS at
+                    FROM pg_catalog.generate_series(1, 2000) g`;
+    const exact = await withAdminClient(async (client) =>
+      (await client.query(text)).rows.reduce(
+        (bytes, row) => bytes + Buffer.byteLength(JSON.stringify(row)) + 1,
+        0,
+      ),
+    );
+    const run = (maxBytes: number) =>
+      withAdminClient((client) =>
+        boundedQuery(client, { text }, { maxRows: 10_000, maxBytes }, () => undefined),
+      );
+
+    expect((await run(exact))[0]?.rows).toHaveLength(2000);
+    await expect(run(exact - 1)).rejects.toThrow('QUERY_MAX_BYTES');
+  });
+
   it('keeps no rows of a script’s earlier statements', async () => {
     const results = await withAdminClient((client) =>
       boundedQuery(
