@@ -7,6 +7,18 @@ export interface ResultLimits {
   maxBytes: number;
 }
 
+/** A value JSON cannot render: nested past the stack's depth (a tenant's jsonb, thousands deep). */
+export class ResultTooDeep extends ApiError {
+  constructor(cause: unknown) {
+    super(
+      413,
+      'Result too deep',
+      'a value in the result is nested too deeply to answer as JSON; select a shallower part of it (->, #>)',
+      { cause },
+    );
+  }
+}
+
 export class ResultTooLarge extends ApiError {
   constructor(setting: 'QUERY_MAX_ROWS' | 'QUERY_MAX_BYTES', limit: number) {
     const what = setting === 'QUERY_MAX_ROWS' ? `${limit} rows` : `${limit} bytes of JSON`;
@@ -63,13 +75,16 @@ export async function watchWire<T>(
 /** The UTF-8 bytes of a value's JSON, as the answer will carry it. */
 const exactJsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value) ?? '');
 
+/** Past this nesting the bound measures exactly, so a value JSON cannot render fails as JSON does. */
+const BOUND_DEPTH = 32;
+
 /**
  * At least exactJsonBytes(value), without making the JSON: one pass over the values. A string's
- * UTF-16 unit takes at most 6 bytes (`\uXXXX`), a number at most 24 characters, a Date's ISO form
- * with its quotes at most 29; a value of another kind (a Buffer in a bytea[], anything with its own
- * toJSON) is measured exactly.
+ * UTF-16 unit takes at most 6 bytes (a `\u` escape and four hex digits), a number at most 24
+ * characters, a Date's ISO form with its quotes at most 29; a value of another kind (a Buffer in a
+ * bytea[], anything with its own toJSON), or nested past BOUND_DEPTH, is measured exactly.
  */
-export function jsonBytesAtMost(value: unknown): number {
+export function jsonBytesAtMost(value: unknown, depth = 0): number {
   switch (typeof value) {
     case 'string':
       return 6 * value.length + 2;
@@ -77,19 +92,8 @@ export function jsonBytesAtMost(value: unknown): number {
       return 24;
     case 'boolean':
       return 5;
-    case 'object': {
-      if (value === null) return 4;
-      if (Array.isArray(value)) {
-        let bytes = 2;
-        for (const item of value) bytes += jsonBytesAtMost(item) + 1;
-        return bytes;
-      }
-      if (value instanceof Date) return 32;
-      if (Object.getPrototypeOf(value) !== Object.prototype) return exactJsonBytes(value);
-      let bytes = 2;
-      for (const [key, item] of Object.entries(value)) bytes += 6 * key.length + 4 + jsonBytesAtMost(item);
-      return bytes;
-    }
+    case 'object':
+      return value === null ? 4 : objectBytesAtMost(value, depth);
     case 'undefined':
     case 'function':
     case 'symbol':
@@ -97,6 +101,20 @@ export function jsonBytesAtMost(value: unknown): number {
     default:
       return exactJsonBytes(value);
   }
+}
+
+function objectBytesAtMost(value: object, depth: number): number {
+  if (value instanceof Date) return 32;
+  if (depth >= BOUND_DEPTH) return exactJsonBytes(value);
+  let bytes = 2;
+  if (Array.isArray(value)) {
+    for (const item of value) bytes += jsonBytesAtMost(item, depth + 1) + 1;
+    return bytes;
+  }
+  if (Object.getPrototypeOf(value) !== Object.prototype) return exactJsonBytes(value);
+  for (const [key, item] of Object.entries(value))
+    bytes += 6 * key.length + 4 + jsonBytesAtMost(item, depth + 1);
+  return bytes;
 }
 
 /**
@@ -140,8 +158,8 @@ export function boundedQuery(
   let current: unknown;
   let rows: unknown[] = [];
   let size = new JsonSize(limits.maxBytes);
-  let exceeded: ResultTooLarge | undefined;
-  const exceed = (error: ResultTooLarge) => {
+  let exceeded: ApiError | undefined;
+  const exceed = (error: ApiError) => {
     if (exceeded) return;
     exceeded = error;
     collected.clear();
@@ -157,8 +175,16 @@ export function boundedQuery(
       collected.set(result, rows);
     }
     if (exceeded) return;
-    if (rows.length >= limits.maxRows) exceed(new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows));
-    else if (size.over(row, rows)) exceed(new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes));
+    if (rows.length >= limits.maxRows) return exceed(new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows));
+    let over: boolean;
+    try {
+      over = size.over(row, rows);
+    } catch (error) {
+      // Thrown here, inside pg's reading of the socket, it would end the process.
+      if (!(error instanceof RangeError)) throw error;
+      return exceed(new ResultTooDeep(error));
+    }
+    if (over) exceed(new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes));
     else rows.push(row);
   });
   return new Promise<pg.QueryResult[]>((resolve, reject) => {

@@ -28,7 +28,7 @@ export const ROLES_BUSY: Answer = {
 /** Rows counted while they arrive (lib/db/result-limits). */
 export const RESULT_LIMITS: Answer = {
   status: 413,
-  why: 'the result is over QUERY_MAX_ROWS rows or QUERY_MAX_BYTES bytes',
+  why: 'the result is over QUERY_MAX_ROWS rows or QUERY_MAX_BYTES bytes, or holds a value nested too deeply for JSON',
 };
 
 /** Statements that run code a tenant may have planted (triggers, defaults), which can talk back. */

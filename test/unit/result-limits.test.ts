@@ -40,6 +40,8 @@ const OTHERS = [
   { x: 1.5, y: -2 },
   { 'key "quoted"\n': STRINGS, nested: { deeper: [DATES, NUMBERS] }, gone: undefined },
   [[[]], {}, [null, undefined]],
+  // Past the depth where the bound measures exactly.
+  Array.from({ length: 100 }).reduce<unknown>((inner) => ({ 'a\n': [inner, 'é'] }), 'x\u0000'),
 ];
 
 describe('jsonBytesAtMost', () => {
