@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { ApiError } from '#lib/errors';
+import { JSON_BYTES_PER_UNIT_AT_MOST } from '#lib/json-text';
 
 /** Ceilings on what one response may carry, whoever asks (QUERY_MAX_ROWS, QUERY_MAX_BYTES). */
 export interface ResultLimits {
@@ -80,14 +81,14 @@ const BOUND_DEPTH = 32;
 
 /**
  * At least exactJsonBytes(value), without making the JSON: one pass over the values. A string's
- * UTF-16 unit takes at most 6 bytes (a `\u` escape and four hex digits), a number at most 24
+ * UTF-16 unit takes at most JSON_BYTES_PER_UNIT_AT_MOST bytes, a number at most 24
  * characters, a Date's ISO form with its quotes at most 29; a value of another kind (a Buffer in a
  * bytea[], anything with its own toJSON), or nested past BOUND_DEPTH, is measured exactly.
  */
 export function jsonBytesAtMost(value: unknown, depth = 0): number {
   switch (typeof value) {
     case 'string':
-      return 6 * value.length + 2;
+      return JSON_BYTES_PER_UNIT_AT_MOST * value.length + 2;
     case 'number':
       return 24;
     case 'boolean':
@@ -113,7 +114,7 @@ function objectBytesAtMost(value: object, depth: number): number {
   }
   if (Object.getPrototypeOf(value) !== Object.prototype) return exactJsonBytes(value);
   for (const [key, item] of Object.entries(value))
-    bytes += 6 * key.length + 4 + jsonBytesAtMost(item, depth + 1);
+    bytes += JSON_BYTES_PER_UNIT_AT_MOST * key.length + 4 + jsonBytesAtMost(item, depth + 1);
   return bytes;
 }
 

@@ -4,13 +4,13 @@ import type { Context } from 'aws-lambda';
 import { type CatalogRead, runCatalogRead, sameRead } from '#lib/db/catalog-read';
 import { getDatabase } from '#lib/db/pool';
 import { Download } from '#lib/download';
-import { Forbidden, MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
+import { MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
 import { Asset, assetResponse } from '#lib/http/asset';
 import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
 import { clientAddress, type HttpEvent, header } from '#lib/http/event';
 import { jsonBody, jsonContentType } from '#lib/http/json-body';
-import { keyScope } from '#lib/http/key-scope';
+import { keyScope, outsideItsSchema } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
 import { type RouteContext, requestLog } from '#lib/http/request-log';
 import { download, type HttpResponse, json, jsonText } from '#lib/http/respond';
@@ -39,9 +39,7 @@ type RouteEvent = HttpEvent & { body?: unknown };
  */
 function catalogRead<T>(read: CatalogRead<T>, { principal, carried }: AuthContext): Promise<T> | T {
   if (principal?.kind === 'key' && read.schema !== null && read.schema !== principal.schema)
-    throw new Forbidden(
-      `this API key belongs to schema "${principal.schema}" and cannot reach "${read.schema}"`,
-    );
+    throw outsideItsSchema(principal, read.schema);
   if (carried && sameRead(carried.read, read)) return read.decode(carried.row);
   return getDatabase().then((db) => runCatalogRead(db, read));
 }

@@ -10,6 +10,10 @@ import type { Principal } from '#lib/principal';
 
 const takesSchema = (schema: unknown) => schema instanceof z.ZodObject && 'schema' in schema.shape;
 
+/** A key asked about another schema than its own. */
+export const outsideItsSchema = (key: Extract<Principal, { kind: 'key' }>, schema: string) =>
+  new Forbidden(`this API key belongs to schema "${key.schema}" and cannot reach "${schema}"`);
+
 /** A key's requests work in its schema: `schema` defaults to it, and naming another is refused. */
 function scoped(
   values: unknown,
@@ -19,7 +23,7 @@ function scoped(
     return values;
   const given = (values as Record<string, unknown> | undefined)?.schema;
   if (given !== undefined && given !== key.schema) {
-    throw new Forbidden(`this API key belongs to schema "${key.schema}" and cannot reach "${String(given)}"`);
+    throw outsideItsSchema(key, String(given));
   }
   return { ...(values as Record<string, unknown> | undefined), schema: key.schema };
 }

@@ -1,6 +1,7 @@
 import type { MiddlewareObj } from '@middy/core';
 import { ApiError } from '#lib/errors';
 import type { HttpResponse } from '#lib/http/respond';
+import { JSON_BYTES_PER_UNIT_AT_MOST } from '#lib/json-text';
 
 /** Lambda's limit on a synchronous invocation's response: the whole envelope, as JSON. */
 export const LAMBDA_RESPONSE_LIMIT = 6 * 1024 * 1024;
@@ -27,9 +28,6 @@ export class ResponseTooLarge extends ApiError {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
 const WIDE_ESCAPES = /[\u0000-\u001f\ud800-\udfff]/;
 
-/** JSON escapes one UTF-16 unit into at most 6 bytes (`\u001f`). */
-const MAX_BYTES_PER_CHAR = 6;
-
 /**
  * The response's size as Lambda measures it (the envelope as JSON); exact only when it could
  * matter, else 0. Two bounds come first: the body's length alone (free), then a scan of it (its
@@ -38,7 +36,7 @@ const MAX_BYTES_PER_CHAR = 6;
  */
 export function envelopeBytes(response: HttpResponse): number {
   const { body } = response;
-  if (body.length * MAX_BYTES_PER_CHAR + ENVELOPE_ALLOWANCE <= LAMBDA_RESPONSE_LIMIT) return 0;
+  if (body.length * JSON_BYTES_PER_UNIT_AT_MOST + ENVELOPE_ALLOWANCE <= LAMBDA_RESPONSE_LIMIT) return 0;
   const escaping = WIDE_ESCAPES.test(body) ? 5 : 1;
   const bound = Buffer.byteLength(body) + escaping * body.length + ENVELOPE_ALLOWANCE;
   if (bound <= LAMBDA_RESPONSE_LIMIT) return 0;
