@@ -42,7 +42,7 @@ export const schemaNotFound = (schema: string) =>
 export const tableNotFound = (schema: string, table: string) =>
   new NotFound('Table not found', `table "${table}" does not exist in schema "${schema}"`);
 
-export interface TableInfoRow {
+interface TableInfoRow {
   table_exists: boolean;
   columns: ColumnInfo[];
   primary_key: string[];
@@ -56,7 +56,7 @@ export function toTableInfo(row: CatalogRow | undefined, schema: string, table: 
   return { schema, table, columns: found.columns, primaryKey: found.primary_key };
 }
 
-export const tableInfoRead = (schema: string, table: string): CatalogRead<TableInfo> => ({
+const tableInfoRead = (schema: string, table: string): CatalogRead<TableInfo> => ({
   name: 'dbadmin.table-info',
   text: TABLE_INFO,
   values: [schema, table],

@@ -105,7 +105,7 @@ interface SignInRead {
  * block must take as long as a wrong one) and a key outside its reach never run it. It is still
  * parsed and planned for every caller: see CatalogRead's contract.
  */
-export interface Carry {
+interface Carry {
   read: CatalogRead<unknown>;
   admin: boolean;
   keyTypes: readonly KeyType[];
