@@ -10,6 +10,7 @@ import autocannon from 'autocannon';
 import { buildProduction, type ServiceFunction } from '../bin/build';
 import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import { freePort } from '../bin/free-port';
+import { runTmpdir } from '../bin/run-tmpdir';
 
 export const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 export const AUTH = { user: 'bench', pass: 'bench-password' };
@@ -362,9 +363,10 @@ export function printTargets(targets: Target[]): void {
 
 /**
  * Runs a benchmark against DATABASE_URL or a throw-away embedded PostgreSQL, with the production
- * layout built into BUILD_DIR for the run and removed after it.
+ * layout built into BUILD_DIR for the run and removed after it, like its temporary files.
  */
 export function runBench(purpose: string, body: (databaseUrl: string) => Promise<void>): void {
+  const removeTmpdir = runTmpdir(`dbadmin-${purpose}`);
   const run = async () => {
     let databaseUrl = process.env.DATABASE_URL;
     let stopDatabase: (() => Promise<void>) | undefined;
@@ -379,6 +381,7 @@ export function runBench(purpose: string, body: (databaseUrl: string) => Promise
     } finally {
       rmSync(BUILD_DIR, { recursive: true, force: true });
       await stopDatabase?.();
+      removeTmpdir();
     }
   };
   run().catch((error: unknown) => {

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -136,16 +136,21 @@ function stopNow(server: object, dataDir: string): void {
 }
 
 /**
- * A throw-away server in a new temporary directory (tests, benchmarks). The directory is made
- * reachable for the `postgres` user the server runs as when we are root.
+ * A throw-away server in a new temporary directory (tests, benchmarks), which `stop` removes. The
+ * directory is made reachable for the `postgres` user the server runs as when we are root.
  */
-export function startTemporaryPostgres(purpose: string): Promise<EmbeddedDatabase> {
+export async function startTemporaryPostgres(purpose: string): Promise<EmbeddedDatabase> {
   const dir = mkdtempSync(join(tmpdir(), `dbadmin-${purpose}-`));
   chmodSync(dir, 0o755);
-  return startEmbeddedPostgres({
+  const removeDir = () => rmSync(dir, { recursive: true, force: true });
+  const database = await startEmbeddedPostgres({
     dataDir: join(dir, 'pg'),
     password: randomBytes(12).toString('hex'),
     servicePassword: randomBytes(12).toString('hex'),
     persistent: false,
+  }).catch((error: unknown) => {
+    removeDir();
+    throw error;
   });
+  return { ...database, stop: () => database.stop().finally(removeDir) };
 }

@@ -1,13 +1,18 @@
 import { buildConsole } from '../../bin/build-console';
 import { inServiceDatabase, startTemporaryPostgres } from '../../bin/embedded-postgres';
+import { runTmpdir } from '../../bin/run-tmpdir';
 
 /**
  * A real PostgreSQL for the whole run: DATABASE_URL when set, otherwise an embedded one in a
  * temporary directory. The service runs as its own non-superuser role, as in production;
  * DBADMIN_TEST_AS=superuser runs it as the superuser instead (the security suite runs both ways).
  * Workers inherit the URLs through the environment.
+ *
+ * The run's temporary files go under a directory of its own (runTmpdir), inherited by the
+ * workers through TMPDIR, which the teardown removes.
  */
 export default async function globalSetup(): Promise<void> {
+  (globalThis as { __dbadminRemoveTmpdir?: () => void }).__dbadminRemoveTmpdir = runTmpdir('dbadmin-jest');
   // The console function embeds the console's bundle: build it as packaging and `npm start` do.
   await buildConsole();
   if (process.env.DATABASE_URL) return;

@@ -1,3 +1,11 @@
 export default async function globalTeardown(): Promise<void> {
-  await (globalThis as { __dbadminStopDatabase?: () => Promise<void> }).__dbadminStopDatabase?.();
+  const run = globalThis as {
+    __dbadminStopDatabase?: () => Promise<void>;
+    __dbadminRemoveTmpdir?: () => void;
+  };
+  try {
+    await run.__dbadminStopDatabase?.();
+  } finally {
+    run.__dbadminRemoveTmpdir?.();
+  }
 }
