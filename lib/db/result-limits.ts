@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { jsonRowTypes } from '#lib/db/json-rows';
 import { ApiError } from '#lib/errors';
 import { JSON_BYTES_PER_UNIT_AT_MOST } from '#lib/json-text';
 
@@ -154,7 +155,7 @@ export function boundedQuery(
   limits: ResultLimits,
   onExceeded: () => void,
 ): Promise<pg.QueryResult[]> {
-  const query = new pg.Query(config);
+  const query = new pg.Query({ types: jsonRowTypes, ...config });
   const collected = new Map<unknown, unknown[]>();
   let current: unknown;
   let rows: unknown[] = [];
