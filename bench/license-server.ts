@@ -9,6 +9,7 @@ import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import { startTemporaryPostgres } from '../bin/embedded-postgres';
+import { runTmpdir } from '../bin/run-tmpdir';
 import { newSigningKey } from '../lib/license/lease';
 import { logger } from '../lib/log';
 import { handler } from '../license-server/functions/license';
@@ -66,6 +67,7 @@ async function load(url: string, body: string) {
 }
 
 async function main() {
+  const removeTmpdir = runTmpdir('dbadmin-bench-license');
   let stopDatabase: (() => Promise<void>) | undefined;
   if (!process.env.DATABASE_URL && !process.env.LICENSE_SERVER_DATABASE_URL) {
     const database = await startTemporaryPostgres('bench-license');
@@ -163,6 +165,7 @@ async function main() {
   } finally {
     await closeLicenseDatabase();
     await stopDatabase?.();
+    removeTmpdir();
   }
 }
 

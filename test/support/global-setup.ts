@@ -9,16 +9,29 @@ import { runTmpdir } from '../../bin/run-tmpdir';
  * Workers inherit the URLs through the environment.
  *
  * The run's temporary files go under a directory of its own (runTmpdir), inherited by the
- * workers through TMPDIR, which the teardown removes.
+ * workers through TMPDIR, which the teardown removes (and a failed setup, since Jest then runs no
+ * teardown).
  */
 export default async function globalSetup(): Promise<void> {
-  (globalThis as { __dbadminRemoveTmpdir?: () => void }).__dbadminRemoveTmpdir = runTmpdir('dbadmin-jest');
-  // The console function embeds the console's bundle: build it as packaging and `npm start` do.
-  await buildConsole();
-  if (process.env.DATABASE_URL) return;
-  const database = await startTemporaryPostgres('test');
-  const asSuperuser = process.env.DBADMIN_TEST_AS === 'superuser';
-  process.env.DATABASE_URL = asSuperuser ? inServiceDatabase(database.superuserUrl) : database.url;
-  process.env.DBADMIN_TEST_SUPERUSER_URL = database.superuserUrl;
-  (globalThis as { __dbadminStopDatabase?: () => Promise<void> }).__dbadminStopDatabase = database.stop;
+  const removeTmpdir = runTmpdir('dbadmin-jest');
+  (globalThis as { __dbadminRemoveTmpdir?: () => void }).__dbadminRemoveTmpdir = removeTmpdir;
+  try {
+    // The console function embeds the console's bundle: build it as packaging and `npm start` do.
+    await buildConsole();
+    if (process.env.DATABASE_URL) return;
+    const database = await startTemporaryPostgres('test');
+    const asSuperuser = process.env.DBADMIN_TEST_AS === 'superuser';
+    process.env.DATABASE_URL = asSuperuser ? inServiceDatabase(database.superuserUrl) : database.url;
+    process.env.DBADMIN_TEST_SUPERUSER_URL = database.superuserUrl;
+    (globalThis as { __dbadminStopDatabase?: () => Promise<void> }).__dbadminStopDatabase = async () => {
+      await database.stop();
+      // A watch run sets up again, and must not take the stopped server for a given DATABASE_URL.
+      delete process.env.DATABASE_URL;
+      delete process.env.DBADMIN_TEST_SUPERUSER_URL;
+    };
+  } catch (error) {
+    // Jest runs no teardown after a setup that failed.
+    removeTmpdir();
+    throw error;
+  }
 }

@@ -7,5 +7,7 @@ export default async function globalTeardown(): Promise<void> {
     await run.__dbadminStopDatabase?.();
   } finally {
     run.__dbadminRemoveTmpdir?.();
+    delete run.__dbadminStopDatabase;
+    delete run.__dbadminRemoveTmpdir;
   }
 }
