@@ -9,6 +9,7 @@ import {
   chmodSync,
   cpSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   readFileSync,
   renameSync,
@@ -61,10 +62,24 @@ function packageRoot(name: string): string {
   return dir;
 }
 
-/** A directory outside any private home, for what the server needs to reach. */
+/**
+ * A directory outside any private home, for what the server needs to reach. Anyone can make its
+ * name in the system's temporary directory first, and we run the binaries and import the module
+ * kept in it: unless it is a real directory of ours that nobody else can write to, it is refused.
+ */
 function sharedPlace(): string {
   const base = join(tmpdir(), 'dbadmin-postgres');
-  mkdirSync(base, { recursive: true, mode: 0o755 });
+  try {
+    mkdirSync(base, { mode: 0o755 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  const found = lstatSync(base);
+  const remedy = 'remove it and start again, or work from a checkout the postgres user can reach';
+  if (!found.isDirectory() || found.uid !== process.getuid?.()) {
+    throw new Error(`${base} is not a directory of ours (another user's, or a link): ${remedy}`);
+  }
+  if ((found.mode & 0o022) !== 0) throw new Error(`${base} may be written by others: ${remedy}`);
   chmodSync(base, 0o755);
   return base;
 }
