@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { createKey, deleteKey, listKeys } from '#lib/admin/keys';
 import { getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
-import { NO_SCHEMA, RESPONSE_LIMIT, ROLES_BUSY } from '#lib/http/answers';
+import { NO_SCHEMA, RESPONSE_LIMIT, ROLES_BUSY, SCHEMA_BUSY } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { Outcome, schemaRef } from '#lib/validation';
@@ -35,7 +35,7 @@ export const routes = [
       createdAt: z.string(),
     }),
     status: 201,
-    errors: [NO_SCHEMA],
+    errors: [NO_SCHEMA, SCHEMA_BUSY],
     handler: async ({ params, body }) =>
       createKey(await getDatabase(), (await getConfig()).DBADMIN_SECRET, { schema: params.schema, ...body }),
   }),

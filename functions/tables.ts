@@ -19,6 +19,7 @@ import {
   NO_TABLE,
   RESPONSE_LIMIT,
   RESULT_LIMITS,
+  SCHEMA_BUSY,
   SCHEMA_SESSION,
   WIRE_LIMIT,
 } from '#lib/http/answers';
@@ -256,11 +257,7 @@ export const routes = [
     access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ schema: z.array(StructureEntry) }),
-    errors: [
-      NO_SCHEMA,
-      { status: 409, why: 'a default needs a table that an open transaction holds locked' },
-      RESPONSE_LIMIT,
-    ],
+    errors: [NO_SCHEMA, SCHEMA_BUSY, RESPONSE_LIMIT],
     handler: async ({ query }) => describeSchema(await getDatabase(), query.schema),
   }),
 ];

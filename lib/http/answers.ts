@@ -25,6 +25,12 @@ export const ROLES_BUSY: Answer = {
   why: 'the schema’s roles stayed busy (its sessions kept taking locks); try again',
 };
 
+/** Our own SQL gave up waiting for a lock a transaction in the schema holds (lib/db/pg-errors schemaBusy). */
+export const SCHEMA_BUSY: Answer = {
+  status: 409,
+  why: 'a transaction still open in the schema (a schema change, LOCK TABLE) holds a lock this needs; try again once it ends',
+};
+
 /** Rows counted while they arrive (lib/db/result-limits). */
 export const RESULT_LIMITS: Answer = {
   status: 413,

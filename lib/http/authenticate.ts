@@ -163,8 +163,11 @@ const carryingTexts = new Map<string, string>();
 function signInQuery(signIn: unknown[], carry: Carry | undefined): pg.QueryConfig {
   if (!carry) return { name: 'dbadmin.sign-in', text: SIGN_IN, values: signIn };
   const { read } = carry;
-  const text = carryingTexts.get(read.text) ?? carrying(read);
-  carryingTexts.set(read.text, text);
+  let text = carryingTexts.get(read.text);
+  if (text === undefined) {
+    text = carrying(read);
+    carryingTexts.set(read.text, text);
+  }
   return {
     name: CARRYING + read.name,
     text,
