@@ -1,4 +1,4 @@
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -99,6 +99,7 @@ export async function startEmbeddedPostgres(options: {
     authMethod: 'scram-sha-256',
     persistent: options.persistent,
     createPostgresUser: process.getuid?.() === 0,
+    initdbFlags: textFlags(),
     // serverless-offline runs every function in its own process, each with its own pools (bin/offline).
     postgresFlags: ['-c', 'max_connections=300'],
     onLog: (message) => options.log?.(String(message)),
@@ -118,6 +119,33 @@ export async function startEmbeddedPostgres(options: {
     await server.stop();
     throw error;
   }
+}
+
+/**
+ * Text is UTF-8 with Unicode rules whatever the environment's locale: without these initdb takes
+ * the environment's, which under a POSIX locale (most containers, `su - user`, many CI runners)
+ * means SQL_ASCII, where text is bytes (`length('é')` is 2, `upper('é')` is 'é'). ICU, which the
+ * binaries carry, sorts and changes case the same on every machine; the C library's locale is
+ * still what the text search parser uses to tell letters, so it is a UTF-8 one where the system
+ * has one.
+ */
+function textFlags(): string[] {
+  return ['--encoding=UTF8', `--locale=${utf8Locale()}`, '--locale-provider=icu', '--icu-locale=und'];
+}
+
+/** The system's C.UTF-8 (or en_US.UTF-8) under whichever spelling it lists, else C. */
+function utf8Locale(): string {
+  let listed: string[] = [];
+  try {
+    listed = execFileSync('locale', ['-a'], { encoding: 'utf8' }).split('\n');
+  } catch {
+    // No `locale` command: C, which is valid with any encoding.
+  }
+  const preferred = ['c.utf-8', 'c.utf8', 'en_us.utf-8', 'en_us.utf8'];
+  const found = preferred
+    .map((name) => listed.find((locale) => locale.trim().toLowerCase() === name))
+    .find(Boolean);
+  return found?.trim() ?? 'C';
 }
 
 /**

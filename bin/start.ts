@@ -3,7 +3,9 @@
  * backed by DATABASE_URL or, when it is unset, an embedded PostgreSQL whose data lives in .data/.
  */
 import { extname, join, resolve } from 'node:path';
+import { checkHealth } from '#lib/admin/health';
 import { type Config, loadConfig } from '#lib/config';
+import { withServicePool } from '#lib/db/pool';
 import { activateFromEnvironment } from '#lib/license/activation';
 import { withLicensing } from './activate-license';
 import { localDataDir, localSecrets, recordRuntime, startLocalPostgres } from './local';
@@ -56,6 +58,7 @@ async function main(): Promise<void> {
     await database?.stop();
   });
   await activateAtStart(config, env);
+  await reportDatabase(config);
   absolutePaths(config, env);
   const serve = prebuilt ? serveInThisProcess : serveFromChild;
   serve({
@@ -89,6 +92,13 @@ async function checkedSettings(env: NodeJS.ProcessEnv, stop: () => Promise<void>
     await stop();
     process.exit(1);
   }
+}
+
+/** What /api/health warns about (a database that does not keep text as UTF-8), in the log before serving. */
+async function reportDatabase(config: Config): Promise<void> {
+  await withServicePool(config, 'dbadmin-start', checkHealth).catch(() => {
+    // Not reachable now: the host starts anyway and /api/health answers 503 until it is.
+  });
 }
 
 /**

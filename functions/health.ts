@@ -15,6 +15,10 @@ export const routes = [
       status: z.literal('ok'),
       database: z.literal('up'),
       timestamp: z.iso.datetime(),
+      warnings: z
+        .array(z.string())
+        .optional()
+        .describe('What the operator should know: a database that does not store text as UTF-8'),
     }),
     errors: [DATABASE],
     handler: async () => checkHealth(await getPool()),

