@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { scramVerifier } from '../lib/db/scram';
 import { freePort } from './free-port';
-import { loadEmbeddedPostgres, serverDataDir } from './postgres-reach';
+import { type EmbeddedMajor, loadEmbeddedPostgres, serverDataDir } from './postgres-reach';
 
 export interface EmbeddedDatabase {
   /** The service's own login: not a superuser (see SERVICE_ROLE). */
@@ -87,9 +87,14 @@ export async function startEmbeddedPostgres(options: {
   log?: (line: string) => void;
   /** Run a copy of the binaries even when the installed ones are reachable (tests). */
   copyBinaries?: boolean;
+  /** PostgreSQL's major version: 17 unless a test asks for the oldest supported one. */
+  major?: EmbeddedMajor;
 }): Promise<EmbeddedDatabase> {
   const port = await freePort();
-  const { default: EmbeddedPostgres } = await loadEmbeddedPostgres({ forceCopy: options.copyBinaries });
+  const { default: EmbeddedPostgres } = await loadEmbeddedPostgres({
+    forceCopy: options.copyBinaries,
+    major: options.major,
+  });
   const dataDir = serverDataDir(options.dataDir);
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
@@ -167,7 +172,10 @@ function stopNow(server: object, dataDir: string): void {
  * A throw-away server in a new temporary directory (tests, benchmarks), which `stop` removes. The
  * directory is made reachable for the `postgres` user the server runs as when we are root.
  */
-export async function startTemporaryPostgres(purpose: string): Promise<EmbeddedDatabase> {
+export async function startTemporaryPostgres(
+  purpose: string,
+  { major }: { major?: EmbeddedMajor } = {},
+): Promise<EmbeddedDatabase> {
   const dir = mkdtempSync(join(tmpdir(), `dbadmin-${purpose}-`));
   chmodSync(dir, 0o755);
   const removeDir = () => rmSync(dir, { recursive: true, force: true });
@@ -176,6 +184,7 @@ export async function startTemporaryPostgres(purpose: string): Promise<EmbeddedD
     password: randomBytes(12).toString('hex'),
     servicePassword: randomBytes(12).toString('hex'),
     persistent: false,
+    major,
   }).catch((error: unknown) => {
     removeDir();
     throw error;

