@@ -73,8 +73,9 @@ const pgLiteral = (value: string) => `'${value.replace(/'/g, "''")}'`;
  */
 export async function runQuery(access: SchemaAccess, input: RunQueryInput): Promise<QueryResult> {
   const { sql, schema, timeoutMs, limits, asKey, adminRights } = input;
+  // A read-only access runs in a transaction of its own that it rolls back (lib/db/executor).
   const begin = [
-    access.readOnly ? 'BEGIN READ ONLY' : 'BEGIN',
+    ...(access.readOnly ? [] : ['BEGIN']),
     `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
     // The schema alone: a tenant with a key for public may have planted operators there.
     ...(adminRights ? [`SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}`] : []),
@@ -88,7 +89,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
         ? await runKeyStatement(client, begin, sql, bounded)
         : await runScript(begin, sql, bounded);
       // Our transaction is still open unless the admin's script ended it itself.
-      if (client.getTransactionStatus() !== 'I') await client.query('COMMIT');
+      if (!access.readOnly && client.getTransactionStatus() !== 'I') await client.query('COMMIT');
       const last = results.at(-1) as pg.QueryResult;
       return {
         rows: last.rows,

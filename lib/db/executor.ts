@@ -57,7 +57,10 @@ export interface SchemaAccess {
   catalog: pg.Pool;
   /** Runs `work` on a session of the schema's role; the session is clean again before anyone else gets it. */
   run<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T>;
-  /** An anon key's access: its sessions run read-only transactions. */
+  /**
+   * An anon key's access: `run` gives its work a read-only transaction already open, which is rolled
+   * back after it (the work must neither open nor end one).
+   */
   readOnly: boolean;
   /** Cancels the statement running on one of its sessions (a result passed its limits). */
   cancel(client: pg.PoolClient): void;
@@ -171,8 +174,32 @@ export async function schemaAccess(
     schema,
     catalog,
     readOnly: kind === 'anon',
-    run: async (work) => guarded(catalog, config, () => connect(schema, kind), work, signal),
+    run: async (work) =>
+      guarded(
+        catalog,
+        config,
+        () => connect(schema, kind),
+        kind === 'anon' ? rolledBack(work) : work,
+        signal,
+      ),
     cancel: (client) => stopBackend(catalog, client, 'cancel'),
+  };
+}
+
+/**
+ * An anon key's work, in a read-only transaction that is always rolled back, never committed:
+ * before PostgreSQL 17 a READ ONLY transaction may still create large objects (lo_create,
+ * lo_from_bytea), and on every major it may queue notifications (pg_notify, NOTIFY) that a commit
+ * would deliver. Whatever the key's SQL, or code planted where it reads, did ends with its request.
+ */
+function rolledBack<T>(work: (client: pg.PoolClient) => Promise<T>) {
+  return async (client: pg.PoolClient): Promise<T> => {
+    await client.query('BEGIN READ ONLY');
+    try {
+      return await work(client);
+    } finally {
+      if (client.getTransactionStatus() !== 'I') await client.query('ROLLBACK');
+    }
   };
 }
 
