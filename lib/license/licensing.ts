@@ -74,6 +74,13 @@ interface Lease {
   payload: LeasePayload;
 }
 
+/** A valid answer from a server that does not sign: when it came, and what it said. */
+interface Unsigned {
+  at: Date;
+  type: LicenseType;
+  expiresAt: Date | null;
+}
+
 /** What this container knows: local traces (re-read every minute) and its own last server answer. */
 interface Known {
   machineId: string;
@@ -93,8 +100,11 @@ interface Known {
   highWater: number;
   /** This process's last answer from the server, for `keyHash`. */
   answer: ServerAnswer | undefined;
-  /** An unsigned valid answer: counts in memory only, never across a restart. */
-  unsigned: { at: Date; type: LicenseType; expiresAt: Date | null } | undefined;
+  /**
+   * The last unsigned valid answer (warn mode, a server that does not sign): this process's, or
+   * one recorded in the license file. Never in strict mode, never beside a signed lease.
+   */
+  unsigned: Unsigned | undefined;
   /** Local ms of the last server call, and of the last read of file and row. */
   checkedAt: number;
   loadedAt: number;
@@ -110,8 +120,9 @@ class Untrusted extends Error {}
  * This deployment's license: machine id, license file, cache row, signed leases, and the
  * operations of the license and trial endpoints. One per container; the state is recomputed from
  * memory on every request, local traces re-read every minute, the server asked when the last
- * check is 12 hours old. Only answers signed by a compiled-in key grant a license past this
- * process's life; files and rows recover ids, leases and trial markers.
+ * check is 12 hours old. Only answers signed by a compiled-in key count in strict mode; files and
+ * rows recover ids, leases and trial markers, and in warn mode the file the time of the last
+ * unsigned validation (grace from it, `verified: false`).
  */
 export class Licensing {
   private machine: Promise<string> | undefined;
@@ -180,6 +191,9 @@ export class Licensing {
     const { leases, fileCurrent } = this.leases(file, row, machineId, keyHash, carried);
     const lease = [...leases].sort((a, b) => b.payload.seq - a.payload.seq)[0];
     const fileRefused = fileCurrent && file?.status === 'invalid';
+    const pinned = leases.length > 0 || carried?.pinned === true;
+    const refusedUnsigned = !lease && (fileRefused || row?.status === 'invalid');
+    const recorded = this.recordedUnsigned(file, row, pinned || refusedUnsigned);
     const databaseNow = (this.deps.databaseClock?.() ?? traces.databaseNow).getTime();
     await this.keepTime(machineId, row, databaseNow);
     const highWater = Math.max(
@@ -195,12 +209,12 @@ export class Licensing {
       email: file?.email ?? null,
       keyHash,
       lease,
-      pinned: leases.length > 0 || carried?.pinned === true,
-      refusedUnsigned: !lease && (fileRefused || row?.status === 'invalid'),
+      pinned,
+      refusedUnsigned,
       trial: trialOf(traces, key ? undefined : file),
       highWater,
       answer: carried?.answer,
-      unsigned: carried?.unsigned,
+      unsigned: latest(carried?.unsigned, recorded),
       checkedAt: carried?.checkedAt ?? Number.NaN,
       loadedAt: this.clock().getTime(),
     };
@@ -235,7 +249,30 @@ export class Licensing {
     return { leases, fileCurrent };
   }
 
-  /** The license as the state machine sees it: built only from signed leases and trial markers. */
+  /**
+   * The unsigned validation the license file records, for SPEC.md's grace across a restart. Only
+   * in warn mode, where requests proceed whatever it says: it grants nothing there that was not
+   * granted already. Never when anything signed was seen (a lease in the file or the row, verified
+   * or not) or a refusal is recorded; never from the row alone, which holds no key to ask with.
+   */
+  private recordedUnsigned(
+    file: LicenseFile | undefined,
+    row: CacheRow | undefined,
+    signedOrRefused: boolean,
+  ): Unsigned | undefined {
+    if (this.deps.requireSignature || signedOrRefused) return undefined;
+    if (!file?.licenseKey || file.lease || row?.lease) return undefined;
+    const at = asDate(file.lastValidatedAt);
+    if (!at || Number.isNaN(at.getTime())) return undefined;
+    const expiresAt = asDate(file.expiresAt);
+    if (expiresAt && Number.isNaN(expiresAt.getTime())) return undefined;
+    return { at, type: file.type, expiresAt };
+  }
+
+  /**
+   * The license as the state machine sees it: built from signed leases and trial markers, and in
+   * warn mode from the last unsigned validation.
+   */
   private record(known: Known): LicenseRecord | undefined {
     if (known.keyHash) return keyedRecord(known);
     if (!known.trial) return undefined;
@@ -598,8 +635,8 @@ export class TrialRefused extends Error {
 }
 
 /**
- * A license held by key: the newest of the signed lease and this process's own unsigned answer
- * (a SPEC-only server); nothing local but a lease says how long it lasts.
+ * A license held by key: the newest of the signed lease and the last unsigned answer (a SPEC-only
+ * server, warn mode only, reported `verified: false`); its grace runs from that answer's time.
  */
 function keyedRecord(known: Known): LicenseRecord {
   const lease = known.lease?.payload;
@@ -640,6 +677,12 @@ function keyedRecord(known: Known): LicenseRecord {
     verified: true,
     refused: good ? null : refusal,
   };
+}
+
+/** The later of two unsigned validations (this process's own, the one on record). */
+function latest(a: Unsigned | undefined, b: Unsigned | undefined): Unsigned | undefined {
+  if (!a || !b) return a ?? b;
+  return a.at.getTime() >= b.at.getTime() ? a : b;
 }
 
 function parseJson(text: string | null | undefined): unknown {

@@ -23,11 +23,14 @@ export interface LicenseRecord {
   keyed: boolean;
   /** When the license (or trial) ends; null for lifetime licenses. */
   expiresAt: Date | null;
-  /** Last successful validation with the license server (keyed licenses): a signed lease's time. */
+  /**
+   * Last successful validation with the license server (keyed licenses): a signed lease's time, or
+   * (warn mode, a server that does not sign) the unsigned answer's time.
+   */
   lastValidatedAt: Date | null;
   /**
    * Keyed licenses: when offline grace ends. From a signed lease's `notAfter` (no local field can
-   * move it), or for an unsigned answer, its time plus the grace period, held in memory only.
+   * move it), or for an unsigned answer, its time plus the grace period.
    */
   graceEndsAt: Date | null;
   /** Keyed licenses: the license rests on an answer signed by a trusted key. */
@@ -86,12 +89,13 @@ const NONE: LicenseState = {
  *   own saves): a clock more than 5 minutes behind it has been rolled back.
  */
 export function licenseState(
-  record: LicenseRecord | undefined,
+  known: LicenseRecord | undefined,
   now: Date,
   answer?: ServerAnswer,
   highWater?: Date | null,
 ): LicenseState {
-  if (!record) return NONE;
+  if (!known) return NONE;
+  const record = credible(known, now);
   const base = common(record, now);
   if (highWater && now.getTime() < highWater.getTime() - CLOCK_TOLERANCE_MS) {
     return {
@@ -111,6 +115,19 @@ export function licenseState(
 }
 
 type Common = Omit<LicenseState, 'valid' | 'status'>;
+
+/**
+ * An unsigned validation dated after now (beyond the clock's tolerance) is a time rewritten
+ * locally, not one a server gave: it counts as no validation, so it neither is fresh nor carries
+ * grace. Signed leases are left alone: their time is the server's, and a clock behind it is a
+ * rollback.
+ */
+function credible(record: LicenseRecord, now: Date): LicenseRecord {
+  const at = record.lastValidatedAt;
+  if (!record.keyed || record.verified || !at || at.getTime() - now.getTime() <= CLOCK_TOLERANCE_MS)
+    return record;
+  return { ...record, lastValidatedAt: null, graceEndsAt: null };
+}
 
 function common(record: LicenseRecord, now: Date): Common {
   return {

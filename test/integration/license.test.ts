@@ -269,6 +269,79 @@ describe('at run time', () => {
     }
   });
 
+  /** Activated against a server that follows SPEC.md only (no signature), then the server stops. */
+  async function activatedUnsigned(): Promise<void> {
+    server.sign(false);
+    try {
+      await activated();
+    } finally {
+      server.sign(true);
+    }
+    await server.stop();
+  }
+
+  it('works offline within 7 days after an unsigned validation (warn), also after a restart, and is expired beyond', async () => {
+    await activatedUnsigned();
+    try {
+      const graceFromActivation = {
+        status: 'grace_period',
+        valid: true,
+        verified: false,
+        lastValidatedAt: T0.toISOString(),
+        gracePeriodEndsAt: new Date(T0.getTime() + 7 * DAY).toISOString(),
+      };
+      setNow(new Date(T0.getTime() + 2 * DAY));
+      const within = await gated();
+      expect(within.status).toBe(200);
+      expect(within.headers['X-License-Status']).toBe('grace_period');
+      expect(await status()).toMatchObject(graceFromActivation);
+
+      await deploy({ dir: dataDir });
+      expect(await status()).toMatchObject(graceFromActivation);
+
+      setNow(new Date(T0.getTime() + 7 * DAY + 1));
+      expect(await status()).toMatchObject({ status: 'expired', valid: false, verified: false });
+      await deploy({ dir: dataDir });
+      expect(await status()).toMatchObject({
+        status: 'expired',
+        valid: false,
+        verified: false,
+        lastValidatedAt: T0.toISOString(),
+      });
+    } finally {
+      await server.start();
+    }
+  });
+
+  it('in strict mode, an unsigned validation recorded in warn mode gives neither a fresh check nor grace', async () => {
+    await activatedUnsigned();
+    try {
+      for (const offset of [HOUR, 2 * DAY]) {
+        setNow(new Date(T0.getTime() + offset));
+        await deploy({ dir: dataDir, env: { LICENSE_ENFORCEMENT: 'strict' } });
+        expect(await status()).toMatchObject({
+          status: 'expired',
+          valid: false,
+          lastValidatedAt: null,
+          gracePeriodEndsAt: null,
+        });
+      }
+    } finally {
+      await server.start();
+    }
+    // The server back, still unsigned: strict mode counts none of its answers.
+    server.sign(false);
+    try {
+      await deploy({ dir: dataDir, env: { LICENSE_ENFORCEMENT: 'strict' } });
+      expect((await post('/api/license/refresh', undefined)).body).toMatchObject({
+        status: 'expired',
+        lastValidatedAt: null,
+      });
+    } finally {
+      server.sign(true);
+    }
+  });
+
   it('in strict mode, lets requests through an unreachable server in development only', async () => {
     await activated();
     await server.stop();

@@ -3,7 +3,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { getConfig } from '#lib/config';
 import { newSigningKey, openLease, signingKey, signLease } from '#lib/license/lease';
-import { fileKeys, LICENSE_FILE, saveLicenseFile } from '#lib/license/license-file';
+import { fileKeys, LICENSE_FILE, loadLicenseFile, saveLicenseFile } from '#lib/license/license-file';
 import { DAY, HOUR } from '#lib/license/state';
 import { LicensingHarness, randomMachineId } from '#test/support/licensing';
 
@@ -130,6 +130,25 @@ describe('revocation', () => {
 
   it('is not undone by restoring the license file saved before it', async () => {
     const key = await h.activated();
+    const before = readFileSync(file(), 'utf8');
+    await h.server.revoke(key);
+    h.at(HOUR);
+    expect((await h.post('/api/license/refresh')).body.status).toBe('invalid');
+
+    writeFileSync(file(), before);
+    await h.offline(async () => {
+      await h.deploy({ dir: h.dataDir });
+      expect((await h.status()).status).toBe('invalid');
+    });
+  });
+});
+
+describe('revocation by a server that does not sign', () => {
+  it('is not undone by restoring the license file that recorded the unsigned validation', async () => {
+    h.server.sign(false);
+    await h.deploy();
+    const key = await h.server.issue('owner@example.com');
+    await h.post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
     const before = readFileSync(file(), 'utf8');
     await h.server.revoke(key);
     h.at(HOUR);
@@ -297,6 +316,48 @@ describe('answers that are not our server’s', () => {
     const refused = await h.post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
     expect(refused.body.success).toBe(false);
     expect(refused.body.message).toMatch(/signed/);
+  });
+
+  it('a recorded unsigned validation counts for nothing in strict mode, even one written to look fresh', async () => {
+    const licensing = await h.deploy();
+    const key = await h.server.issue('owner@example.com');
+    const keys = fileKeys((await getConfig()).DBADMIN_SECRET, await licensing.machineId());
+    h.at(2 * DAY);
+    await saveLicenseFile(h.dataDir, keys, {
+      licenseKey: key,
+      email: 'owner@example.com',
+      type: 'paid',
+      valid: true,
+      status: 'active',
+      expiresAt: null,
+      daysRemaining: null,
+      lastValidatedAt: h.now.toISOString(),
+      lastSavedAt: h.now.toISOString(),
+      lease: null,
+    });
+    await h.offline(async () => {
+      await h.deploy({ dir: h.dataDir });
+      // In warn mode requests proceed whatever the file says: it is reported, never verified.
+      expect(await h.status()).toMatchObject({ verified: false });
+
+      await h.deploy({ dir: h.dataDir, env: { LICENSE_ENFORCEMENT: 'strict' } });
+      expect(await h.status()).toMatchObject({ status: 'expired', valid: false, lastValidatedAt: null });
+    });
+  });
+
+  it('an unsigned validation written beside a signed lease does not count, across a restart', async () => {
+    await h.activated();
+    const machineId = await (await h.deploy({ dir: h.dataDir })).machineId();
+    const keys = fileKeys((await getConfig()).DBADMIN_SECRET, machineId);
+    const saved = await loadLicenseFile(h.dataDir, keys);
+    if (!saved) throw new Error('no license file after activation');
+    h.at(8 * DAY);
+    await saveLicenseFile(h.dataDir, keys, { ...saved, lease: null, lastValidatedAt: h.now.toISOString() });
+
+    await h.offline(async () => {
+      await h.deploy({ dir: h.dataDir });
+      expect(await h.status()).toMatchObject({ status: 'expired', valid: false, verified: true });
+    });
   });
 
   it('an unsigned server answering a date that is not one is unreadable, not a crash', async () => {

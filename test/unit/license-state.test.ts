@@ -148,6 +148,36 @@ describe('licenseState', () => {
     });
   });
 
+  describe('a paid license validated by a server that does not sign (warn mode)', () => {
+    /** As an unsigned answer at T0 gives it: grace from its time, never verified. */
+    const unsignedPaid: LicenseRecord = { ...paid, verified: false };
+
+    it('has the same 7 days of grace from the validation, reported verified: false', () => {
+      expect(licenseState(unsignedPaid, at(2 * DAY), unreachable(2 * DAY))).toMatchObject({
+        status: 'grace_period',
+        valid: true,
+        verified: false,
+        lastValidatedAt: T0,
+        gracePeriodEndsAt: at(7 * DAY),
+      });
+      expect(licenseState(unsignedPaid, at(GRACE_MS.paid + 1), unreachable(GRACE_MS.paid + 1))).toMatchObject(
+        { status: 'expired', valid: false, verified: false },
+      );
+    });
+
+    it('gives no grace from a validation in the future (a rewritten time, nothing a server said)', () => {
+      const future = { ...unsignedPaid, lastValidatedAt: at(3 * DAY), graceEndsAt: at(10 * DAY) };
+
+      expect(licenseState(future, at(DAY), unreachable(DAY))).toMatchObject({
+        status: 'expired',
+        valid: false,
+        lastValidatedAt: null,
+        gracePeriodEndsAt: null,
+      });
+      expect(licenseState(future, at(3 * DAY), unreachable(3 * DAY)).status).toBe('grace_period');
+    });
+  });
+
   describe('a trial license issued by the server', () => {
     it('has 3 days of grace: exactly 3 days is in, just past is out', () => {
       expect(licenseState(serverTrial, at(GRACE_MS.trial), unreachable(GRACE_MS.trial)).status).toBe(
