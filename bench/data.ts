@@ -6,13 +6,15 @@
  *    table; page 1 of 100,000- and 1,000,000-row tables; page 10,000 of the 1M-row table by number
  *    and by the `after` cursor; the structure of schemas of 50 and 500 tables; the 100-row read and
  *    `select 1` with a Bearer (service_role) key; each as a ratio to the trivial handler (the
- *    host's ceiling); and the ceiling and `select 1` again at 50 connections;
+ *    host's ceiling, sent the same Authorization header); and the ceiling and `select 1` again at
+ *    50 connections;
  *  - resident memory of the host's process tree (RSS and PSS, node and postgres processes), idle,
  *    after the throughput rounds and after the exports;
  *  - export of 10,000 rows as CSV and JSON, through the host (with and without its gzip) and by the
  *    handler in this process: time, as a ratio to COPY (...) TO STDOUT of the same rows over one pg
  *    connection, measured in the same rounds;
- *  - "Issue 13 targets": each ratio above that issue 13 sets a target for, met or not.
+ *  - the targets issue 13 set that still stand (issue 23 withdrew select 1's, structure's and the
+ *    JSON export's), met or not, and the withdrawn ones shown.
  *
  * BENCH_ONLY=export seeds the 100,000-row table alone and measures only the exports (seconds, not
  * the minutes of the 1M-row seed and the throughput rounds). BENCH_EXPORTS sets how many timed
@@ -181,7 +183,8 @@ async function throughput(api: (path: string) => string, headers: Record<string,
   const after = await cursorOfPage(api, headers, 10_000);
   return compare(
     {
-      'trivial handler (ceiling)': () => load(api('/bench/ceiling')),
+      // The ceiling carries the same Authorization header as the rows: decoding it is the host's cost.
+      'trivial handler (ceiling)': () => load(api('/bench/ceiling'), headers),
       'POST /api/query select 1': () => load(api('/api/query'), headers, selectOne),
       'POST /api/query select 1, Bearer key': () => load(api('/api/query'), asKey, selectOne),
       'GET /api/table/small (100 rows)': () => load(api('/api/table/small?schema=bench'), headers),
@@ -193,7 +196,7 @@ async function throughput(api: (path: string) => string, headers: Record<string,
         load(api(`/api/table/rows_1m?schema=bench&after=${after}`), headers),
       'structure, 50 tables': () => load(api('/api/schema?schema=shop50'), headers),
       'structure, 500 tables': () => load(api('/api/schema?schema=shop500'), headers),
-      'trivial handler (ceiling), 50 connections': () => load(api('/bench/ceiling'), {}, {}, 50),
+      'trivial handler (ceiling), 50 connections': () => load(api('/bench/ceiling'), headers, {}, 50),
       'POST /api/query select 1, 50 connections': () => load(api('/api/query'), headers, selectOne, 50),
     },
     ROUNDS,
@@ -205,8 +208,9 @@ function throughputTargets(rows: Row[]): Target[] {
   const row = (name: string) => rows.find((r) => r.name === name) as Row;
   const ratio = (name: string) => vsCeiling(rows, row(name));
   return [
-    atLeast('select 1, 10 connections', ratio('POST /api/query select 1'), 0.6),
-    atLeast('select 1, 50 connections', ratio('POST /api/query select 1, 50 connections'), 0.6),
+    // Issue 23 withdrew the 0.6x for select 1 and the 0.4x for structure: shown, not held.
+    shown('select 1, 10 connections', ratio('POST /api/query select 1')),
+    shown('select 1, 50 connections', ratio('POST /api/query select 1, 50 connections')),
     atLeast('page 1 of 1M rows', ratio('page 1 of 1M rows'), 0.3),
     atMost(
       'page 1 of 1M rows: p50 / p50 of the 100-row page',
@@ -215,7 +219,7 @@ function throughputTargets(rows: Row[]): Target[] {
     ),
     atLeast('page 10000 of 1M rows, by number', ratio('page 10000 of 1M rows'), 0.2),
     atLeast('page 10000 of 1M rows, by after cursor', ratio('page 10000 of 1M rows, by after cursor'), 0.2),
-    atLeast('structure, 50 tables', ratio('structure, 50 tables'), 0.4),
+    shown('structure, 50 tables', ratio('structure, 50 tables')),
     shown('structure, 500 tables', ratio('structure, 500 tables')),
   ];
 }
@@ -271,12 +275,13 @@ function printExports(medians: Record<string, number>) {
 
 /**
  * Held to issue 13's targets: the uncompressed answers (API Gateway's HTTP APIs do not compress;
- * serverless-offline's gzip is a local extra). The gzip ones are shown beside them.
+ * serverless-offline's gzip is a local extra). The gzip ones are shown beside them, and JSON's
+ * 2x, withdrawn by issue 23, is shown too.
  */
 function exportTargets(medians: Record<string, number>): Target[] {
   const vsCopy = (name: string) => (medians[name] ?? 0) / (medians[COPY] ?? 1);
   return [
-    atMost('export JSON through the host, uncompressed, vs COPY', vsCopy(THROUGH_HOST.jsonPlain), 2),
+    shown('export JSON through the host, uncompressed, vs COPY', vsCopy(THROUGH_HOST.jsonPlain)),
     atMost('export CSV through the host, uncompressed, vs COPY', vsCopy(THROUGH_HOST.csvPlain), 1.5),
     shown('export JSON through the host, gzip, vs COPY', vsCopy(THROUGH_HOST.json)),
     shown('export CSV through the host, gzip, vs COPY', vsCopy(THROUGH_HOST.csv)),

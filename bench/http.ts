@@ -29,7 +29,6 @@ import { signInRead } from '../lib/http/authenticate';
 import { licenseGate } from '../lib/http/license-gate';
 import { getLicensing } from '../lib/license/index';
 import {
-  atLeast,
   atMost,
   BENCH_FUNCTIONS,
   BENCH_SETTINGS,
@@ -45,6 +44,7 @@ import {
   type Row,
   runBench,
   sampleMemory,
+  shown,
   startHost,
   vsCeiling,
 } from './support';
@@ -55,13 +55,15 @@ const COLD_STARTS = Number(process.env.BENCH_COLD_STARTS ?? 7);
 async function throughput(base: string) {
   const authorization = basicAuth;
   const targets = {
-    'trivial handler (ceiling)': () => load(`${base}/bench/ceiling`),
+    // The ceiling carries the same Authorization header as the rows: decoding it is the host's cost.
+    'trivial handler (ceiling)': () => load(`${base}/bench/ceiling`, { authorization }),
     'our chain (sign-in check read), no route work': () => load(`${base}/bench/chain`, { authorization }),
     'GET /api/health': () => load(`${base}/api/health`),
     'GET /api/schemas': () => load(`${base}/api/schemas`, { authorization }),
     'GET /api/tables (license gate)': () => load(`${base}/api/tables`, { authorization }),
     'GET /api/tables, no license gate': () => load(`${base}/bench/ungated/tables`, { authorization }),
-    'trivial handler (ceiling), 50 connections': () => load(`${base}/bench/ceiling`, {}, {}, 50),
+    'trivial handler (ceiling), 50 connections': () =>
+      load(`${base}/bench/ceiling`, { authorization }, {}, 50),
     'GET /api/schemas, 50 connections': () => load(`${base}/api/schemas`, { authorization }, {}, 50),
     'GET /api/tables (license gate), 50 connections': () =>
       load(`${base}/api/tables`, { authorization }, {}, 50),
@@ -314,15 +316,11 @@ runBench('bench', async (databaseUrl) => {
   const [idle, loaded] = memory;
   const tables = (name: string) => rows.find((r) => r.name === name) as Row;
   printTargets([
-    atLeast(
-      'GET /api/tables, 10 connections',
-      vsCeiling(rows, tables('GET /api/tables (license gate)')),
-      0.6,
-    ),
-    atLeast(
+    // Issue 23 withdrew the 0.6x: shown, not held.
+    shown('GET /api/tables, 10 connections', vsCeiling(rows, tables('GET /api/tables (license gate)'))),
+    shown(
       'GET /api/tables, 50 connections',
       vsCeiling(rows, tables('GET /api/tables (license gate), 50 connections')),
-      0.6,
     ),
     atMost('memory idle (node RSS sum of the host tree)', idle?.memory.node?.rssMb ?? 0, 300, 'MB'),
     atMost(

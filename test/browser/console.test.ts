@@ -36,7 +36,7 @@ describeInBrowser('the web console', () => {
       .locator('td')
       .nth(column);
 
-  it('signs in with a form (no browser dialog), stays signed in across a reload, and manages the license', async () => {
+  it('signs in with a form (no browser dialog), stays signed in across a reload, and starts a trial', async () => {
     const page = await h.browser.newPage({ viewport: { width: 1280, height: 760 } });
     await page.goto(`${h.host.base}/`);
     await h.screenshot(page, 'sign-in');
@@ -60,21 +60,8 @@ describeInBrowser('the web console', () => {
     await page.getByRole('form', { name: 'Start a trial' }).getByLabel('Email').fill('owner@example.com');
     await page.getByRole('button', { name: 'Start trial' }).click();
     await expectText(badge, 'Trial: 14 days left');
-
-    const key = await h.licenseServer.issue('owner@example.com');
-    await page.getByLabel('License key').fill(key);
-    await page.getByRole('button', { name: 'Activate' }).click();
-    await page.getByText('License activated').waitFor();
-    await expectText(badge, 'Licensed');
-    await expectText(page.getByTestId('license-status'), 'active');
+    // The screens after this one show the product as a new user sees it: a running trial.
     await h.screenshot(page, 'license');
-
-    // Refresh asks the server now: a revocation shows at once, with the way back on every page.
-    await h.licenseServer.revoke(key);
-    await page.getByRole('button', { name: 'Refresh now' }).click();
-    await expectText(page.getByTestId('license-status'), 'invalid');
-    await page.getByRole('link', { name: 'dbadmin' }).click();
-    await page.getByRole('alert').getByRole('link', { name: 'Open the license page' }).waitFor();
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
@@ -256,6 +243,15 @@ describeInBrowser('the web console', () => {
     await expectText(page.locator('.cm-content'), 'SELECT nme FROM items');
     await page.getByText('History (2)').click();
     await page.getByRole('button', { name: 'SELECT name FROM items ORDER BY id' }).waitFor();
+
+    // Left to the service: it runs in the one schema the SQL names, and says so.
+    await page.getByLabel('Run in').selectOption('named');
+    await page.locator('.cm-content').click();
+    await page.keyboard.press('Control+a');
+    await page.keyboard.type(`SELECT count(*) AS n FROM ${schema}.items`);
+    await page.keyboard.press('Control+Enter');
+    await expectText(page.getByTestId('result-summary'), '1 row · ');
+    await expectText(page.getByTestId('result-summary'), `in ${schema} as the schema's role`);
     expect(errors).toEqual([]);
   });
 
@@ -303,6 +299,29 @@ describeInBrowser('the web console', () => {
     expect(exported.data.map((row: { id: number; name: string }) => `${row.id}${row.name}`)).toEqual(
       grid.slice(1).map((line) => line.trim()),
     );
+    expect(errors).toEqual([]);
+  });
+
+  it('activates a license over the trial, and shows a revocation at once, with the way back on every page', async () => {
+    const { page, errors } = await h.signedIn('#/license');
+    const badge = page.getByTestId('license-badge');
+    await expectText(badge, 'Trial: 14 days left');
+
+    const key = await h.licenseServer.issue('owner@example.com');
+    const activation = page.getByRole('form', { name: 'Activate a license' });
+    await activation.getByLabel('Email').fill('owner@example.com');
+    await activation.getByLabel('License key').fill(key);
+    await page.getByRole('button', { name: 'Activate' }).click();
+    await page.getByText('License activated').waitFor();
+    await expectText(badge, 'Licensed');
+    await expectText(page.getByTestId('license-status'), 'active');
+
+    // Refresh asks the server now: a revocation shows at once, with the way back on every page.
+    await h.licenseServer.revoke(key);
+    await page.getByRole('button', { name: 'Refresh now' }).click();
+    await expectText(page.getByTestId('license-status'), 'invalid');
+    await page.getByRole('link', { name: 'dbadmin' }).click();
+    await page.getByRole('alert').getByRole('link', { name: 'Open the license page' }).waitFor();
     expect(errors).toEqual([]);
   });
 });
