@@ -5,6 +5,7 @@ import { getConfig } from '#lib/config';
 import { newSigningKey, openLease, signingKey, signLease } from '#lib/license/lease';
 import { fileKeys, LICENSE_FILE, loadLicenseFile, saveLicenseFile } from '#lib/license/license-file';
 import { DAY, HOUR } from '#lib/license/state';
+import { paidLicenseFile } from '#test/support/license-file';
 import { LicensingHarness, randomMachineId } from '#test/support/licensing';
 
 /**
@@ -130,18 +131,23 @@ describe('revocation', () => {
 
   it('is not undone by restoring the license file saved before it', async () => {
     const key = await h.activated();
-    const before = readFileSync(file(), 'utf8');
-    await h.server.revoke(key);
-    h.at(HOUR);
-    expect((await h.post('/api/license/refresh')).body.status).toBe('invalid');
-
-    writeFileSync(file(), before);
-    await h.offline(async () => {
-      await h.deploy({ dir: h.dataDir });
-      expect((await h.status()).status).toBe('invalid');
-    });
+    await expectRevocationOutlivesRestoredFile(key);
   });
 });
+
+/** Revokes `key`, sees it refused, puts back the file saved before, and is still refused offline. */
+async function expectRevocationOutlivesRestoredFile(key: string): Promise<void> {
+  const before = readFileSync(file(), 'utf8');
+  await h.server.revoke(key);
+  h.at(HOUR);
+  expect((await h.post('/api/license/refresh')).body.status).toBe('invalid');
+
+  writeFileSync(file(), before);
+  await h.offline(async () => {
+    await h.deploy({ dir: h.dataDir });
+    expect((await h.status()).status).toBe('invalid');
+  });
+}
 
 describe('revocation by a server that does not sign', () => {
   it('is not undone by restoring the license file that recorded the unsigned validation', async () => {
@@ -149,16 +155,7 @@ describe('revocation by a server that does not sign', () => {
     await h.deploy();
     const key = await h.server.issue('owner@example.com');
     await h.post('/api/license/activate', { licenseKey: key, email: 'owner@example.com' });
-    const before = readFileSync(file(), 'utf8');
-    await h.server.revoke(key);
-    h.at(HOUR);
-    expect((await h.post('/api/license/refresh')).body.status).toBe('invalid');
-
-    writeFileSync(file(), before);
-    await h.offline(async () => {
-      await h.deploy({ dir: h.dataDir });
-      expect((await h.status()).status).toBe('invalid');
-    });
+    await expectRevocationOutlivesRestoredFile(key);
   });
 });
 
@@ -323,18 +320,7 @@ describe('answers that are not our server’s', () => {
     const key = await h.server.issue('owner@example.com');
     const keys = fileKeys((await getConfig()).DBADMIN_SECRET, await licensing.machineId());
     h.at(2 * DAY);
-    await saveLicenseFile(h.dataDir, keys, {
-      licenseKey: key,
-      email: 'owner@example.com',
-      type: 'paid',
-      valid: true,
-      status: 'active',
-      expiresAt: null,
-      daysRemaining: null,
-      lastValidatedAt: h.now.toISOString(),
-      lastSavedAt: h.now.toISOString(),
-      lease: null,
-    });
+    await saveLicenseFile(h.dataDir, keys, { ...paidLicenseFile(key, h.now.toISOString()), lease: null });
     await h.offline(async () => {
       await h.deploy({ dir: h.dataDir });
       // In warn mode requests proceed whatever the file says: it is reported, never verified.
