@@ -10,6 +10,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json serverless.yml ./
 COPY bin ./bin
+# esbuild's plugins, read by npm run build as by serverless-esbuild (serverless.yml custom.esbuild).
+COPY deploy/esbuild-plugins.cjs ./deploy/esbuild-plugins.cjs
 COPY console ./console
 COPY functions ./functions
 COPY lib ./lib

@@ -61,8 +61,11 @@ export function readServiceConfig(): ServiceConfig {
 
 /** serverless-esbuild's options as esbuild's: the Lambda artifacts and these bundles match. */
 function esbuildOptions(config: ServiceConfig): BuildOptions {
-  const { bundle, minify, sourcemap, keepNames, target, platform, format, exclude } = config.custom.esbuild;
+  const { bundle, minify, sourcemap, keepNames, target, platform, format, exclude, plugins } =
+    config.custom.esbuild;
   return {
+    // The same plugins file serverless-esbuild loads (deploy/esbuild-plugins.cjs).
+    plugins: plugins ? (require(join(ROOT, plugins as string)) as BuildOptions['plugins']) : [],
     bundle: bundle as boolean,
     minify: minify as boolean,
     sourcemap: sourcemap as boolean,

@@ -1,26 +1,31 @@
 import { z } from 'zod';
 import { runQuery } from '#lib/admin/query';
+import { querySchema } from '#lib/admin/query-schema';
 import { getConfig, resultLimits } from '#lib/config';
 import { adminAccess, schemaAccess } from '#lib/db/executor';
 import { Forbidden } from '#lib/errors';
 import { RESPONSE_LIMIT, RESULT_LIMITS, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
-import { inSchema } from '#lib/validation';
+import { schemaRef } from '#lib/validation';
 
 export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/query',
     summary:
-      "Run SQL in one transaction as the schema's role (admin: a statement or a script, described by its last result; API keys: one statement, read-only for anon). runAs admin: the admin's own rights.",
+      "Run SQL in one transaction as the schema's role (admin: a statement or a script, described by its last result, in the one schema it names when no schema is sent; API keys: one statement, read-only for anon). runAs admin: the admin's own rights.",
     access: 'read',
     body: z.strictObject({
       sql: z
         .string()
         .min(1, 'sql must not be empty')
         .max(1024 * 1024),
-      schema: inSchema,
+      schema: schemaRef.optional().meta({
+        description:
+          "Schema to run in, first on the search path. Left out: an API key's own schema; for the admin, the one schema the SQL names (read with PostgreSQL's parser; pg_catalog, information_schema and pg_toast do not count), public when it names none, 400 when it names several; with runAs admin, public.",
+        example: 'shop',
+      }),
       runAs: z
         .enum(['schema', 'admin'], { message: 'runAs must be schema or admin' })
         .default('schema')
@@ -34,9 +39,14 @@ export const routes = [
       fields: z.array(z.object({ name: z.string(), dataTypeID: z.number() })),
       rowCount: z.number(),
       duration: z.number().meta({ description: 'milliseconds' }),
+      schema: z.string().meta({ description: 'The schema it ran in (first on the search path).' }),
     }),
     errors: [
       ...SCHEMA_SESSION,
+      {
+        status: 400,
+        why: 'the admin’s SQL without schema names several schemas (the message names them), or a system schema',
+      },
       { status: 403, why: 'runAs admin with an API key' },
       RESULT_LIMITS,
       RESPONSE_LIMIT,
@@ -46,20 +56,20 @@ export const routes = [
       if (asKey && body.runAs === 'admin')
         throw new Forbidden('API keys cannot run SQL with the admin’s rights');
       const adminRights = body.runAs === 'admin';
+      const schema = await querySchema({ sql: body.sql, schema: body.schema, principal, adminRights });
       const config = await getConfig();
-      return runQuery(
-        adminRights
-          ? await adminAccess(body.schema, signal)
-          : await schemaAccess(principal, body.schema, signal),
+      const result = await runQuery(
+        adminRights ? await adminAccess(schema, signal) : await schemaAccess(principal, schema, signal),
         {
           sql: body.sql,
-          schema: body.schema,
+          schema,
           timeoutMs: config.QUERY_TIMEOUT_MS,
           limits: resultLimits(config),
           asKey,
           adminRights,
         },
       );
+      return { ...result, schema };
     },
   }),
 ];

@@ -185,6 +185,26 @@ describe('npm start with no DATABASE_URL: embedded PostgreSQL under .data/', () 
     expect(await csv.text()).toBe('id,body\n1,"hello, ""world"""\n');
   });
 
+  it('runs the admin’s SQL in the one schema it names: the parser works inside the prebuilt bundle', async () => {
+    const name = uniqueName('parsed');
+    const post = (path: string, body: unknown) =>
+      request(path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    expect((await post('/api/schema/create', { schemaName: name, password: 'offline-pass-1' })).status).toBe(
+      201,
+    );
+
+    const reply = await post('/api/query', {
+      sql: `CREATE TABLE ${name}.parsed (a int); SELECT count(*)::int AS n FROM ${name}.parsed`,
+    });
+
+    expect(reply.status).toBe(200);
+    expect(await reply.json()).toMatchObject({ rows: [{ n: 0 }], schema: name });
+  });
+
   it('serves health without credentials', async () => {
     const response = await fetch(`${host.base}/api/health`);
 

@@ -249,6 +249,94 @@ describe('POST /api/query', () => {
   });
 });
 
+/** The admin's SQL without `schema`: run in the one schema it names (lib/admin/query-schema). */
+describe('POST /api/query without schema, for the admin', () => {
+  const unplaced = (text: string, extra: Record<string, unknown> = {}) =>
+    call(query, { method: 'POST', path: '/api/query', body: { sql: text, ...extra } });
+
+  it('answers the schema it ran in, the one sent', async () => {
+    const reply = await sql('SELECT 1 AS one');
+
+    expect(reply.body).toMatchObject({ rows: [{ one: 1 }], schema });
+  });
+
+  it("runs a statement about one schema's tables as that schema's role: adds a foreign key", async () => {
+    const shop = await freshSchema('qsh');
+    const made = await unplaced(
+      `CREATE TABLE ${shop}.people (id int PRIMARY KEY); CREATE TABLE ${shop}.orders (id int PRIMARY KEY, person_id int)`,
+    );
+    expect(made.status).toBe(200);
+
+    const reply = await unplaced(
+      `ALTER TABLE ${shop}.orders ADD CONSTRAINT orders_person_fk FOREIGN KEY (person_id) REFERENCES ${shop}.people (id)`,
+    );
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.schema).toBe(shop);
+    const constraints = await withAdminClient((c) =>
+      c.query('SELECT conname FROM pg_constraint WHERE conrelid = to_regclass($1)', [`"${shop}".orders`]),
+    );
+    expect(constraints.rows.map((r) => r.conname).sort()).toEqual(['orders_person_fk', 'orders_pkey']);
+  });
+
+  it('runs a script that names one schema with it first on the search path, as its role', async () => {
+    const scripted = await freshSchema('qsc');
+
+    const reply = await unplaced(
+      `CREATE TABLE "${scripted}".made (a int); INSERT INTO made VALUES (1), (2);
+       SELECT session_user AS who, current_setting('search_path') AS path, count(*)::int AS n FROM made`,
+    );
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.rows).toEqual([{ who: `${scripted}_exec`, path: scripted, n: 2 }]);
+    expect(reply.body.schema).toBe(scripted);
+  });
+
+  it('runs SQL that names no schema in public', async () => {
+    const reply = await unplaced("SELECT current_setting('search_path') AS path");
+
+    expect(reply.body).toMatchObject({ rows: [{ path: 'public' }], schema: 'public' });
+  });
+
+  it('answers 400 for SQL that names two schemas, naming them', async () => {
+    const reply = await unplaced(`SELECT * FROM "${schema}".authors, public.nothing_here`);
+
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({
+      error: 'Several schemas',
+      message: `the SQL names the schemas "public", "${schema}"; send "schema" to run it in one of them as that schema's role, or "runAs": "admin" to run it with the admin's rights`,
+    });
+  });
+
+  it('keeps to the schema sent, whatever the SQL names', async () => {
+    const elsewhere = await freshSchema('qse');
+
+    const reply = await sql(`SELECT * FROM "${schema}".authors`, elsewhere);
+
+    expect(reply.status).toBe(403);
+    expect(reply.body.message).toBe(`permission denied for schema ${schema}`);
+  });
+
+  it('answers a syntax error as PostgreSQL does, with its position, as with a schema', async () => {
+    const text = `SELECT * FROM "${schema}".authors WHERE`;
+
+    const without = await unplaced(text);
+
+    expect(without.status).toBe(400);
+    expect(without.body).toEqual((await sql(text)).body);
+    expect(without.body.position).toBe(text.length + 1);
+  });
+
+  it('runs runAs admin without schema in public, unread', async () => {
+    const reply = await unplaced(
+      `SELECT current_setting('search_path') AS path, count(*)::int AS n FROM "${schema}".authors`,
+      { runAs: 'admin' },
+    );
+
+    expect(reply.body).toMatchObject({ rows: [{ path: 'public', n: 2 }], schema: 'public' });
+  });
+});
+
 describe('GET /api/table/:tableName/export', () => {
   const exportTable = (table: string, extra: Record<string, string> = {}) =>
     call(tables, { path: `/api/table/${table}/export`, query: { schema, ...extra } });

@@ -10,7 +10,12 @@ interface Result {
   fields: { name: string; dataTypeID: number }[];
   rowCount: number;
   duration: number;
+  /** Where it ran: the schema sent, or the one the SQL names (lib/admin/query-schema). */
+  schema: string;
 }
+
+/** Where the SQL runs: the open schema, or the one schema the SQL names (public if none). */
+type RunIn = 'page' | 'named';
 
 const HISTORY = 'dbadmin.sql.history';
 const draftKey = (schema: string) => `dbadmin.sql.draft.${schema}`;
@@ -47,22 +52,33 @@ export function SqlPage({ schema }: { schema: string }) {
   const host = useRef<HTMLDivElement>(null);
   const editor = useRef<SqlEditor | undefined>(undefined);
   const text = useRef(localStorage.getItem(draftKey(schema)) ?? '');
-  const [result, setResult] = useState<Result | undefined>(undefined);
+  const [result, setResult] = useState<(Result & { runAs: 'schema' | 'admin' }) | undefined>(undefined);
   const [history, setHistory] = useState(readHistory);
   const [runAs, setRunAs] = useState<'schema' | 'admin'>('schema');
   const runAsRef = useRef(runAs);
   runAsRef.current = runAs;
+  const [runIn, setRunIn] = useState<RunIn>('page');
+  const runInRef = useRef(runIn);
+  runInRef.current = runIn;
   const [errorAt, setErrorAt] = useState<string | undefined>(undefined);
   const execute = useAction(async () => {
     // Sent as written: PostgreSQL's error position counts from the first character.
     const sqlText = text.current;
     if (!sqlText.trim()) return;
-    setHistory(remember({ sql: sqlText.trim(), schema, at: new Date().toISOString() }));
+    const named = runInRef.current === 'named';
+    setHistory(
+      remember({
+        sql: sqlText.trim(),
+        schema: named ? 'named in the SQL' : schema,
+        at: new Date().toISOString(),
+      }),
+    );
     setErrorAt(undefined);
     try {
-      setResult(
-        await api<Result>('POST', 'query', { body: { sql: sqlText, schema, runAs: runAsRef.current } }),
-      );
+      const runAs = runAsRef.current;
+      // No schema: the service runs it in the one schema the SQL names, and says which.
+      const body = { sql: sqlText, schema: named ? undefined : schema, runAs };
+      setResult({ ...(await api<Result>('POST', 'query', { body })), runAs });
     } catch (error) {
       setResult(undefined);
       const position = error instanceof ApiError ? Number(error.details.position) : Number.NaN;
@@ -133,6 +149,17 @@ export function SqlPage({ schema }: { schema: string }) {
           Run <kbd>Ctrl</kbd>+<kbd>Enter</kbd>
         </button>
         <label class="inline">
+          Run in
+          <select
+            aria-label="Run in"
+            value={runIn}
+            onChange={(e) => setRunIn(e.currentTarget.value as RunIn)}
+          >
+            <option value="page">{schema}</option>
+            <option value="named">the schema the SQL names (else public)</option>
+          </select>
+        </label>
+        <label class="inline">
           Run as
           <select
             aria-label="Run as"
@@ -150,7 +177,9 @@ export function SqlPage({ schema }: { schema: string }) {
       {result && (
         <div class="result">
           <p class="muted" data-testid="result-summary">
-            {result.rowCount} row{result.rowCount === 1 ? '' : 's'} · {result.duration} ms
+            {result.rowCount} row{result.rowCount === 1 ? '' : 's'} · {result.duration} ms · in{' '}
+            <span class="mono">{result.schema}</span>
+            {result.runAs === 'admin' ? " with the admin's rights" : " as the schema's role"}
           </p>
           <div class="grid-wrap">
             <table class="grid" aria-label="Result">
