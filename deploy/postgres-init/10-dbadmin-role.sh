@@ -11,4 +11,14 @@ CREATE DATABASE dbadmin OWNER dbadmin;
 -- DROP ROLE fail, and the tenant impossible to delete.
 REVOKE CONNECT ON DATABASE postgres FROM PUBLIC;
 REVOKE CONNECT ON DATABASE template1 FROM PUBLIC;
+-- pg_logical_emit_message writes to the WAL outside any transaction (no rollback takes it back):
+-- nobody dbadmin serves needs it. Function rights are per database.
+\connect dbadmin
+DO $$
+DECLARE f regprocedure;
+BEGIN
+  FOR f IN SELECT oid::regprocedure FROM pg_catalog.pg_proc WHERE proname = 'pg_logical_emit_message' LOOP
+    EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+END $$;
 SQL

@@ -85,6 +85,19 @@ describe('nothing an anon key runs outlives its request', () => {
     expect(await largeObjects()).toBe(before);
   });
 
+  // pg_logical_emit_message(false, ...) writes to the WAL at once, outside any transaction: a
+  // rollback cannot take it back, and logical decoding (CDC) delivers it. Revoked from PUBLIC where
+  // dbadmin provisions the server (the embedded one, the container's); the README says how elsewhere.
+  (process.env.DBADMIN_TEST_SUPERUSER_URL ? it : it.skip)(
+    'cannot write messages into the WAL, which no rollback takes back',
+    async () => {
+      const reply = await sqlAs(anon, "SELECT pg_catalog.pg_logical_emit_message(false, 'p', 'x')");
+
+      expect(reply.status).toBe(403);
+      expect(reply.body.message).toMatch(/permission denied for function pg_logical_emit_message/);
+    },
+  );
+
   it('still reads: a read-only key’s SQL answers as before', async () => {
     const reply = await sqlAs(anon, `SELECT name FROM "${schema}".items`);
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { SETTING_NAMES } from '#lib/config';
 import { envPairs, parseDockerfile } from '#test/support/dockerfile';
+import { REVOKE_WAL_MESSAGES } from '../../bin/embedded-postgres';
 
 // No Docker engine runs where these tests run: check that both files say what we rely on.
 // test/e2e/container.test.ts builds and starts the image's file set with the Dockerfile's commands.
@@ -37,6 +38,8 @@ describe('docker-compose.yml', () => {
     expect(init).toMatch(/CREATE DATABASE dbadmin OWNER dbadmin/);
     // psql's :'pw' quotes the password, whatever it holds.
     expect(init).toMatch(/PASSWORD :'pw'/);
+    // The same revocation the embedded server gets (test/security/anon-leaves-nothing), in dbadmin's database.
+    expect(init).toContain(`\\connect dbadmin\n${REVOKE_WAL_MESSAGES};`);
   });
 
   it('passes the database password apart from the URL, so any character works', () => {
