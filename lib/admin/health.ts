@@ -18,11 +18,12 @@ export async function checkHealth(db: pg.Pool) {
     encoding === 'UTF8'
       ? []
       : [
-          `database "${database}" stores text as ${encoding}, not UTF8: non-ASCII text is kept as bytes, and its length, case, sorting and pattern matching are wrong; move the data to a database created with ENCODING 'UTF8'`,
+          `the database stores text as ${encoding}, not UTF8: non-ASCII text is kept as bytes, and its length, case, sorting and pattern matching are wrong; move the data to a database created with ENCODING 'UTF8'`,
         ];
   if (warnings.length > 0 && !warned) {
     warned = true;
-    logger.warn('database encoding', { warning: warnings[0] });
+    // The answer is public: the database's name goes to the log only.
+    logger.warn('database encoding', { database, warning: warnings[0] });
   }
   return {
     status: 'ok' as const,

@@ -14,6 +14,11 @@ export function inTransaction<T>(
   work: () => Promise<T>,
   { lockTimeout }: TransactionOptions = {},
 ): Promise<T> {
+  // Inside another transaction our COMMIT would commit that one too (an anon key's, which is
+  // only ever rolled back): refused, so such a mistake fails closed.
+  if (client.getTransactionStatus() !== 'I') {
+    return Promise.reject(new Error('inTransaction called inside an open transaction'));
+  }
   const begin = lockTimeout ? `BEGIN; SET LOCAL lock_timeout = '${lockTimeout}'` : 'BEGIN';
   return client.query(begin).then(async () => {
     try {
