@@ -74,6 +74,16 @@ describe('the embedded PostgreSQL under a POSIX locale', () => {
 });
 
 describe('the copy of the binaries for the postgres user', () => {
+  // A shared place of these tests' own: rebuilding the run's copy would pull the binaries from
+  // under the run's own server when it runs from that copy (as root in a private checkout).
+  const runTmpdir = process.env.TMPDIR;
+  beforeAll(() => {
+    process.env.TMPDIR = mkdtempSync(join(tmpdir(), 'dbadmin-copy-'));
+  });
+  afterAll(() => {
+    process.env.TMPDIR = runTmpdir;
+  });
+
   /** Every link in `dir`, with where it points. */
   function links(dir: string): { path: string; target: string }[] {
     return readdirSync(dir, { recursive: true, encoding: 'utf8' })
