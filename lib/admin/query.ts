@@ -121,8 +121,10 @@ async function runKeyStatement(
   )) as unknown as pg.QueryResult<{ began: Date }>[];
   const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
   const results = await bounded({ text: sql, queryMode: 'extended' } as pg.QueryConfig);
-  if (client.getTransactionStatus() === 'I') {
-    // The statement ended our transaction itself (COMMIT, ROLLBACK, PREPARE TRANSACTION).
+  // The statement ended our transaction itself (COMMIT, ROLLBACK, PREPARE TRANSACTION), or ended
+  // it and chained a new one, which would run without our settings (COMMIT/ROLLBACK AND CHAIN).
+  const ended = ['COMMIT', 'ROLLBACK'].includes(results.at(-1)?.command ?? '');
+  if (ended || client.getTransactionStatus() === 'I') {
     await rollBackPrepared(client, began);
     throw transactionControl();
   }

@@ -98,6 +98,17 @@ describe('nothing a key does outlives its request', () => {
     expect(replies.map((r) => r.status)).toEqual([400, 400]);
     expect(await count('SELECT count(*) AS n FROM pg_prepared_xacts')).toBe(0);
   });
+
+  it('a transaction the key ends and chains to a new one is refused too', async () => {
+    // AND CHAIN leaves a transaction open, so it is not seen as ended; the chained one would run
+    // without the statement timeout we set in ours.
+    const replies = [await sqlAs(service, 'COMMIT AND CHAIN'), await sqlAs(service, 'ROLLBACK AND CHAIN')];
+
+    expect(replies.map((r) => [r.status, r.body.error])).toEqual([
+      [400, 'Transaction control not allowed'],
+      [400, 'Transaction control not allowed'],
+    ]);
+  });
 });
 
 /**
