@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { exportTable, exportTableRead } from '#lib/admin/export';
+import { MAX_CONDITIONS, MAX_DEPTH } from '#lib/admin/row-filter';
+import { isSearch, searchPage } from '#lib/admin/row-search';
 import { describeSchema } from '#lib/admin/structure';
 import {
   addColumn,
@@ -39,6 +41,45 @@ import {
 } from '#lib/validation';
 
 const TablePath = z.object({ tableName });
+
+/** Finding rows (lib/admin/row-filter, lib/admin/row-view): PostgREST's vocabulary. */
+const RowSearchQuery = {
+  filter: z
+    .union([z.string().max(4000), z.array(z.string().max(4000)).max(MAX_CONDITIONS)])
+    .transform((value) => (Array.isArray(value) ? value : [value]))
+    .optional()
+    .meta({
+      description: `repeatable, ANDed: column.operator.value with eq, neq, gt, gte, lt, lte, like, ilike (* is the wildcard), in.(a,b,"c,d"), is.null|true|false|unknown, cs, cd, fts, plfts, phfts, wfts (fts(english).word), each negated by not. before it; a column name holding . , ( or ) is double-quoted. At most ${MAX_CONDITIONS} conditions in all.`,
+      example: 'age.gte.18',
+    }),
+  or: z
+    .string()
+    .max(8000)
+    .optional()
+    .meta({
+      description: `(condition,condition,and(...),not.or(...)): any of them; groups nest ${MAX_DEPTH} deep; a value holding , or ) is double-quoted`,
+      example: '(age.lt.18,age.gt.65)',
+    }),
+  and: z
+    .string()
+    .max(8000)
+    .optional()
+    .meta({ description: 'like or, all of them', example: '(age.gte.18,name.ilike.a*)' }),
+  order: z.string().max(4000).optional().meta({
+    description:
+      'col.desc.nullslast,col2: the sort; the primary key is appended, so the order is total and pages by after',
+    example: 'created_at.desc,name',
+  }),
+  select: z
+    .string()
+    .max(4000)
+    .optional()
+    .meta({ description: 'the columns to answer, in order', example: 'id,name' }),
+  q: z.string().max(1000).optional().meta({
+    description:
+      'quick search: rows where a text column holds it, case-insensitively (every column, as text, in a table without text columns)',
+  }),
+};
 
 const ColumnDefinition = z.strictObject({
   name: identifier('column name'),
@@ -104,10 +145,11 @@ export const routes = [
       count: queryBoolean.optional().meta({
         description: 'false: skip counting the rows (total is null), for turning pages of a big table',
       }),
-      after: z.string().max(1000).optional().meta({
+      after: z.string().max(4000).optional().meta({
         description:
-          "a previous answer's nextCursor: the rows whose primary key comes after it, in key order (tables with a single-column primary key; a value of the key's type)",
+          "a previous answer's nextCursor: the rows after it in the same order (without filter, order, select or q: a table with a single-column primary key, and a value of the key's type)",
       }),
+      ...RowSearchQuery,
     }),
     response: z.object({
       data: z.array(Row),
@@ -129,13 +171,23 @@ export const routes = [
     }),
     errors: [...SCHEMA_SESSION, NO_TABLE, RESULT_LIMITS, RESPONSE_LIMIT],
     reads: ({ params, query }) => tenantRead(query.schema, params.tableName, tableEstimateRead),
-    handler: async ({ query, read, principal, signal }) =>
-      readTable(await schemaAccess(principal, query.schema, signal), read, resultLimits(await getConfig()), {
-        page: query.page,
-        limit: query.limit,
-        count: query.count ?? true,
-        after: query.after,
-      }),
+    handler: async ({ query, read, principal, signal }) => {
+      const config = await getConfig();
+      const access = await schemaAccess(principal, query.schema, signal);
+      const { schema, page, limit, count, after, ...search } = query;
+      if (isSearch(search)) {
+        return searchPage(access, read, resultLimits(config), {
+          ...search,
+          page,
+          limit,
+          count: count ?? true,
+          after,
+          cursorSecret: config.DBADMIN_SECRET,
+          exactCountMaxRows: EXACT_COUNT_MAX_ROWS,
+        });
+      }
+      return readTable(access, read, resultLimits(config), { page, limit, count: count ?? true, after });
+    },
   }),
   defineRoute({
     method: 'POST',

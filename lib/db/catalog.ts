@@ -6,6 +6,8 @@ export interface ColumnInfo {
   name: string;
   /** As PostgreSQL prints it: `integer`, `character varying(255)`. */
   type: string;
+  /** NOT NULL (a primary key's columns are). */
+  notNull: boolean;
 }
 
 export interface TableInfo {
@@ -23,7 +25,8 @@ export interface TableInfo {
  */
 export const tableInfoQuery = (more = '') => `
   SELECT c.oid IS NOT NULL AS table_exists,
-         (SELECT coalesce(json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod))
+         (SELECT coalesce(json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod),
+                                                     'notNull', a.attnotnull)
                                    ORDER BY a.attnum), '[]')
             FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
          (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')

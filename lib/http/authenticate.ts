@@ -9,7 +9,7 @@ import { getDatabase } from '#lib/db/pool';
 import type { KeyType } from '#lib/db/schema-roles';
 import { Unauthorized } from '#lib/errors';
 import { AuthThrottle, clientKey, type FailureCount } from '#lib/http/auth-throttle';
-import { clientAddress, type HttpEvent, header } from '#lib/http/event';
+import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
 import { keyTypesFor } from '#lib/http/key-scope';
 import type { AnyRoute } from '#lib/http/route';
 import type { Principal } from '#lib/principal';
@@ -221,7 +221,7 @@ function principalOf(presented: Presented, adminOk: boolean, read: SignInRead, {
 function readAhead(route: AnyRoute, event: HttpEvent): CatalogRead<unknown> | undefined {
   if (!route.reads) return undefined;
   const params = route.params?.safeParse(event.pathParameters ?? {});
-  const query = route.query?.safeParse(event.queryStringParameters ?? {});
+  const query = route.query?.safeParse(queryInput(event));
   if (params?.success === false || query?.success === false) return undefined;
   try {
     return route.reads({ params: params?.data, query: query?.data });

@@ -7,6 +7,30 @@ export interface HttpEvent {
   isBase64Encoded?: boolean;
   pathParameters?: Record<string, string | undefined> | null;
   queryStringParameters?: Record<string, string | undefined> | null;
+  /** Payload 2.0: the query as sent, where a repeated name keeps each of its values. */
+  rawQueryString?: string;
+  /** Payload 1.0: every value of each name. */
+  multiValueQueryStringParameters?: Record<string, string[] | undefined> | null;
+}
+
+/** Query names that may repeat (`filter=a.eq.1&filter=b.gt.2`): their values are kept apart. */
+const REPEATABLE = ['filter'];
+
+/**
+ * The query as a route's schema reads it: one value per name, except the repeatable ones, which
+ * come as every value in order. API Gateway's payload 2.0 joins repeated values with commas in
+ * queryStringParameters, which a filter's own commas make ambiguous: they are read from the raw
+ * query instead.
+ */
+export function queryInput(event: HttpEvent): Record<string, string | string[] | undefined> {
+  const single: Record<string, string | string[] | undefined> = { ...(event.queryStringParameters ?? {}) };
+  const raw =
+    typeof event.rawQueryString === 'string' ? new URLSearchParams(event.rawQueryString) : undefined;
+  for (const name of REPEATABLE) {
+    const values = raw ? raw.getAll(name) : event.multiValueQueryStringParameters?.[name];
+    if (values && values.length > 0) single[name] = values;
+  }
+  return single;
 }
 
 /** The caller's address as API Gateway (or serverless-offline) saw it (payload 2.0 or 1.0). */

@@ -8,7 +8,7 @@ import { MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
 import { Asset, assetResponse } from '#lib/http/asset';
 import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
-import { clientAddress, type HttpEvent, header } from '#lib/http/event';
+import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
 import { jsonBody, jsonContentType } from '#lib/http/json-body';
 import { keyScope, outsideItsSchema } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
@@ -59,7 +59,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
   if (route.access !== 'public') chain.use(keyScope(route));
   return chain.handler(async (event, context, { signal }) => {
     const params = route.params?.parse(event.pathParameters ?? {});
-    const query = route.query?.parse(event.queryStringParameters ?? {});
+    const query = route.query?.parse(queryInput(event));
     const read = route.reads?.({ params, query });
     const result = await route.handler({
       params,

@@ -6,7 +6,8 @@ type Handler = (event: any, context: Context, ...rest: any[]) => Promise<unknown
 export interface Call {
   method?: string;
   path: string;
-  query?: Record<string, string>;
+  /** An array repeats the name (`filter=a&filter=b`). */
+  query?: Record<string, string | string[]>;
   headers?: Record<string, string>;
   /** An object is sent as JSON; a string as it is. */
   body?: unknown;
@@ -42,13 +43,20 @@ export function httpEvent(call: Call) {
     headers['content-type'] ??= 'application/json';
   }
   const query = call.query ?? {};
+  const pairs = Object.entries(query).flatMap(([name, value]) =>
+    (Array.isArray(value) ? value : [value]).map((one): [string, string] => [name, one]),
+  );
   return {
     version: '2.0',
     routeKey: '$default',
     rawPath: call.path,
-    rawQueryString: new URLSearchParams(query).toString(),
+    rawQueryString: new URLSearchParams(pairs).toString(),
     headers,
-    queryStringParameters: Object.keys(query).length > 0 ? query : undefined,
+    // API Gateway joins a repeated name's values with commas here.
+    queryStringParameters:
+      pairs.length > 0
+        ? Object.fromEntries(Object.entries(query).map(([name, value]) => [name, [value].flat().join(',')]))
+        : undefined,
     requestContext: {
       http: {
         method,

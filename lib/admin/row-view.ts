@@ -1,0 +1,215 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { type Bind, tableColumn } from '#lib/admin/row-filter';
+import type { ColumnInfo, TableInfo } from '#lib/db/catalog';
+import { quoteCatalogName } from '#lib/db/identifiers';
+import { BadRequest } from '#lib/errors';
+
+/**
+ * How a page read shows a table beyond its filters: which columns (`select`), in which order
+ * (`order`, the primary key appended so the order is total), what the quick search matches (`q`),
+ * and the cursor that continues such a page (`after`): the last row's sort values and key, signed,
+ * so a cursor that was altered, or that belongs to another order, is refused.
+ */
+
+export interface SortKey {
+  column: ColumnInfo;
+  descending: boolean;
+  nullsFirst: boolean;
+}
+
+/** Names separated by commas, each plain or double-quoted (`"a,b"`), with a suffix after a dot. */
+function splitList(text: string, what: string): string[] {
+  const items: string[] = [];
+  let current = '';
+  let quoted = false;
+  for (const char of text) {
+    if (char === '"') quoted = !quoted;
+    if (char === ',' && !quoted) {
+      items.push(current);
+      current = '';
+    } else current += char;
+  }
+  if (quoted) throw new BadRequest(`Invalid ${what}`, `${what}: a quoted name does not end`);
+  items.push(current);
+  return items;
+}
+
+/** `"my.col"` or `col`, and what follows it after dots. */
+function nameAndSuffixes(item: string, what: string): { name: string; suffixes: string[] } {
+  if (item.startsWith('"')) {
+    const end = item.indexOf('"', 1);
+    const rest = item.slice(end + 1);
+    if (rest !== '' && !rest.startsWith('.')) throw new BadRequest(`Invalid ${what}`, `${what}: "${item}"`);
+    return { name: item.slice(1, end), suffixes: rest ? rest.slice(1).split('.') : [] };
+  }
+  const [name = '', ...suffixes] = item.split('.');
+  return { name, suffixes };
+}
+
+/** `select=a,b`: the columns to answer, in that order; undefined (or `*`) is every column. */
+export function parseSelect(text: string | undefined, info: TableInfo): ColumnInfo[] | undefined {
+  if (text === undefined || text.trim() === '*') return undefined;
+  const seen = new Set<string>();
+  return splitList(text, 'select').map((item) => {
+    const { name, suffixes } = nameAndSuffixes(item.trim(), 'select');
+    if (suffixes.length > 0 || !name)
+      throw new BadRequest('Invalid select', `select: "${item}" is not a column name`);
+    if (seen.has(name)) throw new BadRequest('Invalid select', `select names "${name}" twice`);
+    seen.add(name);
+    return tableColumn(info.columns, name, info.table);
+  });
+}
+
+/**
+ * `order=a.desc.nullslast,b`: the sort, then the primary key's columns not in it, ascending, so no
+ * two rows tie. PostgreSQL's defaults: NULLS LAST ascending, NULLS FIRST descending.
+ */
+export function parseOrder(text: string | undefined, info: TableInfo): SortKey[] {
+  const keys: SortKey[] = [];
+  for (const item of text === undefined ? [] : splitList(text, 'order')) {
+    const key = sortKey(item.trim(), info);
+    if (keys.some((k) => k.column.name === key.column.name)) {
+      throw new BadRequest('Invalid order', `order names "${key.column.name}" twice`);
+    }
+    keys.push(key);
+  }
+  for (const key of info.primaryKey) {
+    if (keys.some((k) => k.column.name === key)) continue;
+    keys.push({ column: tableColumn(info.columns, key, info.table), descending: false, nullsFirst: false });
+  }
+  return keys;
+}
+
+/** `col[.asc|.desc][.nullsfirst|.nullslast]`. */
+function sortKey(item: string, info: TableInfo): SortKey {
+  const { name, suffixes } = nameAndSuffixes(item, 'order');
+  const column = tableColumn(info.columns, name, info.table);
+  let descending = false;
+  let nulls: boolean | undefined;
+  for (const suffix of suffixes) {
+    if (suffix === 'asc' || suffix === 'desc') descending = suffix === 'desc';
+    else if (suffix === 'nullsfirst' || suffix === 'nullslast') nulls = suffix === 'nullsfirst';
+    else
+      throw new BadRequest(
+        'Invalid order',
+        `order: "${suffix}" after "${name}" is none of asc, desc, nullsfirst, nullslast`,
+      );
+  }
+  return { column, descending, nullsFirst: nulls ?? descending };
+}
+
+/** Does the order end on the primary key, so that a cursor names exactly one row? */
+export const totalOrder = (keys: SortKey[], info: TableInfo) =>
+  info.primaryKey.length > 0 && info.primaryKey.every((key) => keys.some((k) => k.column.name === key));
+
+export const orderSql = (keys: SortKey[], alias: string) =>
+  keys
+    .map(
+      ({ column, descending, nullsFirst }) =>
+        `${alias}.${quoteCatalogName(column.name)} ${descending ? 'DESC' : 'ASC'} NULLS ${nullsFirst ? 'FIRST' : 'LAST'}`,
+    )
+    .join(', ');
+
+/** Types the quick search reads as text; a table with none of them is searched in every column. */
+const TEXT_LIKE = /^(text|character varying|character|citext|name)(\(\d+\))?$/;
+
+/** `q=text`: rows where a text-like column holds it, case-insensitively (LIKE's wildcards escaped). */
+export function searchSql(q: string, info: TableInfo, alias: string, bind: Bind): string {
+  const textual = info.columns.filter((c) => TEXT_LIKE.test(c.type));
+  const searched = textual.length > 0 ? textual : info.columns;
+  if (searched.length === 0) return 'false';
+  const pattern = bind(`%${q.replace(/[\\%_]/g, '\\$&')}%`);
+  return `(${searched
+    .map((c) => `${alias}.${quoteCatalogName(c.name)}::pg_catalog.text ILIKE ${pattern}`)
+    .join(' OR ')})`;
+}
+
+/**
+ * Rows strictly after the cursor's row in this order: for each key, the rows equal on the keys
+ * before it and after it on this one (NULLs placed as the order places them). One row comparison,
+ * which an index on the leading key can seek, when every key runs the same way, the cursor holds
+ * no NULL and only the first key may be NULL (then, ascending, its NULL rows come last).
+ */
+export function afterSql(keys: SortKey[], values: Array<string | null>, alias: string, bind: Bind): string {
+  const name = (key: SortKey) => `${alias}.${quoteCatalogName(key.column.name)}`;
+  const typed = (key: SortKey, value: string) => `${bind(value)}::${key.column.type}`;
+  const [first, ...rest] = keys;
+  if (!first) return 'false';
+  const uniform =
+    keys.length > 1 &&
+    values.every((v) => v !== null) &&
+    keys.every((k) => k.descending === first.descending && k.nullsFirst === first.descending) &&
+    rest.every((k) => k.column.notNull);
+  if (uniform) {
+    const left = keys.map(name).join(', ');
+    const right = keys.map((key, i) => typed(key, values[i] as string)).join(', ');
+    const compared = `(${left}) ${first.descending ? '<' : '>'} (${right})`;
+    return first.descending || first.column.notNull ? compared : `(${compared} OR ${name(first)} IS NULL)`;
+  }
+  const branches: string[] = [];
+  const equal: string[] = [];
+  keys.forEach((key, i) => {
+    const value = values[i] ?? null;
+    const column = name(key);
+    const bound = value === null ? null : typed(key, value);
+    branches.push([...equal, beyondOne(key, column, bound)].join(' AND '));
+    equal.push(bound === null ? `${column} IS NULL` : `${column} = ${bound}`);
+  });
+  return `(${branches.map((b) => `(${b})`).join(' OR ')})`;
+}
+
+/** Rows after `bound` (a placeholder, or null for NULL) on one key, NULLs placed as the key places them. */
+function beyondOne(key: SortKey, column: string, bound: string | null): string {
+  if (bound === null) return key.nullsFirst ? `${column} IS NOT NULL` : 'false';
+  const beyond = `${column} ${key.descending ? '<' : '>'} ${bound}`;
+  return key.nullsFirst || key.column.notNull ? beyond : `(${beyond} OR ${column} IS NULL)`;
+}
+
+/** What a cursor is valid for: the table and the order it was made under. */
+const cursorScope = (info: TableInfo, keys: SortKey[]) =>
+  JSON.stringify([info.schema, info.table, keys.map((k) => [k.column.name, k.descending, k.nullsFirst])]);
+
+const signature = (secret: string, scope: string, payload: string) =>
+  createHmac('sha256', `dbadmin row cursor\0${secret}`)
+    .update(`${scope}\0${payload}`)
+    .digest()
+    .subarray(0, 16);
+
+/** The last row's sort values (as text, or null) as an opaque, signed cursor. */
+export function encodeCursor(
+  secret: string,
+  info: TableInfo,
+  keys: SortKey[],
+  values: Array<string | null>,
+): string {
+  const payload = Buffer.from(JSON.stringify(values)).toString('base64url');
+  return `${payload}.${signature(secret, cursorScope(info, keys), payload).toString('base64url')}`;
+}
+
+/** A cursor's values, when it was made by us for this table and order; else 400. */
+export function decodeCursor(
+  secret: string,
+  info: TableInfo,
+  keys: SortKey[],
+  cursor: string,
+): Array<string | null> {
+  const refused = () =>
+    new BadRequest(
+      'Invalid cursor',
+      'after is not a nextCursor this table gave for this order; start again from the first page',
+    );
+  const [payload = '', mac = '', ...rest] = cursor.split('.');
+  const expected = signature(secret, cursorScope(info, keys), payload);
+  const given = Buffer.from(mac, 'base64url');
+  if (rest.length > 0 || given.length !== expected.length || !timingSafeEqual(given, expected))
+    throw refused();
+  const values = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as unknown;
+  if (
+    !Array.isArray(values) ||
+    values.length !== keys.length ||
+    !values.every((v) => v === null || typeof v === 'string')
+  ) {
+    throw refused();
+  }
+  return values as Array<string | null>;
+}
