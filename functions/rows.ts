@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { insertRows, MAX_BULK_ROWS, MAX_BULK_VALUES } from '#lib/admin/bulk-rows';
 import { deleteRow, deleteRows, insertRow, updateRow } from '#lib/admin/rows';
 import { getConfig, resultLimits } from '#lib/config';
 import { schemaAccess } from '#lib/db/executor';
@@ -60,6 +61,50 @@ export const routes = [
         schema: query.schema,
         table: params.tableName,
         rowId: params.rowId,
+      }),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/table/{tableName}/rows',
+    summary:
+      'Insert many rows in one statement, all or nothing; with onConflict an upsert; answers the rows written',
+    access: 'write',
+    params: z.object({ tableName }),
+    body: z.strictObject({
+      rows: z
+        .array(z.record(columnName, z.unknown()))
+        .min(1, 'rows must hold at least one row')
+        .max(MAX_BULK_ROWS, `rows may hold at most ${MAX_BULK_ROWS} rows`)
+        .meta({
+          description: `Column to value, per row; rows may name different columns (a cell left out takes the column's default). At most ${MAX_BULK_ROWS} rows and ${MAX_BULK_VALUES} values.`,
+        }),
+      schema: inSchema,
+      onConflict: z.enum(['update', 'ignore']).optional().meta({
+        description:
+          'Upsert: on a row that conflicts, "update" sets the columns the rows name (outside the conflict target) to the row\'s values; every row must then name the same columns. "ignore" skips it.',
+      }),
+      conflictColumns: z
+        .array(columnName)
+        .min(1)
+        .max(32)
+        .optional()
+        .meta({ description: 'The columns of a unique constraint or index; default: the primary key.' }),
+    }),
+    response: z.object({
+      rows: z
+        .array(Row)
+        .meta({ description: 'The rows written, as stored; with "ignore" only those inserted.' }),
+      count: z.number(),
+    }),
+    status: 201,
+    errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT, RESULT_LIMITS],
+    handler: async ({ params, body, principal, signal }) =>
+      insertRows(await schemaAccess(principal, body.schema, signal), resultLimits(await getConfig()), {
+        schema: body.schema,
+        table: params.tableName,
+        rows: body.rows,
+        onConflict: body.onConflict,
+        conflictColumns: body.conflictColumns,
       }),
   }),
   defineRoute({

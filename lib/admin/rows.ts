@@ -19,7 +19,7 @@ function rowKey(info: TableInfo) {
   return { column: quoteCatalogName(key), type: column?.type ?? 'text' };
 }
 
-function column(info: TableInfo, name: string) {
+export function column(info: TableInfo, name: string) {
   const found = info.columns.find((c) => c.name === name);
   if (!found)
     throw new BadRequest('Unknown column', `column "${name}" does not exist in table "${info.table}"`);
@@ -30,7 +30,7 @@ function column(info: TableInfo, name: string) {
  * A JSON value as a bind parameter. json/jsonb columns take any JSON (pg would send a JS array as
  * a PostgreSQL array literal); other objects go as JSON text for PostgreSQL to judge.
  */
-function parameter(type: string, value: unknown): unknown {
+export function parameter(type: string, value: unknown): unknown {
   if (value === null || value === undefined) return null;
   if (type === 'json' || type === 'jsonb') return JSON.stringify(value);
   if (typeof value === 'object' && !Array.isArray(value)) return JSON.stringify(value);
@@ -42,7 +42,7 @@ function parameter(type: string, value: unknown): unknown {
  * tenant's trigger can make the stored row huge, and then the answer is a 413 and the change is
  * rolled back, so a 413 always means nothing was written.
  */
-function writeReturning(access: SchemaAccess, limits: ResultLimits, text: string, values: unknown[]) {
+export function writeReturning(access: SchemaAccess, limits: ResultLimits, text: string, values: unknown[]) {
   return access.run((client) =>
     inTransaction(client, async () => {
       const [result] = await boundedQuery(client, { text, values }, limits, () => access.cancel(client));

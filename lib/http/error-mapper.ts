@@ -18,7 +18,8 @@ function describeType(issue: z.core.$ZodIssueInvalidType, subject: string): stri
   // Zod's own wording starts "Invalid input"; a message our schemas set is used as written.
   if (!issue.message.startsWith('Invalid input')) return issue.message;
   if (issue.message.endsWith('received undefined')) return `${subject} is required`;
-  return `${subject} must be ${issue.expected === 'object' ? 'a JSON object' : `a ${issue.expected}`}`;
+  const object = issue.expected === 'object' || issue.expected === 'record';
+  return `${subject} must be ${object ? 'a JSON object' : `a ${issue.expected}`}`;
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {

@@ -86,6 +86,15 @@ function probes(h: string): Probe[] {
     [rows, 'PATCH', `/api/table/${p}/1`, { body: { column: 'a', value: 'v', schema } }],
     [rows, 'PATCH', '/api/table/victim/1', { body: { column: h, value: 'v', schema } }],
     [rows, 'DELETE', `/api/table/${p}/row/1`, { query: { schema } }],
+    [rows, 'POST', `/api/table/${p}/rows`, { body: { rows: [{ a: 'v' }], schema } }],
+    [rows, 'POST', '/api/table/victim/rows', { body: { rows: [{ id: 2 }, { [h]: 'v' }], schema } }],
+    [rows, 'POST', '/api/table/victim/rows', { body: { rows: [{ id: 2 }], schema: h } }],
+    [
+      rows,
+      'POST',
+      '/api/table/victim/rows',
+      { body: { rows: [{ id: 2 }], onConflict: 'ignore', conflictColumns: [h], schema } },
+    ],
     [rows, 'POST', `/api/table/${p}/rows/delete`, { body: { rowIds: [1], schema } }],
     [rows, 'POST', '/api/table/victim/rows/delete', { body: { rowIds: [1], schema: h } }],
     [schemas, 'POST', '/api/schema/create', { body: { schemaName: h, password: 'long-enough-1' } }],
@@ -164,6 +173,15 @@ describe('hostile values', () => {
           method: 'POST',
           path: '/api/table/victim/rows/delete',
           body: { rowIds: [value], schema },
+        }),
+        await call(rows, {
+          method: 'POST',
+          path: '/api/table/victim/rows',
+          body: {
+            rows: [{ id: 2000 + value.length, a: value }, { id: value }],
+            onConflict: 'update',
+            schema,
+          },
         }),
       ];
 

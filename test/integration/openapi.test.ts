@@ -425,6 +425,26 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ method: 'DELETE', path: '/api/table/items/row/999999', query: { schema } }),
     },
   ],
+  'POST /api/table/{tableName}/rows': [
+    {
+      status: 201,
+      why: 'inserted',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/items/rows',
+        body: { rows: [{ name: 'c' }, { name: 'd' }], schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/rows',
+        body: { rows: [{ name: 'c' }], schema },
+      }),
+    },
+  ],
   'POST /api/table/{tableName}/rows/delete': [
     {
       status: 200,
@@ -771,6 +791,10 @@ describe('413 for results over QUERY_MAX_ROWS / QUERY_MAX_BYTES', () => {
     [
       'POST /api/query',
       () => ({ method: 'POST', path: '/api/query', body: { sql: 'SELECT * FROM items', schema } }),
+    ],
+    [
+      'POST /api/table/{tableName}/rows',
+      () => ({ method: 'POST', path: '/api/table/items/rows', body: { rows: [{}, {}], schema } }),
     ],
   ])('%s: 413 for too many rows', async (operation, request) => {
     const { route: found, handler } = route(operation);
