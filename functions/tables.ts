@@ -252,6 +252,7 @@ export const routes = [
       schema: inSchema,
       format: z.enum(['json', 'csv'], { message: 'format must be json or csv' }).default('json'),
       limit: queryInt('limit', 1, 10_000).default(10_000),
+      ...RowSearchQuery,
     }),
     response: z.object({ table: z.string(), count: z.number(), data: z.array(Row) }),
     alsoProduces: 'text/csv',

@@ -1,6 +1,8 @@
 import pg from 'pg';
-import { orderBy, qualified } from '#lib/admin/tables';
-import { tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import { type RowSearch, searchWhere } from '#lib/admin/row-search';
+import { orderSql, parseOrder, parseSelect } from '#lib/admin/row-view';
+import { qualified } from '#lib/admin/tables';
+import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
@@ -10,7 +12,7 @@ import { Download } from '#lib/download';
 import { NotFound } from '#lib/errors';
 import { JsonText } from '#lib/json-text';
 
-export interface ExportInput {
+export interface ExportInput extends RowSearch {
   format: 'json' | 'csv';
   limit: number;
 }
@@ -46,6 +48,8 @@ export interface ExportTable {
   table: string;
   columns: ExportColumn[];
   primaryKey: string[];
+  /** The table as filters, order and select read it. */
+  info: TableInfo;
 }
 
 export const exportTableRead = (schema: string, table: string): CatalogRead<ExportTable> => ({
@@ -61,7 +65,7 @@ export const exportTableRead = (schema: string, table: string): CatalogRead<Expo
       name: column.name,
       ...(types[i] as Omit<ExportColumn, 'name'>),
     }));
-    return { schema, table, columns, primaryKey: info.primaryKey };
+    return { schema, table, columns, primaryKey: info.primaryKey, info };
   },
 });
 
@@ -158,35 +162,70 @@ function jsonValue(column: ExportColumn): string {
   }
 }
 
-const noData = (table: string) => new NotFound('No data to export', `table "${table}" has no rows`);
+const noData = (table: string, filtered: boolean) =>
+  new NotFound(
+    'No data to export',
+    `table "${table}" has no rows${filtered ? ' that match the filter' : ''}`,
+  );
 
 /**
  * Both formats are rendered by PostgreSQL and read as text while they arrive (lib/db/text-result),
- * on a session of the schema's role, in primary-key order: CSV by its own COPY (RFC 4180 quoting,
- * header line), JSON by row_to_json over expressions that give the table read's values. The
- * result limits hold: one row more than QUERY_MAX_ROWS is asked for, to tell a result that is
- * too long; past QUERY_MAX_BYTES the statement is cancelled and nothing more is kept.
+ * on a session of the schema's role, in primary-key order or the order asked: CSV by its own COPY
+ * (RFC 4180 quoting, header line), JSON by row_to_json over expressions that give the table read's
+ * values. The result limits hold: one row more than QUERY_MAX_ROWS is asked for, to tell a result
+ * that is too long; past QUERY_MAX_BYTES the statement is cancelled and nothing more is kept.
+ *
+ * Filters (lib/admin/row-filter) need their values bound, and COPY takes no parameters: the
+ * values are bound into settings of the session first (one statement, extended protocol), which
+ * the filter reads with current_setting; the session is reset before anyone else uses it.
  */
 export async function exportTable(
   access: SchemaAccess,
-  { schema, table, columns, primaryKey }: ExportTable,
+  table: ExportTable,
   limits: ResultLimits,
-  { format, limit }: ExportInput,
+  input: ExportInput,
 ) {
-  const order = orderBy({ primaryKey }); // the page read's order
-  const rows = `SELECT * FROM ${qualified(schema, table)} ORDER BY ${order} LIMIT ${Math.min(Math.trunc(limit), limits.maxRows + 1)}`;
-  const csv = format === 'csv';
+  const { info } = table;
+  const settings: string[] = [];
+  const bind = (value: unknown) => {
+    settings.push(Array.isArray(value) ? arrayLiteral(value.map(String)) : String(value));
+    return `pg_catalog.current_setting('dbadmin.export_${settings.length}')`;
+  };
+  const where = searchWhere(info, input, 'r', bind);
+  const keys = parseOrder(input.order, info);
+  const shown = parseSelect(input.select, info) ?? info.columns;
+  // row_to_json's expressions, in the order selected.
+  const columns = shown.map((c) => table.columns.find((e) => e.name === c.name) as ExportColumn);
+  const selected = shown.map((c) => `r.${quoteCatalogName(c.name)}`);
+  const rows = [
+    `SELECT ${selected.join(', ')} FROM ${qualified(table.schema, table.table)} AS r`,
+    where ? `WHERE ${where}` : '',
+    `ORDER BY ${keys.length > 0 ? orderSql(keys, 'r') : 'r.ctid'}`,
+    `LIMIT ${Math.min(Math.trunc(input.limit), limits.maxRows + 1)}`,
+  ]
+    .filter(Boolean)
+    .join(' ');
+  const csv = input.format === 'csv';
   const sql = csv
     ? `COPY (${rows}) TO STDOUT WITH (FORMAT csv, HEADER true)`
     : `SELECT pg_catalog.row_to_json(r.*) FROM (SELECT ${columns
         .map((column) => `${jsonValue(column)} AS ${quoteCatalogName(column.name)}`)
         .join(', ')} FROM (${rows}) t) r`;
-  const { text, records } = await access.run((client) =>
-    readText(client, sql, limits, () => access.cancel(client)),
-  );
+  const { text, records } = await access.run(async (client) => {
+    if (settings.length > 0) await client.query(settingsSql(settings.length), settings);
+    return readText(client, sql, limits, () => access.cancel(client));
+  });
   const count = csv ? records - 1 : records;
   if (count > limits.maxRows) throw new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows);
-  if (count <= 0) throw noData(table);
-  if (csv) return new Download(text, 'text/csv; charset=utf-8', `${table}.csv`);
-  return new JsonText(`{"table":${JSON.stringify(table)},"count":${count},"data":[${text}]}`);
+  if (count <= 0) throw noData(table.table, where !== '');
+  if (csv) return new Download(text, 'text/csv; charset=utf-8', `${table.table}.csv`);
+  return new JsonText(`{"table":${JSON.stringify(table.table)},"count":${count},"data":[${text}]}`);
 }
+
+/** One statement that sets each value bound as `dbadmin.export_<n>` for the session. */
+const settingsSql = (n: number) =>
+  `SELECT ${Array.from({ length: n }, (_, i) => `pg_catalog.set_config('dbadmin.export_${i + 1}', $${i + 1}, false)`).join(', ')}`;
+
+/** A PostgreSQL array literal of text elements, each quoted: `{"a","b\\"c"}`. */
+const arrayLiteral = (items: string[]) =>
+  `{${items.map((item) => `"${item.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`;

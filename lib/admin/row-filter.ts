@@ -247,25 +247,28 @@ export function filterSql(
 
 function conditionSql(node: Condition, column: ColumnInfo, name: string, bind: Bind): string {
   const { operator, value } = node;
-  if (operator in COMPARISONS)
-    return `${name} ${COMPARISONS[operator as keyof typeof COMPARISONS]} ${bind(value)}`;
+  const typed = (v: unknown, suffix = '') => `${bind(v)}::${column.valueType}${suffix}`;
+  if (operator in COMPARISONS) {
+    return `${name} ${COMPARISONS[operator as keyof typeof COMPARISONS]} ${typed(value)}`;
+  }
   if (operator === 'like' || operator === 'ilike') {
-    return `${name}::pg_catalog.text ${operator === 'like' ? 'LIKE' : 'ILIKE'} ${bind(String(value).replaceAll('*', '%'))}`;
+    const pattern = bind(String(value).replaceAll('*', '%'));
+    return `${name}::pg_catalog.text ${operator === 'like' ? 'LIKE' : 'ILIKE'} ${pattern}::pg_catalog.text`;
   }
   if (operator === 'in') {
     const list = value as string[];
-    return list.length === 0 ? 'false' : `${name} = ANY(${bind(list)}::${column.type}[])`;
+    return list.length === 0 ? 'false' : `${name} = ANY(${typed(list, '[]')})`;
   }
   if (operator === 'is') {
     const keyword = IS_VALUES[value as keyof typeof IS_VALUES];
     if (!keyword) throw invalid(`filter on "${column.name}"`, 'is takes null, true, false or unknown');
     return `${name} IS ${keyword}`;
   }
-  if (operator === 'cs') return `${name} @> ${bind(value)}::${column.type}`;
-  if (operator === 'cd') return `${name} <@ ${bind(value)}::${column.type}`;
+  if (operator === 'cs') return `${name} @> ${typed(value)}`;
+  if (operator === 'cd') return `${name} <@ ${typed(value)}`;
   const search = TEXT_SEARCH[operator as keyof typeof TEXT_SEARCH];
   const config = node.config !== undefined ? `${bind(node.config)}::pg_catalog.regconfig, ` : '';
   const document =
     column.type === 'tsvector' ? name : `pg_catalog.to_tsvector(${config}${name}::pg_catalog.text)`;
-  return `${document} @@ pg_catalog.${search}(${config}${bind(value)})`;
+  return `${document} @@ pg_catalog.${search}(${config}${bind(value)}::pg_catalog.text)`;
 }

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { filterSql, parseFilters } from '#lib/admin/row-filter';
+import { type Bind, filterSql, parseFilters } from '#lib/admin/row-filter';
 import {
   afterSql,
   decodeCursor,
@@ -10,6 +10,7 @@ import {
   searchSql,
   totalOrder,
 } from '#lib/admin/row-view';
+import type { TableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
@@ -47,14 +48,8 @@ export interface SearchPageInput extends RowSearch {
   exactCountMaxRows: number;
 }
 
-/** The WHERE clause of the request's filters and search over `alias`, with its values; '' when none. */
-export function searchWhere(
-  info: TableEstimate,
-  search: RowSearch,
-  alias: string,
-  values: unknown[],
-): string {
-  const bind = (value: unknown) => `$${values.push(value)}`;
+/** The WHERE clause of the request's filters and search over `alias`, its values bound; '' when none. */
+export function searchWhere(info: TableInfo, search: RowSearch, alias: string, bind: Bind): string {
   const tree = parseFilters(search);
   const parts: string[] = [];
   if (tree) parts.push(filterSql(tree, info.columns, info.table, alias, bind));
@@ -74,7 +69,7 @@ export async function searchPage(
   const shown = parseSelect(input.select, info);
   const keys = parseOrder(input.order, info);
   const seeks = totalOrder(keys, info);
-  const where = searchWhere(info, input, 'r', values);
+  const where = searchWhere(info, input, 'r', bind);
   const whereValues = [...values];
   const conditions = where ? [where] : [];
   if (input.after !== undefined) {

@@ -118,7 +118,7 @@ export function searchSql(q: string, info: TableInfo, alias: string, bind: Bind)
   const textual = info.columns.filter((c) => TEXT_LIKE.test(c.type));
   const searched = textual.length > 0 ? textual : info.columns;
   if (searched.length === 0) return 'false';
-  const pattern = bind(`%${q.replace(/[\\%_]/g, '\\$&')}%`);
+  const pattern = `${bind(`%${q.replace(/[\\%_]/g, '\\$&')}%`)}::pg_catalog.text`;
   return `(${searched
     .map((c) => `${alias}.${quoteCatalogName(c.name)}::pg_catalog.text ILIKE ${pattern}`)
     .join(' OR ')})`;
@@ -132,7 +132,7 @@ export function searchSql(q: string, info: TableInfo, alias: string, bind: Bind)
  */
 export function afterSql(keys: SortKey[], values: Array<string | null>, alias: string, bind: Bind): string {
   const name = (key: SortKey) => `${alias}.${quoteCatalogName(key.column.name)}`;
-  const typed = (key: SortKey, value: string) => `${bind(value)}::${key.column.type}`;
+  const typed = (key: SortKey, value: string) => `${bind(value)}::${key.column.valueType}`;
   const [first, ...rest] = keys;
   if (!first) return 'false';
   const uniform =

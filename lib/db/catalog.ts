@@ -8,6 +8,11 @@ export interface ColumnInfo {
   type: string;
   /** NOT NULL (a primary key's columns are). */
   notNull: boolean;
+  /**
+   * The type a caller's value is cast to: the column's without its modifier, since a cast to
+   * `varchar(20)` or `numeric(10,2)` would cut or round the value and match what it does not say.
+   */
+  valueType: string;
 }
 
 export interface TableInfo {
@@ -26,7 +31,7 @@ export interface TableInfo {
 export const tableInfoQuery = (more = '') => `
   SELECT c.oid IS NOT NULL AS table_exists,
          (SELECT coalesce(json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod),
-                                                     'notNull', a.attnotnull)
+                                                     'notNull', a.attnotnull, 'valueType', format_type(a.atttypid, NULL))
                                    ORDER BY a.attnum), '[]')
             FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
          (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')

@@ -36,6 +36,8 @@ beforeAll(async () => {
               (10, 'Ken', 'ken', 70, '{unix}', '{"lang": "en"}', 'Plan 9', true, 100),
               (11, 'Linus', NULL, 50, '{code}', '{"lang": "fi"}', 'Kernels', true, 110),
               (12, 'Margaret', 'mh', 60, '{space,code}', '{"lang": "en"}', 'Apollo guidance', true, 120);
+            CREATE TABLE prices (id int PRIMARY KEY, price numeric(10,2), code varchar(3));
+            INSERT INTO prices VALUES (1, 1.23, 'abc');
             CREATE TABLE keyless (a int, b text);
             INSERT INTO keyless VALUES (1, 'x'), (2, 'y');`,
     },
@@ -84,6 +86,17 @@ describe('filter=column.operator.value', () => {
     ['"my.col".gt.100', [11, 12]],
   ])('%s', async (filter, expected) => {
     expect(await ids({ filter })).toEqual(expected);
+  });
+
+  it('compares a value as sent, never cut or rounded to the column’s modifier', async () => {
+    const prices = async (filter: string) =>
+      (await call(tables, { path: '/api/table/prices', query: { schema, filter } })).body.data.length;
+
+    expect(await prices('price.eq.1.23')).toBe(1);
+    expect(await prices('price.eq.1.234')).toBe(0);
+    expect(await prices('code.eq.abc')).toBe(1);
+    expect(await prices('code.eq.abcd')).toBe(0);
+    expect(await prices('code.in.(abcd,xyz)')).toBe(0);
   });
 
   it('ANDs repeated filters', async () => {
@@ -262,5 +275,56 @@ describe('API keys', () => {
     });
 
     expect(reply.body.data.map((row: { id: number }) => row.id)).toEqual([6, 7]);
+  });
+});
+
+describe('the export takes the same filters, order and select', () => {
+  const exported = (q: Record<string, string | string[]>) =>
+    call(tables, { path: '/api/table/people/export', query: { schema, ...q } });
+
+  it('writes the matching rows as CSV, in the order asked, with the selected columns', async () => {
+    const reply = await exported({
+      format: 'csv',
+      filter: ['age.gte.70', 'nick.not.is.null'],
+      order: 'age.desc',
+      select: 'id,name',
+    });
+
+    expect(reply.status).toBe(200);
+    expect(reply.text).toBe('id,name\n6,Frances\n7,Grace\n4,Dennis\n10,Ken\n');
+  });
+
+  it('binds every kind of value, lists and searches included, for JSON too', async () => {
+    const reply = await exported({
+      filter: 'name.in.(O\'Brien,"Smith, J",Ada)',
+      q: 'a',
+      order: 'id.desc',
+      select: 'id',
+    });
+
+    expect(reply.body).toEqual({ table: 'people', count: 3, data: [{ id: 9 }, { id: 8 }, { id: 1 }] });
+  });
+
+  it('is the same, byte for byte, with a filter every row matches', async () => {
+    for (const format of ['csv', 'json']) {
+      const all = await exported({ format });
+      const filtered = await exported({ format, filter: 'id.gt.0' });
+      expect(filtered.text).toBe(all.text);
+    }
+  });
+
+  it('says when no row matches', async () => {
+    const reply = await exported({ filter: 'age.gt.1000' });
+
+    expect([reply.status, reply.body.message]).toEqual([
+      404,
+      'table "people" has no rows that match the filter',
+    ]);
+  });
+
+  it('refuses what the page read refuses', async () => {
+    const reply = await exported({ filter: 'height.eq.1' });
+
+    expect([reply.status, reply.body.error]).toEqual([400, 'Unknown column']);
   });
 });
