@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_CONDITIONS, MAX_DEPTH } from '#lib/admin/row-filter';
 import { IDENTIFIER_MAX_LENGTH, IDENTIFIER_PATTERN, identifierRule } from '#lib/db/identifiers';
 
 /**
@@ -86,3 +87,35 @@ export const Outcome = z.object({ success: z.boolean(), message: z.string() });
 
 /** A table row as JSON: column name to value. */
 export const Row = z.record(z.string(), z.unknown());
+
+/**
+ * Which rows a request means, in PostgREST's vocabulary (lib/admin/row-filter): the query
+ * parameters a page read, an export and the changes to every matching row share.
+ */
+export const rowFilterQuery = {
+  filter: z
+    .union([z.string().max(4000), z.array(z.string().max(4000)).max(MAX_CONDITIONS)])
+    .transform((value) => (Array.isArray(value) ? value : [value]))
+    .optional()
+    .meta({
+      description: `repeatable, ANDed: column.operator.value with eq, neq, gt, gte, lt, lte, like, ilike (* is the wildcard), in.(a,b,"c,d"), is.null|true|false|unknown, cs, cd, fts, plfts, phfts, wfts (fts(english).word), each negated by not. before it; a column name holding . , ( or ) is double-quoted. At most ${MAX_CONDITIONS} conditions in all.`,
+      example: 'age.gte.18',
+    }),
+  or: z
+    .string()
+    .max(8000)
+    .optional()
+    .meta({
+      description: `(condition,condition,and(...),not.or(...)): any of them; groups nest ${MAX_DEPTH} deep; a value holding , or ) is double-quoted`,
+      example: '(age.lt.18,age.gt.65)',
+    }),
+  and: z
+    .string()
+    .max(8000)
+    .optional()
+    .meta({ description: 'like or, all of them', example: '(age.gte.18,name.ilike.a*)' }),
+  q: z.string().max(1000).optional().meta({
+    description:
+      'quick search: rows where a text column holds it, case-insensitively (every column, as text, in a table without text columns)',
+  }),
+};

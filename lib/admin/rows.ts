@@ -6,8 +6,8 @@ import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import { inTransaction } from '#lib/db/transaction';
 import { BadRequest, NotFound } from '#lib/errors';
 
-/** The single-column primary key `:rowId` is matched against. */
-function rowKey(info: TableInfo) {
+/** The single-column primary key `:rowId` (and SPEC's bulk delete's rowIds) are matched against. */
+export function rowKey(info: TableInfo) {
   const [key, ...rest] = info.primaryKey;
   if (!key || rest.length > 0) {
     throw new BadRequest(
@@ -16,7 +16,8 @@ function rowKey(info: TableInfo) {
     );
   }
   const column = info.columns.find((c) => c.name === key);
-  return { column: quoteCatalogName(key), type: column?.type ?? 'text' };
+  // The type without its modifier: a cast to varchar(3) would cut 'abcd' to a key it does not name.
+  return { column: quoteCatalogName(key), type: column?.valueType ?? 'text' };
 }
 
 export function column(info: TableInfo, name: string) {
@@ -117,27 +118,4 @@ export async function deleteRow(access: SchemaAccess, { schema, table, rowId }: 
   );
   if (!rowCount) throw rowNotFound(table, rowId);
   return { success: true, message: `Row ${JSON.stringify(rowId)} deleted from "${table}"` };
-}
-
-export interface DeleteRowsInput {
-  schema: string;
-  table: string;
-  rowIds: Array<string | number>;
-}
-
-export async function deleteRows(access: SchemaAccess, { schema, table, rowIds }: DeleteRowsInput) {
-  const key = rowKey(await tableInfo(access.catalog, schema, table));
-  // The key's type comes from the catalog (format_type, schema-qualified), so the array binds with
-  // the index usable; a domain's checks run in the cast, as the schema's role.
-  const { rowCount } = await access.run((client) =>
-    client.query(`DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = ANY($1::${key.type}[])`, [
-      rowIds.map(String),
-    ]),
-  );
-  const deletedCount = rowCount ?? 0;
-  return {
-    success: true,
-    deletedCount,
-    message: `${deletedCount} row${deletedCount === 1 ? '' : 's'} deleted from "${table}"`,
-  };
 }

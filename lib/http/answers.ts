@@ -31,6 +31,12 @@ export const SCHEMA_BUSY: Answer = {
   why: 'a transaction still open in the schema (a schema change, LOCK TABLE) holds a lock this needs; try again once it ends',
 };
 
+/** A change to every row a filter finds, past the caller's maxAffected (lib/admin/matching-rows). */
+export const MAX_AFFECTED: Answer = {
+  status: 409,
+  why: 'more rows would change than maxAffected allows; nothing was changed, and the message says how many',
+};
+
 /** Rows counted while they arrive (lib/db/result-limits). */
 export const RESULT_LIMITS: Answer = {
   status: 413,

@@ -389,6 +389,53 @@ const CASES: Record<string, Case[]> = {
       }),
     },
   ],
+  'PATCH /api/table/{tableName}/rows': [
+    {
+      status: 200,
+      why: 'the rows a filter finds, updated',
+      request: () => ({
+        method: 'PATCH',
+        path: '/api/table/items/rows',
+        query: { filter: 'id.eq.1' },
+        body: { set: { name: 'z' }, schema },
+      }),
+    },
+    {
+      status: 200,
+      why: 'SPEC’s update of the row whose key is "rows"',
+      request: async () => {
+        const table = uniqueName('named');
+        await run(
+          `CREATE TABLE ${table} (k text PRIMARY KEY, v text); INSERT INTO ${table} VALUES ('rows', 'a')`,
+        );
+        return {
+          method: 'PATCH',
+          path: `/api/table/${table}/rows`,
+          body: { column: 'v', value: 'b', schema },
+        };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'PATCH',
+        path: '/api/table/missing/rows',
+        query: { all: 'true' },
+        body: { set: { name: 'z' }, schema },
+      }),
+    },
+    {
+      status: 409,
+      why: 'more rows than maxAffected',
+      request: () => ({
+        method: 'PATCH',
+        path: '/api/table/items/rows',
+        query: { all: 'true', maxAffected: '0' },
+        body: { set: { name: 'z' }, schema },
+      }),
+    },
+  ],
   'PATCH /api/table/{tableName}/{rowId}': [
     {
       status: 200,
@@ -456,12 +503,32 @@ const CASES: Record<string, Case[]> = {
       }),
     },
     {
+      status: 200,
+      why: 'deleted by a filter',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/table/${await scratchTable()}/rows/delete`,
+        query: { filter: 'name.eq.a' },
+        body: { schema },
+      }),
+    },
+    {
       status: 404,
       why: 'no such table',
       request: () => ({
         method: 'POST',
         path: '/api/table/missing/rows/delete',
         body: { rowIds: [1], schema },
+      }),
+    },
+    {
+      status: 409,
+      why: 'more rows than maxAffected',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/items/rows/delete',
+        query: { all: 'true', maxAffected: '0' },
+        body: { schema },
       }),
     },
   ],
@@ -795,6 +862,15 @@ describe('413 for results over QUERY_MAX_ROWS / QUERY_MAX_BYTES', () => {
     [
       'POST /api/table/{tableName}/rows',
       () => ({ method: 'POST', path: '/api/table/items/rows', body: { rows: [{}, {}], schema } }),
+    ],
+    [
+      'PATCH /api/table/{tableName}/rows',
+      () => ({
+        method: 'PATCH',
+        path: '/api/table/items/rows',
+        query: { all: 'true' },
+        body: { set: { name: 'z' }, schema },
+      }),
     ],
   ])('%s: 413 for too many rows', async (operation, request) => {
     const { route: found, handler } = route(operation);
