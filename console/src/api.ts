@@ -42,12 +42,16 @@ export const reportedLicense = signal<string | null>(null);
 export const basicToken = (user: string, password: string) =>
   btoa(String.fromCharCode(...new TextEncoder().encode(`${user}:${password}`)));
 
-type Query = Record<string, string | number | boolean | undefined>;
+/** A list repeats its parameter (`filter=a.eq.1&filter=b.eq.2`). */
+export type Query = Record<string, string | number | boolean | string[] | undefined>;
 
 /** `api/...` relative to the page, so a stage prefix works; `?` parameters left out when undefined. */
 export function apiUrl(path: string, query: Query = {}): string {
   const search = new URLSearchParams();
-  for (const [name, value] of Object.entries(query)) if (value !== undefined) search.set(name, String(value));
+  for (const [name, value] of Object.entries(query)) {
+    if (Array.isArray(value)) for (const item of value) search.append(name, item);
+    else if (value !== undefined) search.set(name, String(value));
+  }
   const text = search.toString();
   return `api/${path}${text ? `?${text}` : ''}`;
 }

@@ -23,6 +23,7 @@ const SHORTCUTS: [string, string][] = [
   ['Ctrl/Cmd + Enter', 'run the SQL'],
   ['Enter', 'edit the focused cell; in an editor, save that cell'],
   ['Esc', 'leave an editor or a dialog without saving'],
+  ['Shift + click a header', 'add its column to the sort'],
 ];
 
 /** Where `g` then `key` leads; the schema pages need a schema (the open one, else the first). */
@@ -152,7 +153,15 @@ function Page() {
     case 'tables':
       return <TablesPage key={r.schema} schema={r.schema} />;
     case 'table':
-      return <TablePage key={`${r.schema}.${r.table}`} schema={r.schema} table={r.table} tab={r.tab} />;
+      return (
+        <TablePage
+          key={`${r.schema}.${r.table}`}
+          schema={r.schema}
+          table={r.table}
+          tab={r.tab}
+          view={r.tab === 'data' ? r.view : undefined}
+        />
+      );
     case 'sql':
       return <SqlPage key={r.schema} schema={r.schema} />;
     case 'keys':

@@ -3,26 +3,32 @@ import { signal } from '@preact/signals';
 /**
  * Hash routes, so the page works under any path prefix (an API Gateway stage):
  *   #/license  #/schemas  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure]  #/s/SCHEMA/sql  #/s/SCHEMA/keys
+ * A table's data tab keeps how it is viewed (filters, sort, search, page) in the hash's query:
+ *   #/s/SCHEMA/t/TABLE?filter=age.gte.18&order=name.desc (console/src/grid/view.ts reads it).
  */
 export type Route =
   | { page: 'license' }
   | { page: 'schemas' }
   | { page: 'tables'; schema: string }
-  | { page: 'table'; schema: string; table: string; tab: 'data' | 'structure' }
+  | { page: 'table'; schema: string; table: string; tab: 'data' | 'structure'; view?: string }
   | { page: 'sql'; schema: string }
   | { page: 'keys'; schema: string };
 
+function tableRoute(schema: string, table: string, tab: string | undefined, view: string): Route {
+  if (tab === 'structure') return { page: 'table', schema, table, tab: 'structure' };
+  return { page: 'table', schema, table, tab: 'data', ...(view ? { view } : {}) };
+}
+
 export function parseRoute(hash: string): Route {
-  const parts = hash
-    .replace(/^#\/?/, '')
+  const [path = '', view = ''] = hash.replace(/^#\/?/, '').split(/\?(.*)/s);
+  const parts = path
     .split('/')
     .filter(Boolean)
     .map((part) => decodeURIComponent(part));
   const [first, schema, kind, table, tab] = parts;
   if (first === 'license') return { page: 'license' };
   if (first === 's' && schema) {
-    if (kind === 't' && table)
-      return { page: 'table', schema, table, tab: tab === 'structure' ? 'structure' : 'data' };
+    if (kind === 't' && table) return tableRoute(schema, table, tab, view);
     if (kind === 'sql') return { page: 'sql', schema };
     if (kind === 'keys') return { page: 'keys', schema };
     return { page: 'tables', schema };
@@ -39,7 +45,8 @@ export function href(route: Route): string {
     case 'tables':
       return `#/s/${e(route.schema)}`;
     case 'table':
-      return `#/s/${e(route.schema)}/t/${e(route.table)}${route.tab === 'structure' ? '/structure' : ''}`;
+      if (route.tab === 'structure') return `#/s/${e(route.schema)}/t/${e(route.table)}/structure`;
+      return `#/s/${e(route.schema)}/t/${e(route.table)}${route.view ? `?${route.view}` : ''}`;
     case 'sql':
     case 'keys':
       return `#/s/${e(route.schema)}/${route.page}`;
@@ -51,8 +58,14 @@ window.addEventListener('hashchange', () => {
   route.value = parseRoute(location.hash);
 });
 
-export const go = (to: Route) => {
-  location.hash = href(to);
+/** `replace`: no new history entry (a search box's keystrokes are one step back, not many). */
+export const go = (to: Route, { replace = false } = {}) => {
+  if (!replace) {
+    location.hash = href(to);
+    return;
+  }
+  history.replaceState(history.state, '', href(to));
+  route.value = parseRoute(location.hash);
 };
 
 /** The schema the pages work in: the route's, else the last one opened. */

@@ -203,6 +203,137 @@ describeInBrowser('the web console', () => {
     expect(errors).toEqual([]);
   });
 
+  it('finds rows: filters, sorts by headers, searches, hides columns, keeps the view in the URL, pages under a sort, and pastes rows', async () => {
+    const schema = uniqueName('web');
+    expect(
+      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
+    ).toBe(201);
+    // age is 20 + g % 7: "age ≥ 25" holds for g % 7 in (5, 6), 16 of the 60 rows.
+    await h.api('POST', 'query', {
+      schema,
+      sql: `CREATE TABLE people (id serial PRIMARY KEY, name text, age integer, active boolean, joined date);
+            INSERT INTO people (name, age, active, joined)
+            SELECT 'person ' || g, 20 + g % 7, g % 2 = 0, date '2024-01-01' + g FROM generate_series(1, 60) g;`,
+    });
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/people`);
+    const reads: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/api/table/people?')) reads.push(decodeURIComponent(request.url()));
+    });
+    const pager = page.getByTestId('pager');
+    await expectText(pager, 'Page 1 of 2 · 60 rows');
+    await expectText(page.locator('th').filter({ hasText: 'age' }), 'integer');
+
+    const filterForm = page.getByRole('form', { name: 'Add a filter' });
+    await filterForm.getByLabel('Filter column').selectOption('age');
+    await filterForm.getByLabel('Filter operator').selectOption({ label: '≥' });
+    await filterForm.getByLabel('Filter value').fill('25');
+    await filterForm.getByRole('button', { name: 'Add filter' }).click();
+    await expectText(pager, 'Page 1 of 1 · 16 rows');
+    expect(reads.at(-1)).toContain('filter=age.gte.25');
+
+    const sorted = page.waitForRequest((r) => decodeURIComponent(r.url()).includes('order=age,name.desc'));
+    await page.getByRole('button', { name: 'Sort by age' }).click();
+    await page.getByRole('button', { name: 'Sort by name' }).click({ modifiers: ['Shift'] });
+    await page.getByRole('button', { name: 'Sort by name' }).click({ modifiers: ['Shift'] });
+    await expectText(page.getByTestId('sort-age'), '▲1');
+    await expectText(page.getByTestId('sort-name'), '▼2');
+    expect(await header(page, 'age').getAttribute('aria-sort')).toBe('ascending');
+    await sorted;
+    // By age, then by name descending (as text): "person 6" comes before "person 55".
+    await expectColumn(page, 'age', [...Array(8).fill('25'), ...Array(8).fill('26')]);
+    await expectColumn(page, 'name', [
+      ...[54, 5, 47, 40, 33, 26, 19, 12].map((n) => `person ${n}`),
+      ...[6, 55, 48, 41, 34, 27, 20, 13].map((n) => `person ${n}`),
+    ]);
+    await h.screenshot(page, 'grid-filter');
+
+    await filterForm.getByLabel('Filter column').selectOption('name');
+    await filterForm.getByLabel('Filter operator').selectOption({ label: 'contains' });
+    await filterForm.getByLabel('Filter value').fill('1');
+    await filterForm.getByRole('button', { name: 'Add filter' }).click();
+    await expectText(pager, '4 rows');
+    await expectColumn(page, 'name', ['person 19', 'person 12', 'person 41', 'person 13']);
+    expect(reads.at(-1)).toContain('filter=name.ilike.*1*');
+
+    const exportRead = page.waitForRequest((r) => r.url().includes('/api/table/people/export?'));
+    await page.getByRole('button', { name: 'Export CSV' }).click();
+    const exportUrl = decodeURIComponent((await exportRead).url());
+    for (const parameter of ['filter=age.gte.25', 'filter=name.ilike.*1*', 'order=age,name.desc'])
+      expect(exportUrl).toContain(parameter);
+
+    await page.getByLabel('Search rows').fill('person 4');
+    await expectText(pager, 'Page 1 of 1 · 1 row');
+    expect(reads.at(-1)).toContain('q=person+4');
+    await page.getByText('Columns', { exact: true }).click();
+    const shownColumns = page.getByRole('group', { name: 'Shown columns' });
+    const narrowed = page.waitForRequest(
+      (r) => r.url().includes('/api/table/people?') && r.url().includes('select='),
+    );
+    await shownColumns.getByLabel('active', { exact: true }).uncheck();
+    await shownColumns.getByLabel('id', { exact: true }).uncheck();
+    await page.getByRole('button', { name: 'Sort by active' }).waitFor({ state: 'detached' });
+    expect(decodeURIComponent((await narrowed).url())).toContain('select=id,name,age,joined');
+    // The key stays asked for while hidden: the row can still be selected and edited.
+    await page.getByLabel('Select row 41', { exact: true }).waitFor();
+
+    await page.reload();
+    await expectText(pager, 'Page 1 of 1 · 1 row');
+    expect(await page.locator('.chip').count()).toBe(2);
+    expect(await page.getByLabel('Search rows').inputValue()).toBe('person 4');
+    await expectText(page.getByTestId('sort-name'), '▼2');
+    expect(await page.getByRole('button', { name: 'Sort by active' }).count()).toBe(0);
+    await expectColumn(page, 'name', ['person 41']);
+
+    await page.getByRole('button', { name: 'Remove filter name contains "1"' }).click();
+    await page.getByRole('button', { name: 'Remove filter age ≥ 25' }).click();
+    await page.getByLabel('Search rows').fill('');
+    await expectText(pager, '60 rows');
+    await page.getByLabel('Rows per page').selectOption('25');
+    await expectText(pager, 'Page 1 of 3 · 60 rows');
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await expectText(pager, 'Page 2 of 3 · 60 rows');
+    expect(reads.at(-1)).toMatch(/[?&]after=[^&]+/);
+    const byNumber = await h.api<{ data: { name: string }[] }>(
+      'GET',
+      `table/people?schema=${schema}&order=age,name.desc&page=2&limit=25`,
+    );
+    const secondPage = byNumber.body.data.map((row) => row.name);
+    await expectColumn(page, 'name', secondPage);
+    await page.reload();
+    await expectText(pager, 'Page 2 of 3 · 60 rows');
+    await expectColumn(page, 'name', secondPage);
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await expectText(pager, 'Page 3 of 3 · 60 rows');
+    expect(await page.getByRole('button', { name: 'Next page' }).isDisabled()).toBe(true);
+    await page.getByRole('button', { name: 'Previous page' }).click();
+    await expectColumn(page, 'name', secondPage);
+
+    await page.getByRole('button', { name: 'Paste rows' }).click();
+    const paste = page.getByRole('dialog');
+    await paste
+      .getByLabel('Rows to paste (tab-separated)')
+      .fill('name\tage\tactive\nnew one\t30\ttrue\nnew two\t\tfalse\n');
+    await expectText(paste.getByTestId('paste-summary'), '2 rows will be inserted into people');
+    await paste.getByRole('button', { name: 'Insert 2 rows' }).click();
+    await expectText(pager, '62 rows');
+    await page.getByRole('button', { name: 'Paste rows' }).click();
+    await paste.getByLabel('Rows to paste (tab-separated)').fill('500\tin order\t41\tfalse\t2024-02-03');
+    await expectText(paste.getByTestId('paste-summary'), 'in the table’s column order');
+    await paste.getByRole('button', { name: 'Insert 1 row' }).click();
+    await expectText(pager, '63 rows');
+    const stored = await h.api<{ rows: unknown[] }>('POST', 'query', {
+      schema,
+      sql: "SELECT name, age, active, joined::text FROM people WHERE id = 500 OR name LIKE 'new %' ORDER BY name",
+    });
+    expect(stored.body.rows).toEqual([
+      { name: 'in order', age: 41, active: false, joined: '2024-02-03' },
+      { name: 'new one', age: 30, active: true, joined: null },
+      { name: 'new two', age: null, active: false, joined: null },
+    ]);
+    expect(errors).toEqual([]);
+  });
+
   it('shows a table without a primary key read-only, with the reason', async () => {
     const schema = await schemaWithItems(1);
     await h.api('POST', 'query', {
@@ -334,4 +465,25 @@ async function expectText(locator: ReturnType<Page['locator']>, text: string): P
       `expected ${JSON.stringify(text)}, found ${JSON.stringify(await locator.first().textContent())}`,
     );
   }
+}
+
+/** A header cell of the grid, by its column's name. */
+const header = (page: Page, column: string) =>
+  page.locator('th').filter({ has: page.getByRole('button', { name: `Sort by ${column}`, exact: true }) });
+
+/** Waits until the grid's column holds `values`, top to bottom. */
+async function expectColumn(page: Page, column: string, values: string[]): Promise<void> {
+  const read = () =>
+    page.getByRole('table', { name: /^Rows of / }).evaluate((table, name) => {
+      const headers = [...table.querySelectorAll('thead th')];
+      const index = headers.findIndex((th) => th.querySelector(`button[aria-label="Sort by ${name}"]`));
+      return [...table.querySelectorAll('tbody tr')].map((tr) => tr.children[index]?.textContent ?? '');
+    }, column);
+  const deadline = Date.now() + 10_000;
+  let found = await read();
+  while (JSON.stringify(found) !== JSON.stringify(values) && Date.now() < deadline) {
+    await page.waitForTimeout(100);
+    found = await read();
+  }
+  expect(found).toEqual(values);
 }

@@ -1,0 +1,199 @@
+import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
+import { api, download } from '../api';
+import { go } from '../router';
+import { Dialog, ErrorText, useAction } from '../ui';
+import { cellText, primaryKeyOf, readOnlyReason, type TableStructure } from '../values';
+import { FilterBar, SearchBox } from './filter-bar';
+import { ColumnsMenu } from './headers';
+import { InsertRow } from './insert-row';
+import { type Row, usePageRead } from './page-read';
+import { Pager } from './pager';
+import { PasteRows } from './paste-rows';
+import { RowsTable } from './rows-table';
+import { firstPage, type GridView, nextSort, PAGE_SIZES, readView, rowsQuery, writeView } from './view';
+
+/** The export endpoint's most rows per file. */
+const EXPORT_LIMIT = 10_000;
+
+/**
+ * The rows of a table as the view in the URL asks (console/src/grid/view.ts): filtered, searched,
+ * sorted, some columns hidden, paged by the answer's cursor; cells edit in place.
+ */
+export function Grid({
+  schema,
+  table,
+  structure,
+  view: viewText,
+}: {
+  schema: string;
+  table: string;
+  structure: TableStructure | undefined;
+  view: string | undefined;
+}) {
+  const view = useMemo(() => readView(viewText), [viewText]);
+  const show = useCallback(
+    (next: GridView, options?: { replace?: boolean }) =>
+      go({ page: 'table', schema, table, tab: 'data', view: writeView(next) }, options),
+    [schema, table],
+  );
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const [dialog, setDialog] = useState<'insert' | 'paste' | 'delete' | undefined>(undefined);
+  const columns = structure?.columns ?? [];
+  const page = usePageRead(schema, table, view, columns);
+  const recount = page.recount;
+  /** Saves one cell; the row as stored replaces its row by id in whatever page is shown now. */
+  const saveCell = async (id: string, column: string, value: unknown) => {
+    const answer = await api<{ row: Row }>(
+      'PATCH',
+      `table/${encodeURIComponent(table)}/${encodeURIComponent(id)}`,
+      { body: { column, value, schema } },
+    );
+    page.setData(
+      (shown) => shown && { ...shown, data: shown.data.map((row) => (idOf(row) === id ? answer.row : row)) },
+    );
+  };
+  const exporting = useAction(async (format: 'csv' | 'json') => {
+    await download(
+      `table/${encodeURIComponent(table)}/export`,
+      { schema, format, limit: EXPORT_LIMIT, ...rowsQuery(view, columns, { keepKey: false }) },
+      `${table}.${format}`,
+    );
+  });
+  const remove = useAction(async () => {
+    await api('POST', `table/${encodeURIComponent(table)}/rows/delete`, {
+      body: { rowIds: [...selected], schema },
+    });
+    setSelected(new Set());
+    setDialog(undefined);
+    await recount();
+  });
+  const reason = readOnlyReason(structure);
+  const key = primaryKeyOf(structure);
+  const idOf = (row: Row) => (key ? cellText(row[key.name]) : '');
+  const data = page.data;
+  const pages = page.pages;
+  // Rows of another page are not deletable by accident: a page turn clears the selection.
+  useEffect(() => setSelected(new Set()), [page.reading]);
+  // After rows went away, a page past the end shows the last one.
+  useEffect(() => {
+    if (data?.totalExact && page.settled && view.page > pages) show(page.turn(pages), { replace: true });
+  }, [data, page.settled, page.turn, view, pages, show]);
+
+  const toggle = (id: string) => {
+    const next = new Set(selected);
+    if (next.has(id)) next.delete(id);
+    else next.add(id);
+    setSelected(next);
+  };
+  const turn = (to: number) => show(page.turn(to));
+  const onSearch = useCallback((q: string) => show(firstPage(view, { q }), { replace: true }), [show, view]);
+  return (
+    <div>
+      <div class="toolbar">
+        <button type="button" class="primary" disabled={!structure} onClick={() => setDialog('insert')}>
+          Insert row
+        </button>
+        <button type="button" disabled={!structure} onClick={() => setDialog('paste')}>
+          Paste rows
+        </button>
+        <button
+          type="button"
+          class="danger"
+          disabled={selected.size === 0}
+          onClick={() => setDialog('delete')}
+        >
+          Delete selected ({selected.size})
+        </button>
+        <button type="button" onClick={() => exporting.run('csv')}>
+          Export CSV
+        </button>
+        <button type="button" onClick={() => exporting.run('json')}>
+          Export JSON
+        </button>
+        {data && data.total > EXPORT_LIMIT && (
+          <span class="muted">exports hold the first {EXPORT_LIMIT.toLocaleString()} rows</span>
+        )}
+        <span class="spacer" />
+        <SearchBox q={view.q} onSearch={onSearch} />
+        <ColumnsMenu
+          columns={columns}
+          hidden={view.hidden}
+          onChange={(hidden) => show({ ...view, hidden })}
+        />
+        <span class="inline">
+          <span class="muted">Rows per page</span>
+          <select
+            aria-label="Rows per page"
+            value={String(view.limit)}
+            onChange={(e) => show(firstPage(view, { limit: Number(e.currentTarget.value) }))}
+          >
+            {PAGE_SIZES.map((size) => (
+              <option key={size}>{size}</option>
+            ))}
+          </select>
+        </span>
+      </div>
+      <FilterBar
+        columns={columns}
+        filters={view.filters}
+        onChange={(filters) => show(firstPage(view, { filters }))}
+      />
+      {reason && <p class="warning">Read-only: {reason}.</p>}
+      <ErrorText error={page.error ?? exporting.error} />
+      {data && (
+        <RowsTable
+          table={table}
+          rows={data.data}
+          names={data.columns.filter((name) => !view.hidden.includes(name))}
+          columns={columns}
+          sort={view.sort}
+          keyColumn={key?.name}
+          readOnly={!!reason}
+          selected={selected}
+          onSort={(column, adding) => show(firstPage(view, { sort: nextSort(view.sort, column, adding) }))}
+          onToggle={toggle}
+          onSave={saveCell}
+        />
+      )}
+      <Pager
+        page={view.page}
+        total={data && { rows: data.total, exact: data.totalExact }}
+        limit={view.limit}
+        loading={!page.settled}
+        last={page.last}
+        onTurn={turn}
+      />
+      {dialog === 'insert' && structure && (
+        <InsertRow
+          schema={schema}
+          table={table}
+          structure={structure}
+          onClose={() => setDialog(undefined)}
+          onInserted={recount}
+        />
+      )}
+      {dialog === 'paste' && structure && (
+        <PasteRows
+          schema={schema}
+          structure={structure}
+          onClose={() => setDialog(undefined)}
+          onInserted={recount}
+        />
+      )}
+      {dialog === 'delete' && (
+        <Dialog title={`Delete ${selected.size} row(s)`} onClose={() => setDialog(undefined)}>
+          <p>Delete the selected rows of {table}? This cannot be undone.</p>
+          <ErrorText error={remove.error} />
+          <div class="actions">
+            <button type="button" onClick={() => setDialog(undefined)}>
+              Cancel
+            </button>
+            <button type="button" class="danger" disabled={remove.busy} onClick={() => remove.run()}>
+              Delete rows
+            </button>
+          </div>
+        </Dialog>
+      )}
+    </div>
+  );
+}

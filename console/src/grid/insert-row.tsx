@@ -1,0 +1,113 @@
+import { useState } from 'preact/hooks';
+import { api } from '../api';
+import { Dialog, ErrorText, useAction } from '../ui';
+import { type Column, inputKind, parseInput, type TableStructure } from '../values';
+
+type Row = Record<string, unknown>;
+
+/** An input that fits the column's type. */
+function ValueInput({
+  column,
+  value,
+  onInput,
+}: {
+  column: Column;
+  value: string;
+  onInput: (text: string) => void;
+}) {
+  const kind = inputKind(column.type);
+  const label = `${column.name} (${column.type})`;
+  if (kind === 'boolean') {
+    return (
+      <select aria-label={label} value={value} onChange={(e) => onInput(e.currentTarget.value)}>
+        <option value="">
+          {column.defaultValue !== null ? '(default)' : column.nullable ? 'NULL' : '(choose)'}
+        </option>
+        <option value="true">true</option>
+        <option value="false">false</option>
+      </select>
+    );
+  }
+  if (kind === 'json')
+    return <textarea aria-label={label} value={value} onInput={(e) => onInput(e.currentTarget.value)} />;
+  const type = (
+    { number: 'number', date: 'date', datetime: 'datetime-local', time: 'time', text: 'text' } as const
+  )[kind];
+  // Preact's types tie `type` to the attributes each kind allows; one input serves them all here.
+  return (
+    <input
+      aria-label={label}
+      type={type as 'text'}
+      step={kind === 'number' ? 'any' : undefined}
+      value={value}
+      onInput={(e) => onInput(e.currentTarget.value)}
+    />
+  );
+}
+
+export function InsertRow({
+  schema,
+  table,
+  structure,
+  onClose,
+  onInserted,
+}: {
+  schema: string;
+  table: string;
+  structure: TableStructure;
+  onClose: () => void;
+  onInserted: () => Promise<void>;
+}) {
+  const [values, setValues] = useState<Record<string, string>>({});
+  const insert = useAction(async () => {
+    const data: Row = {};
+    for (const column of structure.columns) {
+      const text = values[column.name];
+      // Left empty: the column's default (or NULL) applies.
+      if (text === undefined || (text === '' && (column.defaultValue !== null || column.nullable))) continue;
+      data[column.name] = parseInput(column, text);
+    }
+    await api('POST', `table/${encodeURIComponent(table)}/row`, { body: { data, schema } });
+    await onInserted();
+    onClose();
+  });
+  return (
+    <Dialog title={`Insert a row into ${table}`} onClose={onClose}>
+      <form
+        class="insert-form"
+        onSubmit={(event) => {
+          event.preventDefault();
+          insert.run();
+        }}
+      >
+        {structure.columns.map((column) => (
+          <div class="field" key={column.name}>
+            <span>
+              {column.name}{' '}
+              <span class="muted">
+                {column.type}
+                {column.defaultValue ? ` = ${column.defaultValue}` : ''}
+                {column.nullable ? '' : ', required'}
+              </span>
+            </span>
+            <ValueInput
+              column={column}
+              value={values[column.name] ?? ''}
+              onInput={(text) => setValues({ ...values, [column.name]: text })}
+            />
+          </div>
+        ))}
+        <p class="muted">Leave a field empty for its default (or NULL).</p>
+        <ErrorText error={insert.error} />
+        <div class="actions">
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={insert.busy}>
+            Insert
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}

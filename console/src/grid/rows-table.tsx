@@ -1,0 +1,76 @@
+import { type Column, cellText } from '../values';
+import { Cell } from './cell';
+import { HeaderRow } from './headers';
+import type { SortKey } from './view';
+
+type Row = Record<string, unknown>;
+
+/** The page's rows under their headers; a row is selectable and its cells editable unless read-only. */
+export function RowsTable({
+  table,
+  rows,
+  names,
+  columns,
+  sort,
+  keyColumn,
+  readOnly,
+  selected,
+  onSort,
+  onToggle,
+  onSave,
+}: {
+  table: string;
+  rows: Row[];
+  /** The columns shown, in the answer's order. */
+  names: string[];
+  columns: Column[];
+  sort: SortKey[];
+  keyColumn: string | undefined;
+  readOnly: boolean;
+  selected: Set<string>;
+  onSort: (column: string, adding: boolean) => void;
+  onToggle: (id: string) => void;
+  onSave: (id: string, column: string, value: unknown) => Promise<void>;
+}) {
+  return (
+    <div class="grid-wrap">
+      <table class="grid" aria-label={`Rows of ${table}`}>
+        <thead>
+          <HeaderRow names={names} columns={columns} sort={sort} selectable={!readOnly} onSort={onSort} />
+        </thead>
+        <tbody>
+          {rows.map((row, index) => {
+            const id = keyColumn ? cellText(row[keyColumn]) : '';
+            return (
+              <tr key={readOnly ? index : id}>
+                {!readOnly && (
+                  <td class="select">
+                    <input
+                      type="checkbox"
+                      aria-label={`Select row ${id}`}
+                      checked={selected.has(id)}
+                      onChange={() => onToggle(id)}
+                    />
+                  </td>
+                )}
+                {names.map((name) => {
+                  const column = columns.find((c) => c.name === name);
+                  return (
+                    <Cell
+                      key={name}
+                      value={row[name]}
+                      column={column}
+                      editable={!readOnly && !!column}
+                      save={(value) => onSave(id, name, value)}
+                    />
+                  );
+                })}
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      {rows.length === 0 && <p class="muted">No rows.</p>}
+    </div>
+  );
+}
