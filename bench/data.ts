@@ -8,6 +8,9 @@
  *    `select 1` with a Bearer (service_role) key; each as a ratio to the trivial handler (the
  *    host's ceiling, sent the same Authorization header); and the ceiling and `select 1` again at
  *    50 connections;
+ *  - finding rows in the 1M-row table (issue 24): a filter on an indexed column, a deep page by
+ *    `after` under an order on it, a filter on an unindexed column and a `q` search, each as a
+ *    ratio to the primary-key page of the same table;
  *  - resident memory of the host's process tree (RSS and PSS, node and postgres processes), idle,
  *    after the throughput rounds and after the exports;
  *  - export of 10,000 rows as CSV and JSON, through the host (with and without its gzip) and by the
@@ -85,6 +88,9 @@ async function seed(url: string) {
   await client.query(`
     CREATE TABLE bench.rows_1m (LIKE bench.rows_100k INCLUDING ALL);
     INSERT INTO bench.rows_1m (id, name, qty, price) SELECT g, 'item ' || g, g % 1000, g / 100.0 FROM generate_series(1, 1000000) g;
+    -- Finding rows: qty indexed (with the key, so an order on it seeks), price and name not.
+    ALTER TABLE bench.rows_1m ALTER qty SET NOT NULL;
+    CREATE INDEX rows_1m_qty ON bench.rows_1m (qty, id);
     CREATE TABLE bench.small (id int PRIMARY KEY, name text);
     INSERT INTO bench.small SELECT g, 'row ' || g FROM generate_series(1, 100) g;`);
   await seedShop(client, 'shop50', 50);
@@ -176,11 +182,28 @@ async function cursorOfPage(api: (path: string) => string, headers: Record<strin
   return nextCursor;
 }
 
+/** Finding rows in the 1M-row table (issue 24), each next to its primary-key page. */
+const FOUND = {
+  indexed: 'filter on indexed qty (qty.eq.500), page 1',
+  indexedDeep: 'order by indexed qty, page 10000 by after',
+  unindexed: 'filter on unindexed name (name.like.*7), page 1',
+  search: 'q=99 over the text columns, page 1',
+};
+
+/** The nextCursor of the page a search reaches (by number, once, however long it takes). */
+async function searchCursor(api: (path: string) => string, headers: Record<string, string>, search: string) {
+  const response = await fetch(api(`/api/table/rows_1m?schema=bench&count=false&${search}`), { headers });
+  const { nextCursor } = (await response.json()) as { nextCursor: string | null };
+  if (!nextCursor) throw new Error(`${search}: no nextCursor`);
+  return nextCursor;
+}
+
 async function throughput(api: (path: string) => string, headers: Record<string, string>) {
   const key = await createServiceKey(api('/api/project/bench/keys'), headers);
   const asKey = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const selectOne = { method: 'POST' as const, body: JSON.stringify({ sql: 'select 1' }) };
   const after = await cursorOfPage(api, headers, 10_000);
+  const afterByQty = await searchCursor(api, headers, 'order=qty&page=10000');
   return compare(
     {
       // The ceiling carries the same Authorization header as the rows: decoding it is the host's cost.
@@ -194,6 +217,14 @@ async function throughput(api: (path: string) => string, headers: Record<string,
       'page 10000 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench&page=10000'), headers),
       'page 10000 of 1M rows, by after cursor': () =>
         load(api(`/api/table/rows_1m?schema=bench&after=${after}`), headers),
+      [FOUND.indexed]: () => load(api('/api/table/rows_1m?schema=bench&filter=qty.eq.500'), headers),
+      [FOUND.indexedDeep]: () =>
+        load(
+          api(`/api/table/rows_1m?schema=bench&order=qty&after=${encodeURIComponent(afterByQty)}`),
+          headers,
+        ),
+      [FOUND.unindexed]: () => load(api('/api/table/rows_1m?schema=bench&filter=name.like.*7'), headers),
+      [FOUND.search]: () => load(api('/api/table/rows_1m?schema=bench&q=99'), headers),
       'structure, 50 tables': () => load(api('/api/schema?schema=shop50'), headers),
       'structure, 500 tables': () => load(api('/api/schema?schema=shop500'), headers),
       'trivial handler (ceiling), 50 connections': () => load(api('/bench/ceiling'), headers, {}, 50),
@@ -220,7 +251,20 @@ function throughputTargets(rows: Row[]): Target[] {
     atLeast('page 10000 of 1M rows, by number', ratio('page 10000 of 1M rows'), 0.2),
     atLeast('page 10000 of 1M rows, by after cursor', ratio('page 10000 of 1M rows, by after cursor'), 0.2),
     shown('structure, 50 tables', ratio('structure, 50 tables')),
+    ...findingTargets(rows),
     shown('structure, 500 tables', ratio('structure, 500 tables')),
+  ];
+}
+
+/** Issue 24: an indexed filter and its deep page by after at least half the primary-key page's rate. */
+function findingTargets(rows: Row[]): Target[] {
+  const rate = (name: string) => (rows.find((r) => r.name === name) as Row).rps;
+  const vsKeyPage = (name: string) => rate(name) / rate('page 1 of 1M rows');
+  return [
+    atLeast(`${FOUND.indexed} vs the key page`, vsKeyPage(FOUND.indexed), 0.5),
+    atLeast(`${FOUND.indexedDeep} vs the key page`, vsKeyPage(FOUND.indexedDeep), 0.5),
+    shown(`${FOUND.unindexed} vs the key page`, vsKeyPage(FOUND.unindexed)),
+    shown(`${FOUND.search} vs the key page`, vsKeyPage(FOUND.search)),
   ];
 }
 
