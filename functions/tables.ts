@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { exportTable, exportTableRead } from '#lib/admin/export';
-import { MAX_CONDITIONS, MAX_DEPTH } from '#lib/admin/row-filter';
 import { isSearch, searchPage } from '#lib/admin/row-search';
 import { describeSchema } from '#lib/admin/structure';
 import {
@@ -37,34 +36,15 @@ import {
   queryBoolean,
   queryInt,
   Row,
+  rowFilterQuery,
   tableName,
 } from '#lib/validation';
 
 const TablePath = z.object({ tableName });
 
-/** Finding rows (lib/admin/row-filter, lib/admin/row-view): PostgREST's vocabulary. */
+/** Finding rows (lib/admin/row-filter, lib/admin/row-view): which rows, their order and columns. */
 const RowSearchQuery = {
-  filter: z
-    .union([z.string().max(4000), z.array(z.string().max(4000)).max(MAX_CONDITIONS)])
-    .transform((value) => (Array.isArray(value) ? value : [value]))
-    .optional()
-    .meta({
-      description: `repeatable, ANDed: column.operator.value with eq, neq, gt, gte, lt, lte, like, ilike (* is the wildcard), in.(a,b,"c,d"), is.null|true|false|unknown, cs, cd, fts, plfts, phfts, wfts (fts(english).word), each negated by not. before it; a column name holding . , ( or ) is double-quoted. At most ${MAX_CONDITIONS} conditions in all.`,
-      example: 'age.gte.18',
-    }),
-  or: z
-    .string()
-    .max(8000)
-    .optional()
-    .meta({
-      description: `(condition,condition,and(...),not.or(...)): any of them; groups nest ${MAX_DEPTH} deep; a value holding , or ) is double-quoted`,
-      example: '(age.lt.18,age.gt.65)',
-    }),
-  and: z
-    .string()
-    .max(8000)
-    .optional()
-    .meta({ description: 'like or, all of them', example: '(age.gte.18,name.ilike.a*)' }),
+  ...rowFilterQuery,
   order: z.string().max(4000).optional().meta({
     description:
       'col.desc.nullslast,col2: the sort; the primary key is appended, so the order is total and pages by after',
@@ -75,10 +55,6 @@ const RowSearchQuery = {
     .max(4000)
     .optional()
     .meta({ description: 'the columns to answer, in order', example: 'id,name' }),
-  q: z.string().max(1000).optional().meta({
-    description:
-      'quick search: rows where a text column holds it, case-insensitively (every column, as text, in a table without text columns)',
-  }),
 };
 
 const ColumnDefinition = z.strictObject({
