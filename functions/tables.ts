@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { exportTable, exportTableRead } from '#lib/admin/export';
 import { isSearch, searchPage } from '#lib/admin/row-search';
+import { MAX_CURSOR_LENGTH } from '#lib/admin/row-view';
 import { describeSchema } from '#lib/admin/structure';
 import {
   addColumn,
@@ -121,7 +122,7 @@ export const routes = [
       count: queryBoolean.optional().meta({
         description: 'false: skip counting the rows (total is null), for turning pages of a big table',
       }),
-      after: z.string().max(4000).optional().meta({
+      after: z.string().max(MAX_CURSOR_LENGTH).optional().meta({
         description:
           "a previous answer's nextCursor: the rows after it in the same order (without filter, order, select or q: a table with a single-column primary key, and a value of the key's type)",
       }),

@@ -198,7 +198,9 @@ export function parseFilters({ filter = [], or, and }: FilterInput): Group | und
   const budget = new Budget();
   const items: FilterNode[] = filter.map((text, i) => {
     const reader = new Reader(text, `filter ${i + 1} (${JSON.stringify(truncated(text))})`);
-    return readCondition(reader, budget, false);
+    const condition = readCondition(reader, budget, false);
+    if (!reader.done) reader.fail('unexpected text after the closing parenthesis');
+    return condition;
   });
   for (const [kind, text] of [
     ['or', or],

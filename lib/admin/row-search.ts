@@ -4,6 +4,7 @@ import {
   afterSql,
   decodeCursor,
   encodeCursor,
+  MAX_CURSOR_LENGTH,
   orderSql,
   parseOrder,
   parseSelect,
@@ -116,8 +117,10 @@ export async function searchPage(
       keys: seeks ? keys.length : 0,
       counts: countsAlong,
     });
-    const nextCursor =
-      found.more && found.lastKeys ? encodeCursor(input.cursorSecret, info, keys, found.lastKeys) : null;
+    const cursor =
+      found.more && found.lastKeys && encodeCursor(input.cursorSecret, info, keys, found.lastKeys);
+    // A sort value so long the cursor would not fit in a URL ends paging by cursor: by number then.
+    const nextCursor = cursor && cursor.length <= MAX_CURSOR_LENGTH ? cursor : null;
     const reachedEnd = input.after === undefined && !found.more && (found.data.length > 0 || offset === 0);
     const total = input.count
       ? await searchTotal(client, {

@@ -11,6 +11,12 @@ import { BadRequest } from '#lib/errors';
  * so a cursor that was altered, or that belongs to another order, is refused.
  */
 
+/** An order names at most this many columns (the key's are added to them). */
+export const MAX_ORDER_KEYS = 32;
+
+/** A cursor longer than this is not given: a sort value that long ends paging by cursor. */
+export const MAX_CURSOR_LENGTH = 8000;
+
 export interface SortKey {
   column: ColumnInfo;
   descending: boolean;
@@ -66,7 +72,11 @@ export function parseSelect(text: string | undefined, info: TableInfo): ColumnIn
  */
 export function parseOrder(text: string | undefined, info: TableInfo): SortKey[] {
   const keys: SortKey[] = [];
-  for (const item of text === undefined ? [] : splitList(text, 'order')) {
+  const items = text === undefined ? [] : splitList(text, 'order');
+  if (items.length > MAX_ORDER_KEYS) {
+    throw new BadRequest('Invalid order', `order names ${items.length} columns; at most ${MAX_ORDER_KEYS}`);
+  }
+  for (const item of items) {
     const key = sortKey(item.trim(), info);
     if (keys.some((k) => k.column.name === key.column.name)) {
       throw new BadRequest('Invalid order', `order names "${key.column.name}" twice`);
@@ -146,16 +156,22 @@ export function afterSql(keys: SortKey[], values: Array<string | null>, alias: s
     const compared = `(${left}) ${first.descending ? '<' : '>'} (${right})`;
     return first.descending || first.column.notNull ? compared : `(${compared} OR ${name(first)} IS NULL)`;
   }
-  const branches: string[] = [];
-  const equal: string[] = [];
-  keys.forEach((key, i) => {
+  // Nested, so its size grows with the keys, not with their square:
+  // k1 beyond OR (k1 = v1 AND (k2 beyond OR (k2 = v2 AND ...))).
+  let condition = '';
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const key = keys[i] as SortKey;
     const value = values[i] ?? null;
     const column = name(key);
     const bound = value === null ? null : typed(key, value);
-    branches.push([...equal, beyondOne(key, column, bound)].join(' AND '));
-    equal.push(bound === null ? `${column} IS NULL` : `${column} = ${bound}`);
-  });
-  return `(${branches.map((b) => `(${b})`).join(' OR ')})`;
+    const beyond = beyondOne(key, column, bound);
+    if (!condition) condition = beyond;
+    else {
+      const equal = bound === null ? `${column} IS NULL` : `${column} = ${bound}`;
+      condition = `(${beyond} OR (${equal} AND ${condition}))`;
+    }
+  }
+  return condition;
 }
 
 /** Rows after `bound` (a placeholder, or null for NULL) on one key, NULLs placed as the key places them. */

@@ -11,6 +11,8 @@ export interface ColumnInfo {
   /**
    * The type a caller's value is cast to: the column's without its modifier, since a cast to
    * `varchar(20)` or `numeric(10,2)` would cut or round the value and match what it does not say.
+   * Typmod -1, not NULL: with NULL, char(n) and bit(n) print as `character` and `bit`, which mean
+   * char(1) and bit(1); with -1 they are `bpchar` and `"bit"`, of any length.
    */
   valueType: string;
 }
@@ -31,7 +33,7 @@ export interface TableInfo {
 export const tableInfoQuery = (more = '') => `
   SELECT c.oid IS NOT NULL AS table_exists,
          (SELECT coalesce(json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod),
-                                                     'notNull', a.attnotnull, 'valueType', format_type(a.atttypid, NULL))
+                                                     'notNull', a.attnotnull, 'valueType', format_type(a.atttypid, -1))
                                    ORDER BY a.attnum), '[]')
             FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
          (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')

@@ -14,21 +14,25 @@ export interface HttpEvent {
 }
 
 /** Query names that may repeat (`filter=a.eq.1&filter=b.gt.2`): their values are kept apart. */
-const REPEATABLE = ['filter'];
+const REPEATABLE = new Set(['filter']);
+/** The row-finding language's parameters: read from the raw query, so every host decodes them alike. */
+const FROM_RAW = ['filter', 'or', 'and', 'q', 'order', 'select'];
 
 /**
  * The query as a route's schema reads it: one value per name, except the repeatable ones, which
  * come as every value in order. API Gateway's payload 2.0 joins repeated values with commas in
- * queryStringParameters, which a filter's own commas make ambiguous: they are read from the raw
- * query instead.
+ * queryStringParameters, which a filter's own commas make ambiguous, and hosts differ on whether
+ * `+` is a space there: the row-finding parameters are read from the raw query, as the browser's
+ * URLSearchParams wrote them.
  */
 export function queryInput(event: HttpEvent): Record<string, string | string[] | undefined> {
   const single: Record<string, string | string[] | undefined> = { ...(event.queryStringParameters ?? {}) };
   const raw =
     typeof event.rawQueryString === 'string' ? new URLSearchParams(event.rawQueryString) : undefined;
-  for (const name of REPEATABLE) {
+  for (const name of FROM_RAW) {
     const values = raw ? raw.getAll(name) : event.multiValueQueryStringParameters?.[name];
-    if (values && values.length > 0) single[name] = values;
+    if (!values || values.length === 0) continue;
+    single[name] = REPEATABLE.has(name) ? values : values.at(-1);
   }
   return single;
 }

@@ -38,6 +38,8 @@ beforeAll(async () => {
               (12, 'Margaret', 'mh', 60, '{space,code}', '{"lang": "en"}', 'Apollo guidance', true, 120);
             CREATE TABLE prices (id int PRIMARY KEY, price numeric(10,2), code varchar(3));
             INSERT INTO prices VALUES (1, 1.23, 'abc');
+            CREATE TABLE fixed (code char(3) PRIMARY KEY, v int, b bit(3));
+            INSERT INTO fixed VALUES ('a', 1, '001'), ('abc', 2, '101'), ('abd', 3, '110'), ('b', 4, '111');
             CREATE TABLE keyless (a int, b text);
             INSERT INTO keyless VALUES (1, 'x'), (2, 'y');`,
     },
@@ -97,6 +99,19 @@ describe('filter=column.operator.value', () => {
     expect(await prices('code.eq.abc')).toBe(1);
     expect(await prices('code.eq.abcd')).toBe(0);
     expect(await prices('code.in.(abcd,xyz)')).toBe(0);
+  });
+
+  it('compares char(n) and bit(n) values whole, in filters, lists and cursors', async () => {
+    const fixed = async (q: Record<string, string>) =>
+      (await call(tables, { path: '/api/table/fixed', query: { schema, ...q } })).body;
+
+    expect((await fixed({ filter: 'code.eq.abc' })).data.map((r: { v: number }) => r.v)).toEqual([2]);
+    expect((await fixed({ filter: 'code.eq.axyz' })).data).toEqual([]);
+    expect((await fixed({ filter: 'code.in.(abc,b)' })).data.map((r: { v: number }) => r.v)).toEqual([2, 4]);
+    expect((await fixed({ filter: 'b.eq.101' })).data.map((r: { v: number }) => r.v)).toEqual([2]);
+    const first = await fixed({ order: 'code.desc', limit: '2' });
+    const second = await fixed({ order: 'code.desc', limit: '2', after: first.nextCursor });
+    expect([...first.data, ...second.data].map((r: { v: number }) => r.v)).toEqual([4, 3, 2, 1]);
   });
 
   it('ANDs repeated filters', async () => {
@@ -237,6 +252,8 @@ describe('what a caller gets wrong is a 400 that says what', () => {
     [{ or: '(age.eq.1' }, /expected "\)"/],
     [{ or: 'age.eq.1' }, /expected "\("/],
     [{ or: '(age.eq.1))' }, /unexpected text/],
+    [{ filter: 'id.in.(1))or(' }, /unexpected text/],
+    [{ filter: 'id.in.(1)garbage' }, /unexpected text/],
     [{ or: `${'(or'.repeat(6)}(age.eq.1${')'.repeat(7)}` }, /nest deeper than 4/],
     [{ filter: 'pg_catalog.pg_authid.rolpassword.eq.x' }, /unknown operator "pg_authid"/],
     [{ filter: '"pg_catalog.pg_authid".eq.x' }, /has no column "pg_catalog.pg_authid"/],
@@ -256,6 +273,15 @@ describe('what a caller gets wrong is a 400 that says what', () => {
 
     expect(reply.status).toBe(400);
     expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it('reads a literal + in every parameter alike', async () => {
+    const reply = await call(tables, {
+      path: '/api/table/people',
+      query: { schema, filter: 'bio.eq.C, Unix', or: '(name.eq.a+b,id.eq.4)', q: 'C, Unix' },
+    });
+
+    expect(reply.body.data.map((row: { id: number }) => row.id)).toEqual([4]);
   });
 
   it('refuses more than 100 conditions', async () => {
