@@ -410,4 +410,14 @@ describe('POST /api/table/:tableName/rows/delete with a filter', () => {
     expect([reply.status, reply.body.deletedCount]).toEqual([200, 0]);
     expect(await stored(table)).toEqual([{ code: 'abc' }]);
   });
+
+  it('matches rowIds against a char(n) key whole, never cut to one character', async () => {
+    const table = uniqueName('fixed');
+    await run(`CREATE TABLE ${table} (code char(3) PRIMARY KEY); INSERT INTO ${table} VALUES ('a'), ('abc')`);
+
+    const reply = await remove(table, {}, { rowIds: ['axx'] });
+
+    expect([reply.status, reply.body.deletedCount]).toEqual([200, 0]);
+    expect(await stored(table)).toHaveLength(2);
+  });
 });
