@@ -181,7 +181,7 @@ describeInBrowser('the web console', () => {
     await page.getByLabel('Select row 4', { exact: true }).check();
     await page.getByLabel('Select row 5', { exact: true }).check();
     await page.getByRole('button', { name: 'Delete selected (2)' }).click();
-    await page.getByRole('button', { name: 'Delete rows' }).click();
+    await page.getByRole('button', { name: 'Delete 2 rows' }).click();
     await expectText(page.getByTestId('pager'), 'Page 1 of 3 · 118 rows');
 
     await page.getByRole('button', { name: 'Insert row' }).click();
@@ -331,6 +331,102 @@ describeInBrowser('the web console', () => {
       { name: 'new one', age: 30, active: true, joined: null },
       { name: 'new two', age: null, active: false, joined: null },
     ]);
+    expect(errors).toEqual([]);
+  });
+
+  it('edits jsonb and arrays in a checked editor, picks a foreign key, and bulk-edits and bulk-deletes selected rows saying how many', async () => {
+    const schema = uniqueName('web');
+    expect(
+      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
+    ).toBe(201);
+    await h.api('POST', 'query', {
+      schema,
+      sql: `CREATE TABLE cities (id serial PRIMARY KEY, name text NOT NULL, country text);
+            INSERT INTO cities (name, country) VALUES ('Berlin', 'DE'), ('Lisbon', 'PT'), ('Osaka', 'JP');
+            CREATE TABLE people (id serial PRIMARY KEY, name text, city integer REFERENCES cities (id),
+                                 data jsonb, tags text[]);
+            INSERT INTO people (name, city, data, tags)
+            SELECT 'person ' || g, 1, jsonb_build_object('n', g), ARRAY['a', 'b c'] FROM generate_series(1, 5) g;`,
+    });
+    const stored = async (id: number) =>
+      (
+        await h.api<{ rows: Record<string, unknown>[] }>('POST', 'query', {
+          schema,
+          sql: `SELECT name, city, data::text, tags::text FROM people WHERE id = ${id}`,
+        })
+      ).body.rows[0];
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/people`);
+    const writes: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() !== 'GET') writes.push(`${request.method()} ${decodeURIComponent(request.url())}`);
+    });
+    await expectText(page.getByTestId('pager'), '5 rows');
+    // Columns: select, id, name, city, data, tags.
+    const dialog = page.getByRole('dialog');
+
+    await cell(page, 1, 4).dblclick();
+    const editor = dialog.getByLabel('Cell value');
+    expect(await editor.inputValue()).toBe('{\n  "n": 1\n}');
+    await editor.fill('{\n  "n": 10,\n  tags: ["x"]\n}');
+    await dialog.getByRole('button', { name: 'Save', exact: true }).click();
+    await dialog.getByRole('alert').filter({ hasText: 'not valid JSON at line 3, column 3' }).waitFor();
+    expect(writes).toEqual([]);
+    await editor.fill('{\n  "n": 10,\n  "tags": ["x"]\n}');
+    await h.screenshot(page, 'cell-json');
+    await editor.press('Control+Enter');
+    await dialog.waitFor({ state: 'detached' });
+    await expectText(cell(page, 1, 4), '{"n":10,"tags":["x"]}');
+    expect(writes).toHaveLength(1);
+    expect((await stored(1))?.data).toBe('{"n": 10, "tags": ["x"]}');
+
+    await cell(page, 1, 5).dblclick();
+    expect(await editor.inputValue()).toBe('{a,"b c"}');
+    await editor.fill('{x,"y, z",NULL');
+    await editor.press('Control+Enter');
+    await dialog.getByRole('alert').filter({ hasText: 'not an array' }).waitFor();
+    await editor.fill('{x,"y, z",NULL}');
+    await editor.press('Control+Enter');
+    await expectText(cell(page, 1, 5), '["x","y, z",null]');
+    expect((await stored(1))?.tags).toBe('{x,"y, z",NULL}');
+    expect(writes).toHaveLength(2);
+
+    const search = page.waitForRequest(
+      (r) => r.url().includes('/api/table/cities?') && r.url().includes('q=lis'),
+    );
+    await cell(page, 1, 3).dblclick();
+    await dialog.getByRole('button', { name: /Osaka/ }).waitFor();
+    await dialog.getByLabel('Search cities').fill('lis');
+    const searched = new URL((await search).url()).searchParams;
+    expect([searched.get('limit'), searched.get('select')]).toEqual(['20', 'id,name,country']);
+    await dialog.getByRole('button', { name: /Osaka/ }).waitFor({ state: 'detached' });
+    await h.screenshot(page, 'fk-picker');
+    await dialog.getByRole('button', { name: /Lisbon/ }).click();
+    await expectText(cell(page, 1, 3), '2');
+    expect((await stored(1))?.city).toBe(2);
+
+    await page.getByLabel('Select row 2', { exact: true }).check();
+    await page.getByLabel('Select row 3', { exact: true }).check();
+    await page.getByRole('button', { name: 'Edit selected (2)' }).click();
+    await dialog.getByLabel('Column to set').selectOption('name');
+    await dialog.getByLabel('New value').fill('moved, twice');
+    await expectText(dialog.getByTestId('bulk-edit-summary'), 'on the 2 rows selected in people');
+    await h.screenshot(page, 'bulk-edit');
+    await dialog.getByRole('button', { name: 'Update 2 rows' }).click();
+    await expectText(cell(page, 2, 2), 'moved, twice');
+    await expectText(cell(page, 3, 2), 'moved, twice');
+    await expectText(cell(page, 4, 2), 'person 4');
+    expect(writes.at(-1)).toMatch(/^PATCH .*\/api\/table\/people\/rows\?/);
+    expect(writes.at(-1)).toContain('filter=id.in.(2,3)');
+    expect(writes.at(-1)).toContain('maxAffected=2');
+
+    await page.getByLabel('Select row 4', { exact: true }).check();
+    await page.getByLabel('Select row 5', { exact: true }).check();
+    await page.getByRole('button', { name: 'Delete selected (2)' }).click();
+    await expectText(dialog.getByTestId('delete-summary'), 'Delete the 2 rows selected in people?');
+    await dialog.getByRole('button', { name: 'Delete 2 rows' }).click();
+    await expectText(page.getByTestId('pager'), '3 rows');
+    expect(writes.at(-1)).toMatch(/^POST .*\/rows\/delete\?maxAffected=2$/);
+    expect(writes).toHaveLength(5);
     expect(errors).toEqual([]);
   });
 

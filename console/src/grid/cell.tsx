@@ -1,33 +1,58 @@
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { messageOf } from '../ui';
 import { type Column, cellText, editorText, parseInput } from '../values';
+import { isLongType } from './json-and-arrays';
+import { LongValueEditor } from './long-value-editor';
+import { ReferencePicker } from './reference-picker';
+import type { Reference } from './references';
 
 /**
- * One cell: Enter or double-click edits. In the editor Enter saves that cell (nothing is sent when
- * the text is unchanged), Esc leaves without sending anything, and the NULL button saves NULL. A
- * failed save keeps the editor open with what was typed, and the message under it.
+ * One cell: Enter or double-click edits. A foreign key's cell opens the picker of the referenced
+ * table's rows, a json, jsonb or array cell the multi-line editor, any other cell an editor in place: there Enter saves that cell (nothing is sent when the text is
+ * unchanged), Esc leaves without sending anything, and the NULL button saves NULL. A failed save
+ * keeps the editor open with what was typed, and the message under it.
  */
 export function Cell({
   value,
   column,
   editable,
+  row,
+  schema,
+  reference,
   save,
 }: {
   value: unknown;
   column: Column | undefined;
   editable: boolean;
+  /** The row's key, as the editors name the row. */
+  row: string;
+  schema: string;
+  reference: Reference | undefined;
   save: (value: unknown) => Promise<void>;
 }) {
   const [editing, setEditing] = useState(false);
+  const [dialog, setDialog] = useState<'long' | 'pick' | undefined>(undefined);
+  const cell = useRef<HTMLTableCellElement>(null);
+  // Back to the cell, so the keyboard goes on from where the editor opened.
+  const closeDialog = () => {
+    setDialog(undefined);
+    cell.current?.focus();
+  };
   const [text, setText] = useState('');
   const [error, setError] = useState<unknown>(undefined);
   const [saving, setSaving] = useState(false);
   const original = editorText(column, value);
-  const open = () => {
-    if (!editable) return;
+  const openInPlace = () => {
+    setDialog(undefined);
     setText(original);
     setError(undefined);
     setEditing(true);
+  };
+  const open = () => {
+    if (!editable || !column || dialog) return;
+    if (reference) setDialog('pick');
+    else if (isLongType(column.type)) setDialog('long');
+    else openInPlace();
   };
   const close = () => {
     setEditing(false);
@@ -89,17 +114,33 @@ export function Cell({
   }
   return (
     <td
+      ref={cell}
       class={value === null ? 'cell null' : 'cell'}
       tabIndex={editable ? 0 : -1}
-      onDblClick={open}
+      // The editors' dialogs live in the cell: their keys and clicks are theirs, not the cell's.
+      onDblClick={(event) => event.target === event.currentTarget && open()}
       onKeyDown={(event) => {
-        if (event.key === 'Enter') {
+        if (event.key === 'Enter' && event.target === event.currentTarget) {
           event.preventDefault();
           open();
         }
       }}
     >
       {value === null ? 'NULL' : cellText(value)}
+      {dialog === 'long' && column && (
+        <LongValueEditor column={column} value={value} row={row} save={save} onClose={closeDialog} />
+      )}
+      {dialog === 'pick' && column && reference && (
+        <ReferencePicker
+          schema={schema}
+          reference={reference}
+          current={value}
+          nullable={column.nullable}
+          onPick={save}
+          onType={openInPlace}
+          onClose={closeDialog}
+        />
+      )}
     </td>
   );
 }

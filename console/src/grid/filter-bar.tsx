@@ -116,7 +116,19 @@ export function FilterBar({
 }
 
 /** The quick search (`q=`): sent a moment after typing stops, not on every key. */
-export function SearchBox({ q, onSearch }: { q: string; onSearch: (q: string) => void }) {
+export function SearchBox({
+  q,
+  onSearch,
+  label = 'Search rows',
+  placeholder = 'Search text columns…',
+  autoFocus = false,
+}: {
+  q: string;
+  onSearch: (q: string) => void;
+  label?: string;
+  placeholder?: string;
+  autoFocus?: boolean;
+}) {
   const [text, setText] = useState(q);
   const sent = useRef(q);
   const search = useRef(onSearch);
@@ -140,8 +152,9 @@ export function SearchBox({ q, onSearch }: { q: string; onSearch: (q: string) =>
     <input
       type="search"
       class="search"
-      aria-label="Search rows"
-      placeholder="Search text columns…"
+      aria-label={label}
+      placeholder={placeholder}
+      autoFocus={autoFocus}
       value={text}
       onInput={(event) => setText(event.currentTarget.value)}
     />

@@ -121,3 +121,11 @@ export function describeFilter(filter: string): { column: string; words: string 
   const words = barWords(operator, negated, value) ?? `${negated ? 'not ' : ''}${operator} ${value}`;
   return { column: parts.column, words };
 }
+
+/** A value of an `in.(...)` list: double-quoted (`\"`, `\\` escaped) when it would not read back as it is. */
+const inItem = (value: string) =>
+  value === '' || /[,()"\\]|^\s|\s$/.test(value) ? `"${value.replace(/[\\"]/g, '\\$&')}"` : value;
+
+/** `column.in.(a,b,"c,d")`: the rows whose column is one of `values`. */
+export const writeInFilter = (column: string, values: string[]) =>
+  `${columnRef(column)}.in.(${values.map(inItem).join(',')})`;

@@ -3,6 +3,7 @@ import { api, download } from '../api';
 import { go } from '../router';
 import { Dialog, ErrorText, useAction } from '../ui';
 import { cellText, primaryKeyOf, readOnlyReason, type TableStructure } from '../values';
+import { BulkEdit } from './bulk-edit';
 import { FilterBar, SearchBox } from './filter-bar';
 import { ColumnsMenu } from './headers';
 import { InsertRow } from './insert-row';
@@ -10,6 +11,7 @@ import { type Row, usePageRead } from './page-read';
 import { Pager } from './pager';
 import { PasteRows } from './paste-rows';
 import { RowsTable } from './rows-table';
+import { rowsText } from './selection';
 import { firstPage, type GridView, nextSort, PAGE_SIZES, readView, rowsQuery, writeView } from './view';
 
 /** The export endpoint's most rows per file. */
@@ -17,17 +19,22 @@ const EXPORT_LIMIT = 10_000;
 
 /**
  * The rows of a table as the view in the URL asks (console/src/grid/view.ts): filtered, searched,
- * sorted, some columns hidden, paged by the answer's cursor; cells edit in place.
+ * sorted, some columns hidden, paged by the answer's cursor; cells edit in place (json, jsonb and
+ * arrays in a multi-line editor, foreign keys by a picker), and the selected rows are edited or
+ * deleted together, each after saying how many rows it touches.
  */
 export function Grid({
   schema,
   table,
   structure,
+  tables,
   view: viewText,
 }: {
   schema: string;
   table: string;
   structure: TableStructure | undefined;
+  /** The schema's tables, for the foreign keys' pickers. */
+  tables: TableStructure[];
   view: string | undefined;
 }) {
   const view = useMemo(() => readView(viewText), [viewText]);
@@ -37,7 +44,7 @@ export function Grid({
     [schema, table],
   );
   const [selected, setSelected] = useState<Set<string>>(new Set());
-  const [dialog, setDialog] = useState<'insert' | 'paste' | 'delete' | undefined>(undefined);
+  const [dialog, setDialog] = useState<'insert' | 'paste' | 'edit' | 'delete' | undefined>(undefined);
   const columns = structure?.columns ?? [];
   const page = usePageRead(schema, table, view, columns);
   const recount = page.recount;
@@ -59,8 +66,10 @@ export function Grid({
       `${table}.${format}`,
     );
   });
+  // maxAffected is the count the confirmation showed: past it, the server deletes nothing (409).
   const remove = useAction(async () => {
     await api('POST', `table/${encodeURIComponent(table)}/rows/delete`, {
+      query: { maxAffected: selected.size },
       body: { rowIds: [...selected], schema },
     });
     setSelected(new Set());
@@ -95,6 +104,9 @@ export function Grid({
         </button>
         <button type="button" disabled={!structure} onClick={() => setDialog('paste')}>
           Paste rows
+        </button>
+        <button type="button" disabled={selected.size === 0} onClick={() => setDialog('edit')}>
+          Edit selected ({selected.size})
         </button>
         <button
           type="button"
@@ -142,7 +154,10 @@ export function Grid({
       <ErrorText error={page.error ?? exporting.error} />
       {data && (
         <RowsTable
+          schema={schema}
           table={table}
+          structure={structure}
+          tables={tables}
           rows={data.data}
           names={data.columns.filter((name) => !view.hidden.includes(name))}
           columns={columns}
@@ -180,16 +195,34 @@ export function Grid({
           onInserted={recount}
         />
       )}
+      {dialog === 'edit' && structure && key && (
+        <BulkEdit
+          schema={schema}
+          structure={structure}
+          tables={tables}
+          keyColumn={key.name}
+          ids={[...selected]}
+          onClose={() => setDialog(undefined)}
+          onChanged={async () => {
+            // Edited rows may no longer match the filter: what is selected is what was shown.
+            setSelected(new Set());
+            await recount();
+          }}
+        />
+      )}
       {dialog === 'delete' && (
-        <Dialog title={`Delete ${selected.size} row(s)`} onClose={() => setDialog(undefined)}>
-          <p>Delete the selected rows of {table}? This cannot be undone.</p>
+        <Dialog title={`Delete ${rowsText(selected.size)}`} onClose={() => setDialog(undefined)}>
+          <p data-testid="delete-summary">
+            Delete the {rowsText(selected.size)} selected in {table}? This cannot be undone. If more rows
+            would be deleted, nothing is deleted.
+          </p>
           <ErrorText error={remove.error} />
           <div class="actions">
             <button type="button" onClick={() => setDialog(undefined)}>
               Cancel
             </button>
             <button type="button" class="danger" disabled={remove.busy} onClick={() => remove.run()}>
-              Delete rows
+              Delete {rowsText(selected.size)}
             </button>
           </div>
         </Dialog>

@@ -5,18 +5,19 @@ import { type Column, inputKind, parseInput, type TableStructure } from '../valu
 
 type Row = Record<string, unknown>;
 
-/** An input that fits the column's type. */
-function ValueInput({
+/** An input that fits the column's type, named `column (type)` unless told otherwise. */
+export function ValueInput({
   column,
   value,
   onInput,
+  label = `${column.name} (${column.type})`,
 }: {
   column: Column;
   value: string;
   onInput: (text: string) => void;
+  label?: string;
 }) {
   const kind = inputKind(column.type);
-  const label = `${column.name} (${column.type})`;
   if (kind === 'boolean') {
     return (
       <select aria-label={label} value={value} onChange={(e) => onInput(e.currentTarget.value)}>

@@ -1,13 +1,17 @@
-import { type Column, cellText } from '../values';
+import { type Column, cellText, type TableStructure } from '../values';
 import { Cell } from './cell';
 import { HeaderRow } from './headers';
+import { referenceOf } from './references';
 import type { SortKey } from './view';
 
 type Row = Record<string, unknown>;
 
 /** The page's rows under their headers; a row is selectable and its cells editable unless read-only. */
 export function RowsTable({
+  schema,
   table,
+  structure,
+  tables,
   rows,
   names,
   columns,
@@ -19,7 +23,11 @@ export function RowsTable({
   onToggle,
   onSave,
 }: {
+  schema: string;
   table: string;
+  structure: TableStructure | undefined;
+  /** The schema's tables: a foreign key's cell picks a row of the one it references. */
+  tables: TableStructure[];
   rows: Row[];
   /** The columns shown, in the answer's order. */
   names: string[];
@@ -32,6 +40,7 @@ export function RowsTable({
   onToggle: (id: string) => void;
   onSave: (id: string, column: string, value: unknown) => Promise<void>;
 }) {
+  const references = new Map(names.map((name) => [name, referenceOf(structure, tables, name)]));
   return (
     <div class="grid-wrap">
       <table class="grid" aria-label={`Rows of ${table}`}>
@@ -61,6 +70,9 @@ export function RowsTable({
                       value={row[name]}
                       column={column}
                       editable={!readOnly && !!column}
+                      row={id}
+                      schema={schema}
+                      reference={references.get(name)}
                       save={(value) => onSave(id, name, value)}
                     />
                   );

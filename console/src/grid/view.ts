@@ -2,9 +2,9 @@
  * How the grid shows a table: filters, sort, search, hidden columns, page. It lives in the hash
  * route's query (`#/s/S/t/T?filter=age.gte.18&order=name.desc&page=2&after=…`), so a view can be
  * shared and survives a reload; the grid reads it from there and writes every change back.
- * Pure functions: the URL text in, the view out, and the API's parameters of a view.
+ * Pure functions: the URL text in, the view out, and the API's parameters of a view (no browser
+ * APIs here, so the unit tests and the service's type check read it as it is).
  */
-import type { Query } from '../api';
 import { columnRef } from './filters';
 
 export interface SortKey {
@@ -102,7 +102,7 @@ export function rowsQuery(
   view: GridView,
   columns: { name: string; primaryKey: boolean }[],
   { keepKey }: { keepKey: boolean },
-): Query & { filter?: string[]; order?: string; q?: string; select?: string } {
+): { filter?: string[]; order?: string; q?: string; select?: string } {
   const hidden = new Set(view.hidden);
   const asked = columns.filter((c) => !hidden.has(c.name) || (keepKey && c.primaryKey));
   const selecting = columns.length > 0 && asked.length < columns.length;

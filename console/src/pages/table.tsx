@@ -127,6 +127,7 @@ export function TablePage({
           schema={schema}
           table={table}
           structure={structure.loading && !mine ? undefined : mine}
+          tables={structure.data ?? []}
           view={view}
         />
       ) : (
