@@ -1,11 +1,11 @@
 import { handler as keys } from '#functions/keys';
 import { handler as query } from '#functions/query';
 import { handler as rows } from '#functions/rows';
-import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
+import { withSetting } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
 
 /** POST /api/table/:tableName/rows: many rows in one statement, all or nothing, and upserts. */
@@ -218,14 +218,7 @@ describe('all or nothing', () => {
   });
 
   describe('with QUERY_MAX_ROWS=2', () => {
-    beforeAll(() => {
-      process.env.QUERY_MAX_ROWS = '2';
-      resetConfig();
-    });
-    afterAll(() => {
-      delete process.env.QUERY_MAX_ROWS;
-      resetConfig();
-    });
+    withSetting('QUERY_MAX_ROWS', '2');
 
     it('rows written past the result limits are a 413 that wrote nothing', async () => {
       const table = await people();

@@ -1,10 +1,10 @@
 import { handler as query } from '#functions/query';
 import { handler as rows } from '#functions/rows';
-import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
 import { withAdminClient } from '#test/support/db';
 import { type Call, call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
+import { withSetting } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
 
 /**
@@ -219,14 +219,7 @@ describe('PATCH /api/table/:tableName/rows', () => {
   });
 
   describe('with QUERY_MAX_ROWS=2', () => {
-    beforeAll(() => {
-      process.env.QUERY_MAX_ROWS = '2';
-      resetConfig();
-    });
-    afterAll(() => {
-      delete process.env.QUERY_MAX_ROWS;
-      resetConfig();
-    });
+    withSetting('QUERY_MAX_ROWS', '2');
 
     it('rows changed past the result limits are a 413 that changed nothing; return=minimal changes them', async () => {
       const table = await people();
