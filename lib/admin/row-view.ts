@@ -143,14 +143,9 @@ export function searchSql(q: string, info: TableInfo, alias: string, bind: Bind)
 export function afterSql(keys: SortKey[], values: Array<string | null>, alias: string, bind: Bind): string {
   const name = (key: SortKey) => `${alias}.${quoteCatalogName(key.column.name)}`;
   const typed = (key: SortKey, value: string) => `${bind(value)}::${key.column.valueType}`;
-  const [first, ...rest] = keys;
+  const [first] = keys;
   if (!first) return 'false';
-  const uniform =
-    keys.length > 1 &&
-    values.every((v) => v !== null) &&
-    keys.every((k) => k.descending === first.descending && k.nullsFirst === first.descending) &&
-    rest.every((k) => k.column.notNull);
-  if (uniform) {
+  if (comparableAsRow(keys, values)) {
     const left = keys.map(name).join(', ');
     const right = keys.map((key, i) => typed(key, values[i] as string)).join(', ');
     const compared = `(${left}) ${first.descending ? '<' : '>'} (${right})`;
@@ -165,13 +160,22 @@ export function afterSql(keys: SortKey[], values: Array<string | null>, alias: s
     const column = name(key);
     const bound = value === null ? null : typed(key, value);
     const beyond = beyondOne(key, column, bound);
-    if (!condition) condition = beyond;
-    else {
-      const equal = bound === null ? `${column} IS NULL` : `${column} = ${bound}`;
-      condition = `(${beyond} OR (${equal} AND ${condition}))`;
-    }
+    const equal = bound === null ? `${column} IS NULL` : `${column} = ${bound}`;
+    condition = condition ? `(${beyond} OR (${equal} AND ${condition}))` : beyond;
   }
   return condition;
+}
+
+/** Every key runs the same way with PostgreSQL's NULL placement, the cursor holds no NULL, and only the first key may be NULL. */
+function comparableAsRow(keys: SortKey[], values: Array<string | null>): boolean {
+  const [first, ...rest] = keys;
+  return (
+    first !== undefined &&
+    rest.length > 0 &&
+    values.every((v) => v !== null) &&
+    keys.every((k) => k.descending === first.descending && k.nullsFirst === first.descending) &&
+    rest.every((k) => k.column.notNull)
+  );
 }
 
 /** Rows after `bound` (a placeholder, or null for NULL) on one key, NULLs placed as the key places them. */

@@ -40,6 +40,12 @@ beforeAll(async () => {
             INSERT INTO prices VALUES (1, 1.23, 'abc');
             CREATE TABLE fixed (code char(3) PRIMARY KEY, v int, b bit(3));
             INSERT INTO fixed VALUES ('a', 1, '001'), ('abc', 2, '101'), ('abd', 3, '110'), ('b', 4, '111');
+            CREATE TABLE kinds (id int PRIMARY KEY, d date, ts timestamptz, u uuid, n numeric,
+                                f float8, ip inet, iv interval, t time, b bytea);
+            INSERT INTO kinds VALUES
+              (1, '2024-01-31', '2024-01-31 12:00:00+00', '00000000-0000-0000-0000-000000000001', 1.5, 0.25, '10.0.0.1', '1 hour', '08:00', '\\x00ff'),
+              (2, '2024-02-29', '2024-02-29 23:30:00+02', '00000000-0000-0000-0000-000000000002', -2, 1e10, '192.168.1.1', '2 days', '17:45:30', '\\x41'),
+              (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
             CREATE TABLE keyless (a int, b text);
             INSERT INTO keyless VALUES (1, 'x'), (2, 'y');`,
     },
@@ -113,6 +119,39 @@ describe('filter=column.operator.value', () => {
     const second = await fixed({ order: 'code.desc', limit: '2', after: first.nextCursor });
     expect([...first.data, ...second.data].map((r: { v: number }) => r.v)).toEqual([4, 3, 2, 1]);
   });
+
+  it.each([
+    ['d.eq.2024-02-29', [2]],
+    ['d.lt.2024-02-01', [1]],
+    ['d.in.(2024-01-31,2024-02-29)', [1, 2]],
+    ['ts.gte.2024-02-29T21:00:00Z', [2]],
+    ['ts.lt.2024-02-01 00:00:00+00', [1]],
+    ['u.eq.00000000-0000-0000-0000-000000000002', [2]],
+    ['n.lt.0', [2]],
+    ['n.eq.1.50', [1]],
+    ['f.gt.1000', [2]],
+    ['ip.eq.10.0.0.1', [1]],
+    ['iv.gt.1 day', [2]],
+    ['t.gte.12:00', [2]],
+    ['b.eq.\\x41', [2]],
+    ['d.is.null', [3]],
+    ['u.not.is.null', [1, 2]],
+    ['ts.ilike.2024-01*', [1]],
+  ])('type families: %s', async (filter, expected) => {
+    const reply = await call(tables, { path: '/api/table/kinds', query: { schema, filter } });
+
+    expect([reply.status, reply.body.data?.map((row: { id: number }) => row.id)]).toEqual([200, expected]);
+  });
+
+  it.each(['d.eq.yesterday-ish', 'u.eq.not-a-uuid', 'ip.gt.banana', 'n.eq.1,5'])(
+    'a value its type refuses is a 400 naming the type: %s',
+    async (filter) => {
+      const reply = await call(tables, { path: '/api/table/kinds', query: { schema, filter } });
+
+      expect(reply.status).toBe(400);
+      expect(reply.body.message).toMatch(/invalid input syntax for type|invalid input/);
+    },
+  );
 
   it('ANDs repeated filters', async () => {
     expect(await ids({ filter: ['age.gte.50', 'tags.cs.{code}'] })).toEqual([2, 4, 7, 11, 12]);
