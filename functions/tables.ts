@@ -1,7 +1,9 @@
 import { z } from 'zod';
+import { planColumnChange, planDropColumn } from '#lib/admin/column-changes';
 import { exportTable, exportTableRead } from '#lib/admin/export';
 import { isSearch, searchPage } from '#lib/admin/row-search';
 import { MAX_CURSOR_LENGTH } from '#lib/admin/row-view';
+import { LOCK_LEVELS, runChange } from '#lib/admin/schema-change';
 import { describeSchema } from '#lib/admin/structure';
 import {
   addColumn,
@@ -17,6 +19,7 @@ import { assertTenantSchema, schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
 import { tableEstimateRead } from '#lib/db/table-estimate';
 import {
+  type Answer,
   NO_SCHEMA,
   NO_TABLE,
   RESPONSE_LIMIT,
@@ -27,6 +30,7 @@ import {
 } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
+import type { Principal } from '#lib/principal';
 import {
   columnName,
   columnType,
@@ -42,6 +46,42 @@ import {
 } from '#lib/validation';
 
 const TablePath = z.object({ tableName });
+
+const Blocker = z.object({
+  pid: z.number(),
+  role: z.string(),
+  state: z.string().nullable(),
+  transactionSeconds: z.number().nullable(),
+  lock: z.string(),
+  query: z.string().optional().meta({ description: 'the start of its statement; for the admin only' }),
+});
+
+/** A schema change's answer: what it did, or with dryRun what it would do and what it would wait for. */
+const SchemaChangeAnswer = z.union([
+  z.object({ success: z.boolean(), message: z.string(), sql: z.array(z.string()) }),
+  z.object({
+    dryRun: z.literal(true),
+    summary: z.string(),
+    sql: z.array(z.string()),
+    locks: z.array(z.object({ table: z.string(), level: z.enum(LOCK_LEVELS), blocks: z.string() })),
+    rewrites: z.boolean().meta({ description: 'the table is written anew, every row copied' }),
+    scans: z.boolean().meta({ description: 'every row is read, to check or to index' }),
+    tables: z.array(z.object({ table: z.string(), sizeBytes: z.number(), estimatedRows: z.number() })),
+    blockers: z.array(Blocker).meta({ description: 'sessions holding a lock the change would wait for' }),
+  }),
+]);
+
+const TABLE_LOCKED: Answer = {
+  status: 409,
+  why: 'another session holds a lock the change needs for longer than SCHEMA_LOCK_TIMEOUT_MS; the answer names it (blockers)',
+};
+
+/** dryRun, the lock timeout, and whether blockers' statements are shown (to the admin only). */
+const changeOptions = async (dryRun: boolean, principal: Principal | undefined) => ({
+  dryRun,
+  lockTimeoutMs: (await getConfig()).SCHEMA_LOCK_TIMEOUT_MS,
+  showQueries: principal?.kind !== 'key',
+});
 
 /** Finding rows (lib/admin/row-filter, lib/admin/row-view): which rows, their order and columns. */
 const RowSearchQuery = {
@@ -289,6 +329,64 @@ export const routes = [
     response: z.object({ schema: z.array(StructureEntry) }),
     errors: [NO_SCHEMA, SCHEMA_BUSY, RESPONSE_LIMIT],
     handler: async ({ query }) => describeSchema(await getDatabase(), query.schema),
+  }),
+  defineRoute({
+    method: 'PATCH',
+    path: '/api/table/{tableName}/column/{columnName}',
+    summary:
+      'Change a column: rename, type (with using), default, nullable, comment; dryRun shows the SQL, its locks and whether it rewrites or scans the table',
+    access: 'write',
+    params: z.object({ tableName, columnName }),
+    body: z.strictObject({
+      schema: inSchema,
+      dryRun: z.boolean().default(false),
+      rename: columnName.optional(),
+      type: columnType.optional(),
+      length: z.number().int().positive().optional(),
+      using: z.string().min(1).max(10_000).optional().meta({
+        description: 'an SQL expression the new value is computed by, as the schema’s role (with type)',
+      }),
+      default: defaultValue,
+      nullable: z.boolean().optional(),
+      comment: z.string().max(10_000).nullable().optional(),
+    }),
+    response: SchemaChangeAnswer,
+    errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
+    handler: async ({ params, body, principal, signal }) =>
+      runChange(
+        await schemaAccess(principal, body.schema, signal),
+        await planColumnChange(await getDatabase(), {
+          ...body,
+          table: params.tableName,
+          column: params.columnName,
+        }),
+        await changeOptions(body.dryRun, principal),
+      ),
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/api/table/{tableName}/column/{columnName}',
+    summary: 'Drop a column (cascade=true also drops what depends on it); dryRun shows the SQL and its lock',
+    access: 'write',
+    params: z.object({ tableName, columnName }),
+    query: z.strictObject({
+      schema: inSchema,
+      cascade: queryBoolean.default(false),
+      dryRun: queryBoolean.default(false),
+    }),
+    response: SchemaChangeAnswer,
+    errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
+    handler: async ({ params, query, principal, signal }) =>
+      runChange(
+        await schemaAccess(principal, query.schema, signal),
+        await planDropColumn(await getDatabase(), {
+          schema: query.schema,
+          table: params.tableName,
+          column: params.columnName,
+          cascade: query.cascade,
+        }),
+        await changeOptions(query.dryRun, principal),
+      ),
   }),
 ];
 

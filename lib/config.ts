@@ -111,6 +111,9 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // Derives the passwords of the roles API keys run as (and, later, license file keys).
       DBADMIN_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)'),
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),
+      // How long a schema change waits for its table lock before answering 409: a queued ACCESS
+      // EXCLUSIVE request stalls every reader behind it, so not long.
+      SCHEMA_LOCK_TIMEOUT_MS: positiveInt.default(3_000),
       // What one response may carry. Lambda answers at most 6 MiB, and the body travels inside a
       // JSON envelope that may double its escaped characters: 3 MB of JSON always fits.
       QUERY_MAX_ROWS: positiveInt.default(10_000),

@@ -361,6 +361,42 @@ const CASES: Record<string, Case[]> = {
       }),
     },
   ],
+  'PATCH /api/table/{tableName}/column/{columnName}': [
+    {
+      status: 200,
+      why: 'renamed',
+      request: async () => ({
+        method: 'PATCH',
+        path: `/api/table/${await scratchTable()}/column/name`,
+        body: { rename: 'title', schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'PATCH',
+        path: '/api/table/missing/column/name',
+        body: { comment: 'c', schema },
+      }),
+    },
+  ],
+  'DELETE /api/table/{tableName}/column/{columnName}': [
+    {
+      status: 200,
+      why: 'dropped',
+      request: async () => ({
+        method: 'DELETE',
+        path: `/api/table/${await scratchTable()}/column/name`,
+        query: { schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({ method: 'DELETE', path: '/api/table/missing/column/name', query: { schema } }),
+    },
+  ],
   'GET /api/schema': [
     { status: 200, why: 'the structure', request: () => ({ path: '/api/schema', query: { schema } }) },
     {

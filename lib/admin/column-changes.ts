@@ -1,0 +1,217 @@
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import type { Change, TableLock } from '#lib/admin/schema-change';
+import { qualified } from '#lib/admin/tables';
+import { type TableInfo, tableInfo } from '#lib/db/catalog';
+import { columnTypeSql, defaultSql } from '#lib/db/column-types';
+import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { isPgError } from '#lib/db/pg-errors';
+import { BadRequest } from '#lib/errors';
+
+/**
+ * Changes to one column, planned as lib/admin/schema-change runs them: each subcommand with the
+ * lock PostgreSQL's ALTER TABLE documentation gives it (ACCESS EXCLUSIVE unless it says
+ * otherwise; COMMENT takes SHARE UPDATE EXCLUSIVE), and whether the table is rewritten (a type
+ * change, unless the two types are binary-compatible) or scanned (SET NOT NULL, a USING, UNIQUE).
+ * A type change or a NOT NULL that some rows would fail is a 400 saying how many and which.
+ */
+
+export interface ColumnChangeInput {
+  schema: string;
+  table: string;
+  column: string;
+  rename?: string | undefined;
+  type?: string | undefined;
+  length?: number | undefined;
+  /** An expression the new value is computed by (SQL, as the schema's role). */
+  using?: string | undefined;
+  /** A new default (the allow-list of lib/db/column-types), or null to drop it. */
+  default?: string | number | boolean | null | undefined;
+  nullable?: boolean | undefined;
+  /** A comment, or null to remove it. */
+  comment?: string | null | undefined;
+}
+
+/** Rows a failing change names: at most this many of their keys. */
+const SHOWN_KEYS = 5;
+
+const column = (info: TableInfo, name: string) => {
+  const found = info.columns.find((c) => c.name === name);
+  if (!found) throw new BadRequest('Unknown column', `table "${info.table}" has no column "${name}"`);
+  return found;
+};
+
+/** The ALTER TABLE subcommands of the change (type, default, nullability), and what they say. */
+function alterations(input: ColumnChangeInput, name: string) {
+  const subcommands: string[] = [];
+  const said: string[] = [];
+  let newType: string | undefined;
+  if (input.type !== undefined) {
+    newType = columnTypeSql(input.type, input.length);
+    const using = input.using !== undefined ? ` USING ${input.using}` : '';
+    subcommands.push(`ALTER COLUMN ${name} TYPE ${newType}${using}`);
+    said.push(`type ${newType}`);
+  }
+  if (input.default === null) {
+    subcommands.push(`ALTER COLUMN ${name} DROP DEFAULT`);
+    said.push('no default');
+  } else if (input.default !== undefined) {
+    subcommands.push(`ALTER COLUMN ${name} SET DEFAULT ${defaultSql(input.default)}`);
+    said.push(`default ${String(input.default)}`);
+  }
+  if (input.nullable !== undefined) {
+    subcommands.push(`ALTER COLUMN ${name} ${input.nullable ? 'DROP' : 'SET'} NOT NULL`);
+    said.push(input.nullable ? 'nullable' : 'NOT NULL');
+  }
+  // A type change writes every row anew (PostgreSQL skips it only between binary-compatible
+  // types, such as varchar to text: reported as a rewrite all the same); SET NOT NULL reads them.
+  return {
+    subcommands,
+    said,
+    newType,
+    rewrites: newType !== undefined,
+    scans: newType !== undefined || input.nullable === false,
+  };
+}
+
+export async function planColumnChange(catalog: pg.Pool, input: ColumnChangeInput): Promise<Change> {
+  const info = await tableInfo(catalog, input.schema, input.table);
+  const target = column(info, input.column);
+  const table = qualified(input.schema, input.table);
+  const name = quoteCatalogName(target.name);
+  const { subcommands, said, newType, rewrites, scans } = alterations(input, name);
+  const statements = subcommands.length > 0 ? [`ALTER TABLE ${table} ${subcommands.join(', ')}`] : [];
+  if (input.comment !== undefined) {
+    const text = input.comment === null ? 'NULL' : quoteLiteral(input.comment);
+    statements.push(`COMMENT ON COLUMN ${table}.${name} IS ${text}`);
+    said.push(input.comment === null ? 'no comment' : 'a comment');
+  }
+  if (input.rename !== undefined) {
+    if (info.columns.some((c) => c.name === input.rename)) {
+      throw new BadRequest('Column exists', `table "${input.table}" already has a column "${input.rename}"`);
+    }
+    statements.push(
+      `ALTER TABLE ${table} RENAME COLUMN ${name} TO ${quoteIdent(input.rename, 'column name')}`,
+    );
+    said.push(`renamed to "${input.rename}"`);
+  }
+  if (statements.length === 0) {
+    throw new BadRequest(
+      'Nothing to change',
+      'name at least one of rename, type, default, nullable, comment',
+    );
+  }
+  // COMMENT takes SHARE UPDATE EXCLUSIVE; every ALTER TABLE subcommand here, ACCESS EXCLUSIVE.
+  const onlyComment = subcommands.length === 0 && input.rename === undefined;
+  const locks: TableLock[] = [
+    {
+      schema: input.schema,
+      table: input.table,
+      level: onlyComment ? 'SHARE UPDATE EXCLUSIVE' : 'ACCESS EXCLUSIVE',
+    },
+  ];
+  return {
+    summary: `column "${target.name}" of "${input.table}": ${said.join(', ')}`,
+    statements,
+    locks,
+    rewrites,
+    scans,
+    explain: (client, error) =>
+      failingRows(client, info, target.name, { newType, using: input.using, error }),
+  };
+}
+
+export async function planDropColumn(
+  catalog: pg.Pool,
+  input: { schema: string; table: string; column: string; cascade: boolean },
+): Promise<Change> {
+  const info = await tableInfo(catalog, input.schema, input.table);
+  const target = column(info, input.column);
+  return {
+    summary: `column "${target.name}" dropped from "${input.table}"`,
+    statements: [
+      `ALTER TABLE ${qualified(input.schema, input.table)} DROP COLUMN ${quoteCatalogName(target.name)}${input.cascade ? ' CASCADE' : ''}`,
+    ],
+    locks: [{ schema: input.schema, table: input.table, level: 'ACCESS EXCLUSIVE' }],
+    rewrites: false,
+    scans: false,
+  };
+}
+
+/**
+ * A type change or NOT NULL that some rows fail: how many, and the first few keys, counted in the
+ * schema's session after the change rolled back. Each row's new value is computed as the change
+ * would (the USING expression, else the column cast) in a temporary function that catches its
+ * error: PostgreSQL 15 has no pg_input_is_valid, and USING may be any expression.
+ */
+async function failingRows(
+  client: pg.ClientBase,
+  info: TableInfo,
+  columnName: string,
+  { newType, using, error }: { newType: string | undefined; using: string | undefined; error: unknown },
+): Promise<unknown> {
+  if (!isPgError(error)) return error;
+  if (error.code === '42804' && newType !== undefined) return needsUsing(error, columnName, newType);
+  const notNull = error.code === '23502';
+  const badValue = (error.code.startsWith('22') || error.code.startsWith('23')) && newType !== undefined;
+  if (!notNull && !badValue) return error;
+  try {
+    await client.query('BEGIN');
+    const found = await countFailing(client, info, columnName, notNull ? undefined : { newType, using });
+    if (found.n === 0) return error;
+    const what = notNull ? `hold NULL in "${columnName}"` : `cannot be made ${newType} in "${columnName}"`;
+    return new BadRequest(
+      notNull ? 'Rows are NULL' : 'Rows do not fit the type',
+      `${rowsNamed(info, found)} ${what}; nothing was changed: ${error.message}`,
+      error,
+    );
+  } catch {
+    return error;
+  } finally {
+    await client.query('ROLLBACK').catch(() => undefined);
+  }
+}
+
+/** `2 rows of "t" (id "2", "4")`: how many, and the first few keys. */
+function rowsNamed(info: TableInfo, { n, keys }: { n: number; keys: string[] }): string {
+  const shown = keys.map((k) => JSON.stringify(k)).join(', ');
+  const more = n > SHOWN_KEYS ? ', ...' : '';
+  return `${n} row${n === 1 ? '' : 's'} of "${info.table}" (${info.primaryKey[0] ?? 'ctid'} ${shown}${more})`;
+}
+
+/** No cast PostgreSQL applies by itself: the caller says how to compute the new value. */
+const needsUsing = (error: Error, columnName: string, newType: string) =>
+  new BadRequest(
+    'Type needs a conversion',
+    `${error.message}: send "using" with the expression that computes the new value, such as ${JSON.stringify(`${quoteCatalogName(columnName)}::${newType}`)}`,
+    error,
+  );
+
+/** Rows whose value is NULL, or (with a type) whose new value cannot be computed. */
+async function countFailing(
+  client: pg.ClientBase,
+  info: TableInfo,
+  columnName: string,
+  conversion: { newType: string | undefined; using: string | undefined } | undefined,
+) {
+  const c = quoteCatalogName(columnName);
+  const from = qualified(info.schema, info.table);
+  const key = info.primaryKey[0] ? quoteCatalogName(info.primaryKey[0]) : 'ctid';
+  let fails = `r.${c} IS NULL`;
+  if (conversion?.newType !== undefined) {
+    const expression = conversion.using ?? c;
+    const tag = `$dbadmin_${randomBytes(6).toString('hex')}$`;
+    await client.query({
+      text: `CREATE FUNCTION pg_temp.dbadmin_fits(t ${from}) RETURNS boolean LANGUAGE plpgsql AS ${tag}
+        BEGIN PERFORM (SELECT (${expression})::${conversion.newType} FROM (SELECT (t).*) AS x); RETURN true;
+        EXCEPTION WHEN others THEN RETURN false; END ${tag}`,
+      queryMode: 'extended',
+    } as pg.QueryConfig);
+    fails = `NOT pg_temp.dbadmin_fits(r.*)`;
+  }
+  const { rows } = await client.query<{ n: string; keys: string[] | null }>(
+    `SELECT pg_catalog.count(*) AS n, (pg_catalog.array_agg(r.${key}::pg_catalog.text ORDER BY r.${key}))[1:${SHOWN_KEYS}] AS keys
+       FROM ${from} AS r WHERE ${fails}`,
+  );
+  return { n: Number(rows[0]?.n ?? 0), keys: rows[0]?.keys ?? [] };
+}

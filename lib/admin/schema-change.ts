@@ -1,0 +1,255 @@
+import type pg from 'pg';
+import type { SchemaAccess } from '#lib/db/executor';
+import { isPgError } from '#lib/db/pg-errors';
+import { ApiError } from '#lib/errors';
+
+/**
+ * A schema change as it will run, and how it runs: the exact statements, the lock each takes on
+ * each table (PostgreSQL's levels, per ALTER TABLE subcommand as the documentation lists them),
+ * whether it rewrites or scans the table. `dryRun` answers all of that with the table's size and
+ * the sessions holding a conflicting lock, and changes nothing. A real run waits at most the lock
+ * timeout for its locks, then answers 409 naming who holds them, instead of queuing: a queued
+ * ACCESS EXCLUSIVE request stalls every reader of the table behind it.
+ */
+
+/** PostgreSQL's table lock levels (documentation, "Table-Level Locks"), weakest first. */
+export const LOCK_LEVELS = [
+  'ACCESS SHARE',
+  'ROW SHARE',
+  'ROW EXCLUSIVE',
+  'SHARE UPDATE EXCLUSIVE',
+  'SHARE',
+  'SHARE ROW EXCLUSIVE',
+  'EXCLUSIVE',
+  'ACCESS EXCLUSIVE',
+] as const;
+export type LockLevel = (typeof LOCK_LEVELS)[number];
+
+/** The documentation's conflict table: which held levels each level waits for. */
+const CONFLICTS: Record<LockLevel, readonly LockLevel[]> = {
+  'ACCESS SHARE': ['ACCESS EXCLUSIVE'],
+  'ROW SHARE': ['EXCLUSIVE', 'ACCESS EXCLUSIVE'],
+  'ROW EXCLUSIVE': ['SHARE', 'SHARE ROW EXCLUSIVE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE'],
+  'SHARE UPDATE EXCLUSIVE': [
+    'SHARE UPDATE EXCLUSIVE',
+    'SHARE',
+    'SHARE ROW EXCLUSIVE',
+    'EXCLUSIVE',
+    'ACCESS EXCLUSIVE',
+  ],
+  SHARE: ['ROW EXCLUSIVE', 'SHARE UPDATE EXCLUSIVE', 'SHARE ROW EXCLUSIVE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE'],
+  'SHARE ROW EXCLUSIVE': [
+    'ROW EXCLUSIVE',
+    'SHARE UPDATE EXCLUSIVE',
+    'SHARE',
+    'SHARE ROW EXCLUSIVE',
+    'EXCLUSIVE',
+    'ACCESS EXCLUSIVE',
+  ],
+  EXCLUSIVE: [
+    'ROW SHARE',
+    'ROW EXCLUSIVE',
+    'SHARE UPDATE EXCLUSIVE',
+    'SHARE',
+    'SHARE ROW EXCLUSIVE',
+    'EXCLUSIVE',
+    'ACCESS EXCLUSIVE',
+  ],
+  'ACCESS EXCLUSIVE': LOCK_LEVELS,
+};
+
+/** What a level stops others doing while it is held, in plain words. */
+export const LOCK_BLOCKS: Record<LockLevel, string> = {
+  'ACCESS SHARE': 'nothing but changes that take ACCESS EXCLUSIVE',
+  'ROW SHARE': 'EXCLUSIVE and ACCESS EXCLUSIVE locks',
+  'ROW EXCLUSIVE': 'index builds and changes that lock out writes',
+  'SHARE UPDATE EXCLUSIVE': 'other schema changes, VACUUM and index builds; reads and writes go on',
+  SHARE: 'writes (INSERT, UPDATE, DELETE); reads go on',
+  'SHARE ROW EXCLUSIVE': 'writes and other schema changes; reads go on',
+  EXCLUSIVE: 'everything but plain reads',
+  'ACCESS EXCLUSIVE': 'every read and write of the table',
+};
+
+/** pg_locks' names for the levels. */
+const MODE_NAMES: Record<LockLevel, string> = Object.fromEntries(
+  LOCK_LEVELS.map((level) => [
+    level,
+    `${level
+      .toLowerCase()
+      .split(' ')
+      .map((word) => word[0]?.toUpperCase() + word.slice(1))
+      .join('')}Lock`,
+  ]),
+) as Record<LockLevel, string>;
+
+export interface TableLock {
+  schema: string;
+  table: string;
+  level: LockLevel;
+}
+
+export interface Change {
+  /** What it does, in a sentence. */
+  summary: string;
+  /** The statements, run in order in one transaction. */
+  statements: string[];
+  locks: TableLock[];
+  /** The table is written anew (every row copied). */
+  rewrites: boolean;
+  /** Every row is read (to check a constraint, or to build an index). */
+  scans: boolean;
+  /** Turns a failure of the statements into a 400 that explains it (rows that fail, say). */
+  explain?: (client: pg.ClientBase, error: unknown) => Promise<unknown>;
+}
+
+export interface Blocker {
+  pid: number;
+  role: string;
+  state: string | null;
+  /** Seconds its transaction has been open. */
+  transactionSeconds: number | null;
+  lock: string;
+  /** The start of its statement; only for the admin. */
+  query?: string;
+}
+
+interface TableFacts {
+  table: string;
+  sizeBytes: number;
+  estimatedRows: number;
+}
+
+/**
+ * The tables' size and row estimate from the catalog (relpages and reltuples: reading them takes
+ * no lock, where pg_relation_size would wait behind the very lock a dry run is asked about).
+ */
+async function tableFacts(catalog: pg.Pool, locks: TableLock[]): Promise<TableFacts[]> {
+  const { rows } = await catalog.query<{ table: string; size_bytes: string; estimated_rows: string }>(
+    `SELECT t.schema || '.' || t.name AS "table",
+            coalesce(c.relpages::int8 * pg_catalog.current_setting('block_size')::int8, 0) AS size_bytes,
+            greatest(coalesce(c.reltuples, 0), 0)::int8 AS estimated_rows
+       FROM unnest($1::text[], $2::text[]) AS t(schema, name)
+       LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.schema
+       LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.name`,
+    [locks.map((l) => l.schema), locks.map((l) => l.table)],
+  );
+  return rows.map((r) => ({
+    table: r.table,
+    sizeBytes: Number(r.size_bytes),
+    estimatedRows: Number(r.estimated_rows),
+  }));
+}
+
+/** Sessions other than `except` holding a lock on one of the tables that the change's level waits for. */
+export async function blockers(
+  catalog: pg.Pool,
+  locks: TableLock[],
+  { showQueries, except }: { showQueries: boolean; except?: number },
+): Promise<Blocker[]> {
+  const found: Blocker[] = [];
+  for (const lock of locks) {
+    const { rows } = await catalog.query<{
+      pid: number;
+      role: string;
+      state: string | null;
+      seconds: number | null;
+      mode: string;
+      query: string | null;
+    }>(
+      `SELECT DISTINCT l.pid, a.usename::text AS role, a.state,
+              floor(extract(epoch FROM pg_catalog.now() - a.xact_start))::int AS seconds,
+              l.mode, pg_catalog.left(a.query, 200) AS query
+         FROM pg_catalog.pg_locks l
+         JOIN pg_catalog.pg_class c ON c.oid = l.relation
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+         LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+        WHERE n.nspname = $1 AND c.relname = $2 AND l.granted AND l.mode = ANY($3)
+          AND l.pid <> pg_catalog.pg_backend_pid() AND l.pid IS DISTINCT FROM $4
+        ORDER BY l.pid`,
+      [lock.schema, lock.table, CONFLICTS[lock.level].map((level) => MODE_NAMES[level]), except ?? null],
+    );
+    for (const row of rows) {
+      if (found.some((b) => b.pid === row.pid)) continue;
+      found.push({
+        pid: row.pid,
+        role: row.role,
+        state: row.state,
+        transactionSeconds: row.seconds,
+        lock: row.mode,
+        ...(showQueries && row.query ? { query: row.query } : {}),
+      });
+    }
+  }
+  return found;
+}
+
+export interface ChangeOptions {
+  dryRun: boolean;
+  lockTimeoutMs: number;
+  /** Blockers' statements are shown to the admin only. */
+  showQueries: boolean;
+}
+
+/** What a change would do, without doing it. */
+export async function previewChange(access: SchemaAccess, change: Change, options: ChangeOptions) {
+  const [tables, held] = await Promise.all([
+    tableFacts(access.catalog, change.locks),
+    blockers(access.catalog, change.locks, options),
+  ]);
+  return {
+    dryRun: true as const,
+    summary: change.summary,
+    sql: change.statements,
+    locks: change.locks.map((l) => ({
+      table: `${l.schema}.${l.table}`,
+      level: l.level,
+      blocks: LOCK_BLOCKS[l.level],
+    })),
+    rewrites: change.rewrites,
+    scans: change.scans,
+    tables,
+    blockers: held,
+  };
+}
+
+/**
+ * Runs the change in one transaction as the schema's role, its lock waits bounded by the lock
+ * timeout: past it, 409 naming the sessions that hold the table. A failure leaves nothing
+ * changed; `explain` may turn it into a clearer 400.
+ */
+export async function runChange(access: SchemaAccess, change: Change, options: ChangeOptions) {
+  if (options.dryRun) return previewChange(access, change, options);
+  await access.run(async (client) => {
+    await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.trunc(options.lockTimeoutMs)}`);
+    try {
+      for (const statement of change.statements) {
+        await client.query({ text: statement, queryMode: 'extended' } as pg.QueryConfig);
+      }
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      if (isPgError(error) && error.code === '55P03') throw await lockedOut(access, change, options, error);
+      throw change.explain ? await change.explain(client, error) : error;
+    }
+  });
+  return { success: true, message: change.summary, sql: change.statements };
+}
+
+async function lockedOut(access: SchemaAccess, change: Change, options: ChangeOptions, cause: unknown) {
+  const held = await blockers(access.catalog, change.locks, options);
+  const names = change.locks.map((l) => `"${l.table}"`).join(', ');
+  const who = held.length
+    ? held
+        .map(
+          (b) =>
+            `session ${b.pid} (${b.role}, ${b.state ?? 'unknown state'}${b.transactionSeconds !== null ? `, in a transaction for ${b.transactionSeconds} s` : ''})`,
+        )
+        .join('; ')
+    : 'a session that has since let go; try again';
+  return new ApiError(
+    409,
+    'Table locked',
+    `the change waited ${options.lockTimeoutMs} ms for its lock on ${names} and gave up rather than stall its readers: held by ${who}`,
+    { cause, details: { blockers: held } },
+  );
+}
