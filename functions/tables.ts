@@ -3,7 +3,7 @@ import { planColumnChange, planDropColumn } from '#lib/admin/column-changes';
 import { exportTable, exportTableRead } from '#lib/admin/export';
 import { isSearch, searchPage } from '#lib/admin/row-search';
 import { MAX_CURSOR_LENGTH } from '#lib/admin/row-view';
-import { LOCK_LEVELS, runChange } from '#lib/admin/schema-change';
+import { runChange } from '#lib/admin/schema-change';
 import { describeSchema } from '#lib/admin/structure';
 import {
   addColumn,
@@ -19,7 +19,6 @@ import { assertTenantSchema, schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
 import { tableEstimateRead } from '#lib/db/table-estimate';
 import {
-  type Answer,
   NO_SCHEMA,
   NO_TABLE,
   RESPONSE_LIMIT,
@@ -30,7 +29,7 @@ import {
 } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
-import type { Principal } from '#lib/principal';
+import { changeOptions, SchemaChangeAnswer, TABLE_LOCKED } from '#lib/http/schema-changes';
 import {
   columnName,
   columnType,
@@ -46,42 +45,6 @@ import {
 } from '#lib/validation';
 
 const TablePath = z.object({ tableName });
-
-const Blocker = z.object({
-  pid: z.number(),
-  role: z.string(),
-  state: z.string().nullable(),
-  transactionSeconds: z.number().nullable(),
-  lock: z.string(),
-  query: z.string().optional().meta({ description: 'the start of its statement; for the admin only' }),
-});
-
-/** A schema change's answer: what it did, or with dryRun what it would do and what it would wait for. */
-const SchemaChangeAnswer = z.union([
-  z.object({ success: z.boolean(), message: z.string(), sql: z.array(z.string()) }),
-  z.object({
-    dryRun: z.literal(true),
-    summary: z.string(),
-    sql: z.array(z.string()),
-    locks: z.array(z.object({ table: z.string(), level: z.enum(LOCK_LEVELS), blocks: z.string() })),
-    rewrites: z.boolean().meta({ description: 'the table is written anew, every row copied' }),
-    scans: z.boolean().meta({ description: 'every row is read, to check or to index' }),
-    tables: z.array(z.object({ table: z.string(), sizeBytes: z.number(), estimatedRows: z.number() })),
-    blockers: z.array(Blocker).meta({ description: 'sessions holding a lock the change would wait for' }),
-  }),
-]);
-
-const TABLE_LOCKED: Answer = {
-  status: 409,
-  why: 'another session holds a lock the change needs for longer than SCHEMA_LOCK_TIMEOUT_MS; the answer names it (blockers)',
-};
-
-/** dryRun, the lock timeout, and whether blockers' statements are shown (to the admin only). */
-const changeOptions = async (dryRun: boolean, principal: Principal | undefined) => ({
-  dryRun,
-  lockTimeoutMs: (await getConfig()).SCHEMA_LOCK_TIMEOUT_MS,
-  showQueries: principal?.kind !== 'key',
-});
 
 /** Finding rows (lib/admin/row-filter, lib/admin/row-view): which rows, their order and columns. */
 const RowSearchQuery = {

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { SchemaAccess } from '#lib/db/executor';
-import { isPgError } from '#lib/db/pg-errors';
+import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import { ApiError } from '#lib/errors';
 
 /**
@@ -86,6 +86,11 @@ export interface TableLock {
   schema: string;
   table: string;
   level: LockLevel;
+  /**
+   * Beyond its own level's conflicts, it also waits out the holders of locks that conflict with
+   * this level (a concurrent index build takes SHARE UPDATE EXCLUSIVE, then waits for writers).
+   */
+  waitsLike?: LockLevel;
 }
 
 export interface Change {
@@ -100,6 +105,16 @@ export interface Change {
   scans: boolean;
   /** Turns a failure of the statements into a 400 that explains it (rows that fail, say). */
   explain?: (client: pg.ClientBase, error: unknown) => Promise<unknown>;
+  /**
+   * Run each statement on its own, outside a transaction (CREATE and DROP INDEX CONCURRENTLY
+   * refuse to run in one); lock waits are bounded by the session's lock_timeout, reset after.
+   */
+  outsideTransaction?: boolean;
+  /**
+   * Outside a transaction a failure can leave something half-made (an INVALID index): clears it
+   * after a failure, and says what it did in a sentence the error's message ends with.
+   */
+  undo?: (client: pg.ClientBase, error: unknown) => Promise<string | undefined>;
 }
 
 export interface Blocker {
@@ -140,6 +155,11 @@ async function tableFacts(catalog: pg.Pool, locks: TableLock[]): Promise<TableFa
   }));
 }
 
+/** The held levels a lock request waits for. */
+const waitedFor = (lock: TableLock): LockLevel[] => [
+  ...new Set([...CONFLICTS[lock.level], ...(lock.waitsLike ? CONFLICTS[lock.waitsLike] : [])]),
+];
+
 /** Sessions other than `except` holding a lock on one of the tables that the change's level waits for. */
 export async function blockers(
   catalog: pg.Pool,
@@ -166,7 +186,7 @@ export async function blockers(
         WHERE n.nspname = $1 AND c.relname = $2 AND l.granted AND l.mode = ANY($3)
           AND l.pid <> pg_catalog.pg_backend_pid() AND l.pid IS DISTINCT FROM $4
         ORDER BY l.pid`,
-      [lock.schema, lock.table, CONFLICTS[lock.level].map((level) => MODE_NAMES[level]), except ?? null],
+      [lock.schema, lock.table, waitedFor(lock).map((level) => MODE_NAMES[level]), except ?? null],
     );
     for (const row of rows) {
       if (found.some((b) => b.pid === row.pid)) continue;
@@ -213,26 +233,79 @@ export async function previewChange(access: SchemaAccess, change: Change, option
 }
 
 /**
- * Runs the change in one transaction as the schema's role, its lock waits bounded by the lock
- * timeout: past it, 409 naming the sessions that hold the table. A failure leaves nothing
- * changed; `explain` may turn it into a clearer 400.
+ * Runs the change as the schema's role, its lock waits bounded by the lock timeout: past it, 409
+ * naming the sessions that hold the table. In one transaction, a failure leaves nothing changed;
+ * outside one (Change.outsideTransaction), `undo` clears what a failure left. `explain` may turn
+ * a failure into a clearer 400.
  */
 export async function runChange(access: SchemaAccess, change: Change, options: ChangeOptions) {
   if (options.dryRun) return previewChange(access, change, options);
-  await access.run(async (client) => {
-    await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.trunc(options.lockTimeoutMs)}`);
-    try {
-      for (const statement of change.statements) {
-        await client.query({ text: statement, queryMode: 'extended' } as pg.QueryConfig);
-      }
-      await client.query('COMMIT');
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      if (isPgError(error) && error.code === '55P03') throw await lockedOut(access, change, options, error);
-      throw change.explain ? await change.explain(client, error) : error;
-    }
-  });
+  await access.run((client) =>
+    change.outsideTransaction
+      ? runOutsideTransaction(access, client, change, options)
+      : runInTransaction(access, client, change, options),
+  );
   return { success: true, message: change.summary, sql: change.statements };
+}
+
+/** Each statement alone in the extended protocol, so `;` in a caller's SQL cannot add a statement. */
+const runStatement = (client: pg.ClientBase, statement: string) =>
+  client.query({ text: statement, queryMode: 'extended' } as pg.QueryConfig);
+
+async function runInTransaction(
+  access: SchemaAccess,
+  client: pg.ClientBase,
+  change: Change,
+  options: ChangeOptions,
+) {
+  await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.trunc(options.lockTimeoutMs)}`);
+  try {
+    for (const statement of change.statements) await runStatement(client, statement);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw await failure(access, client, change, options, error);
+  }
+}
+
+async function runOutsideTransaction(
+  access: SchemaAccess,
+  client: pg.ClientBase,
+  change: Change,
+  options: ChangeOptions,
+) {
+  await client.query(`SET lock_timeout = ${Math.trunc(options.lockTimeoutMs)}`);
+  try {
+    for (const statement of change.statements) await runStatement(client, statement);
+  } catch (error) {
+    const undone = change.undo ? await change.undo(client, error).catch(() => undefined) : undefined;
+    const failed = await failure(access, client, change, options, error);
+    throw undone ? withNote(failed, undone) : failed;
+  } finally {
+    await client.query('RESET lock_timeout').catch(() => undefined);
+  }
+}
+
+async function failure(
+  access: SchemaAccess,
+  client: pg.ClientBase,
+  change: Change,
+  options: ChangeOptions,
+  error: unknown,
+): Promise<unknown> {
+  if (isPgError(error) && error.code === '55P03') return lockedOut(access, change, options, error);
+  return change.explain ? change.explain(client, error) : error;
+}
+
+/** The error with a sentence added to its message (what undo did). */
+function withNote(error: unknown, note: string): unknown {
+  const mapped = error instanceof ApiError ? error : fromDatabaseError(error);
+  if (!mapped) return error;
+  return new ApiError(mapped.status, mapped.title, `${mapped.message}; ${note}`, {
+    cause: mapped.cause ?? error,
+    headers: mapped.headers,
+    details: mapped.details,
+  });
 }
 
 async function lockedOut(access: SchemaAccess, change: Change, options: ChangeOptions, cause: unknown) {

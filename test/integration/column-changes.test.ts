@@ -5,6 +5,7 @@ import { closePool } from '#lib/db/pool';
 import { loginAs } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
+import { LOCK_MODE, waitingLock } from '#test/support/locks';
 import { uniqueName } from '#test/support/names';
 import { withSetting } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
@@ -250,41 +251,6 @@ describe('behind another session’s lock', () => {
 describe('the lock each change takes, as PostgreSQL takes it', () => {
   withSetting('SCHEMA_LOCK_TIMEOUT_MS', '10000');
 
-  /**
-   * The lock the change asks for while another session holds the table in ACCESS EXCLUSIVE mode:
-   * its waiting entry in pg_locks, then the holder lets go and the change completes.
-   */
-  async function observedLock(table: string, run: () => Promise<{ status: number }>): Promise<string> {
-    const holder = loginAs(`${schema}_user`, 'schema-pass-1');
-    await holder.connect();
-    await holder.query(`BEGIN; LOCK TABLE "${schema}"."${table}" IN ACCESS EXCLUSIVE MODE`);
-    const running = run();
-    try {
-      for (let tries = 0; tries < 500; tries++) {
-        const waiting = await withAdminClient(
-          async (c) =>
-            (
-              await c.query(
-                `SELECT l.mode FROM pg_locks l WHERE l.relation = $1::regclass AND NOT l.granted`,
-                [`"${schema}"."${table}"`],
-              )
-            ).rows,
-        );
-        if (waiting[0]) return waiting[0].mode as string;
-      }
-      throw new Error('the change never waited');
-    } finally {
-      await holder.query('ROLLBACK');
-      await holder.end();
-      expect((await running).status).toBe(200);
-    }
-  }
-
-  const MODE = {
-    'ACCESS EXCLUSIVE': 'AccessExclusiveLock',
-    'SHARE UPDATE EXCLUSIVE': 'ShareUpdateExclusiveLock',
-  };
-
   it.each([
     ['rename', 'name', { rename: 'title' }],
     ['type', 'age', { type: 'TEXT' }],
@@ -294,24 +260,23 @@ describe('the lock each change takes, as PostgreSQL takes it', () => {
     ['comment', 'name', { comment: 'c' }],
   ])('%s takes what its dryRun says', async (_kind, column, body) => {
     const table = await people();
-    const planned = (await change(table, column, { ...body, dryRun: true })).body.locks[0]
-      .level as keyof typeof MODE;
+    const planned = (await change(table, column, { ...body, dryRun: true })).body.locks[0].level as string;
 
-    const taken = await observedLock(table, () => change(table, column, body));
+    const taken = await waitingLock(schema, table, () => change(table, column, body));
 
-    expect(taken).toBe(MODE[planned]);
+    expect(taken).toBe(LOCK_MODE[planned]);
   });
 
   it('drop takes what its dryRun says', async () => {
     const table = await people();
     const path = `/api/table/${table}/column/note`;
     const planned = (await call(tables, { method: 'DELETE', path, query: { schema, dryRun: 'true' } })).body
-      .locks[0].level as keyof typeof MODE;
+      .locks[0].level as string;
 
-    const taken = await observedLock(table, () =>
+    const taken = await waitingLock(schema, table, () =>
       call(tables, { method: 'DELETE', path, query: { schema } }),
     );
 
-    expect(taken).toBe(MODE[planned]);
+    expect(taken).toBe(LOCK_MODE[planned]);
   });
 });

@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import { LOCK_LEVELS } from '#lib/admin/schema-change';
+import { getConfig } from '#lib/config';
+import type { Answer } from '#lib/http/answers';
+import type { Principal } from '#lib/principal';
+
+/**
+ * What every schema-change route shares (lib/admin/schema-change): its answer, its 409, and the
+ * options a request runs it with.
+ */
+
+const Blocker = z.object({
+  pid: z.number(),
+  role: z.string(),
+  state: z.string().nullable(),
+  transactionSeconds: z.number().nullable(),
+  lock: z.string(),
+  query: z.string().optional().meta({ description: 'the start of its statement; for the admin only' }),
+});
+
+/** A schema change's answer: what it did, or with dryRun what it would do and what it would wait for. */
+export const SchemaChangeAnswer = z.union([
+  z.object({ success: z.boolean(), message: z.string(), sql: z.array(z.string()) }),
+  z.object({
+    dryRun: z.literal(true),
+    summary: z.string(),
+    sql: z.array(z.string()),
+    locks: z.array(z.object({ table: z.string(), level: z.enum(LOCK_LEVELS), blocks: z.string() })),
+    rewrites: z.boolean().meta({ description: 'the table is written anew, every row copied' }),
+    scans: z.boolean().meta({ description: 'every row is read, to check or to index' }),
+    tables: z.array(z.object({ table: z.string(), sizeBytes: z.number(), estimatedRows: z.number() })),
+    blockers: z.array(Blocker).meta({ description: 'sessions holding a lock the change would wait for' }),
+  }),
+]);
+
+export const TABLE_LOCKED: Answer = {
+  status: 409,
+  why: 'another session holds a lock the change needs for longer than SCHEMA_LOCK_TIMEOUT_MS; the answer names it (blockers)',
+};
+
+/** dryRun, the lock timeout, and whether blockers' statements are shown (to the admin only). */
+export const changeOptions = async (dryRun: boolean, principal: Principal | undefined) => ({
+  dryRun,
+  lockTimeoutMs: (await getConfig()).SCHEMA_LOCK_TIMEOUT_MS,
+  showQueries: principal?.kind !== 'key',
+});
