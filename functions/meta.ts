@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { routes as constraintRoutes } from '#functions/constraints';
 import { routes as healthRoutes } from '#functions/health';
+import { routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
 import { routes as queryRoutes } from '#functions/query';
@@ -15,6 +17,8 @@ const apiRoutes: AnyRoute[] = [
   ...healthRoutes,
   ...schemaRoutes,
   ...tableRoutes,
+  ...indexRoutes,
+  ...constraintRoutes,
   ...rowRoutes,
   ...queryRoutes,
   ...keyRoutes,

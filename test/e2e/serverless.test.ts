@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { routes as consoleRoutes } from '#functions/console';
+import { routes as constraintRoutes } from '#functions/constraints';
 import { routes as healthRoutes } from '#functions/health';
+import { routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
 import { routes as metaRoutes } from '#functions/meta';
@@ -28,6 +30,8 @@ const byFunction = {
   health: healthRoutes,
   schemas: schemaRoutes,
   tables: tableRoutes,
+  constraints: constraintRoutes,
+  indexes: indexRoutes,
   rows: rowRoutes,
   query: queryRoutes,
   keys: keyRoutes,

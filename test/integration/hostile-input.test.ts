@@ -1,3 +1,5 @@
+import { routes as constraintRoutes, handler as constraints } from '#functions/constraints';
+import { handler as indexes, routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes, handler as keys } from '#functions/keys';
 import { handler as query, routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes, handler as rows } from '#functions/rows';
@@ -86,6 +88,70 @@ function probes(h: string): Probe[] {
     [tables, 'PATCH', '/api/table/victim/column/name', { body: { default: h, comment: h, schema } }],
     [tables, 'DELETE', `/api/table/victim/column/${p}`, { query: { schema, dryRun: 'true' } }],
     [tables, 'GET', '/api/schema', { query: { schema: h } }],
+    [indexes, 'GET', `/api/table/${p}/indexes`, { query: { schema } }],
+    [indexes, 'GET', '/api/table/victim/indexes', { query: { schema: h } }],
+    [indexes, 'GET', `/api/table/${p}/indexes/progress`, { query: { schema } }],
+    [indexes, 'GET', '/api/table/victim/indexes/progress', { query: { schema: h } }],
+    [indexes, 'POST', `/api/table/${p}/indexes`, { body: { columns: ['a'], schema } }],
+    [indexes, 'POST', '/api/table/victim/indexes', { body: { columns: ['a'], schema: h } }],
+    [indexes, 'POST', '/api/table/victim/indexes', { body: { columns: ['a', h], schema } }],
+    [indexes, 'POST', '/api/table/victim/indexes', { body: { columns: ['a'], name: h, schema } }],
+    [indexes, 'DELETE', `/api/table/${p}/indexes/victim_pkey`, { query: { schema } }],
+    [indexes, 'DELETE', `/api/table/victim/indexes/${p}`, { query: { schema } }],
+    [indexes, 'DELETE', '/api/table/victim/indexes/victim_pkey', { query: { schema: h } }],
+    [constraints, 'GET', `/api/table/${p}/constraints`, { query: { schema } }],
+    [constraints, 'GET', '/api/table/victim/constraints', { query: { schema: h } }],
+    [
+      constraints,
+      'POST',
+      `/api/table/${p}/constraints`,
+      { body: { type: 'unique', columns: ['a'], schema } },
+    ],
+    [
+      constraints,
+      'POST',
+      '/api/table/victim/constraints',
+      { body: { type: 'unique', columns: ['a'], schema: h } },
+    ],
+    [
+      constraints,
+      'POST',
+      '/api/table/victim/constraints',
+      { body: { type: 'unique', columns: [h], schema } },
+    ],
+    [
+      constraints,
+      'POST',
+      '/api/table/victim/constraints',
+      { body: { type: 'check', check: 'a IS NOT NULL', name: h, schema } },
+    ],
+    [
+      constraints,
+      'POST',
+      '/api/table/victim/constraints',
+      { body: { type: 'foreign key', columns: ['id'], references: { table: h }, schema } },
+    ],
+    [
+      constraints,
+      'POST',
+      '/api/table/victim/constraints',
+      { body: { type: 'foreign key', columns: ['id'], references: { schema: h, table: 'victim' }, schema } },
+    ],
+    [
+      constraints,
+      'POST',
+      '/api/table/victim/constraints',
+      {
+        body: { type: 'foreign key', columns: ['id'], references: { table: 'victim', columns: [h] }, schema },
+      },
+    ],
+    [constraints, 'DELETE', `/api/table/${p}/constraints/victim_pkey`, { query: { schema } }],
+    [constraints, 'DELETE', `/api/table/victim/constraints/${p}`, { query: { schema, dryRun: 'true' } }],
+    [constraints, 'DELETE', '/api/table/victim/constraints/victim_pkey', { query: { schema: h } }],
+    [constraints, 'PATCH', `/api/table/${p}`, { body: { comment: 'c', schema } }],
+    [constraints, 'PATCH', '/api/table/victim', { body: { rename: h, schema } }],
+    [constraints, 'PATCH', '/api/table/victim', { body: { primaryKey: [h], schema } }],
+    [constraints, 'PATCH', '/api/table/victim', { body: { comment: 'c', schema: h } }],
     [rows, 'POST', `/api/table/${p}/row`, { body: { data: { a: 'v' }, schema } }],
     [rows, 'POST', '/api/table/victim/row', { body: { data: { [h]: 'v' }, schema } }],
     [rows, 'PATCH', `/api/table/${p}/1`, { body: { column: 'a', value: 'v', schema } }],
@@ -142,9 +208,15 @@ const template = (path: string) => path.replace(/\{[^}]+\}/g, '[^/]+');
 describe('hostile identifiers', () => {
   it('reach every endpoint that takes a name', () => {
     const probed = probes('x').map(([, method, path]) => `${method} ${path}`);
-    const routes = [...tableRoutes, ...rowRoutes, ...schemaRoutes, ...queryRoutes, ...keyRoutes].filter(
-      (r) => r.path !== '/api/schemas',
-    );
+    const routes = [
+      ...tableRoutes,
+      ...constraintRoutes,
+      ...indexRoutes,
+      ...rowRoutes,
+      ...schemaRoutes,
+      ...queryRoutes,
+      ...keyRoutes,
+    ].filter((r) => r.path !== '/api/schemas');
 
     for (const route of routes) {
       const pattern = new RegExp(`^${route.method} ${template(route.path)}$`);

@@ -1,6 +1,8 @@
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
+import * as constraints from '#functions/constraints';
 import * as health from '#functions/health';
+import * as indexes from '#functions/indexes';
 import * as keys from '#functions/keys';
 import * as license from '#functions/license';
 import * as meta from '#functions/meta';
@@ -25,7 +27,7 @@ import { freshSchema } from '#test/support/tables';
  */
 
 type Handler = (typeof meta)['handler'];
-const GROUPS = [health, schemas, tables, rows, query, keys, license, meta];
+const GROUPS = [health, schemas, tables, constraints, indexes, rows, query, keys, license, meta];
 const ROUTES: { route: AnyRoute; handler: Handler }[] = GROUPS.flatMap((group) =>
   (group.routes as readonly AnyRoute[]).map((route) => ({ route, handler: group.handler as Handler })),
 );
@@ -397,12 +399,153 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ method: 'DELETE', path: '/api/table/missing/column/name', query: { schema } }),
     },
   ],
+  'GET /api/table/{tableName}/indexes': [
+    {
+      status: 200,
+      why: 'the list',
+      request: () => ({ path: '/api/table/items/indexes', query: { schema } }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({ path: '/api/table/missing/indexes', query: { schema } }),
+    },
+  ],
+  'GET /api/table/{tableName}/indexes/progress': [
+    {
+      status: 200,
+      why: 'the builds running',
+      request: () => ({ path: '/api/table/items/indexes/progress', query: { schema } }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({ path: '/api/table/missing/indexes/progress', query: { schema } }),
+    },
+  ],
+  'POST /api/table/{tableName}/indexes': [
+    {
+      status: 200,
+      why: 'built',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/table/${await scratchTable()}/indexes`,
+        body: { columns: ['name'], schema },
+      }),
+    },
+    {
+      status: 200,
+      why: 'dryRun',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/items/indexes',
+        body: { columns: ['name'], dryRun: true, schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/indexes',
+        body: { columns: ['name'], schema },
+      }),
+    },
+  ],
+  'DELETE /api/table/{tableName}/indexes/{indexName}': [
+    {
+      status: 200,
+      why: 'dropped',
+      request: async () => {
+        const table = await scratchTable();
+        await run(`CREATE INDEX ${table}_name ON ${table} (name)`);
+        return { method: 'DELETE', path: `/api/table/${table}/indexes/${table}_name`, query: { schema } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such index',
+      request: () => ({ method: 'DELETE', path: '/api/table/items/indexes/missing', query: { schema } }),
+    },
+  ],
   'GET /api/schema': [
     { status: 200, why: 'the structure', request: () => ({ path: '/api/schema', query: { schema } }) },
     {
       status: 404,
       why: 'no such schema',
       request: () => ({ path: '/api/schema', query: { schema: NO_SCHEMA } }),
+    },
+  ],
+  'GET /api/table/{tableName}/constraints': [
+    {
+      status: 200,
+      why: 'the list',
+      request: () => ({ path: '/api/table/items/constraints', query: { schema } }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({ path: '/api/table/missing/constraints', query: { schema } }),
+    },
+  ],
+  'POST /api/table/{tableName}/constraints': [
+    {
+      status: 200,
+      why: 'added',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/table/${await scratchTable()}/constraints`,
+        body: { type: 'check', check: 'id > 0', schema },
+      }),
+    },
+    {
+      status: 200,
+      why: 'dryRun',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/items/constraints',
+        body: { type: 'unique', columns: ['name'], dryRun: true, schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/constraints',
+        body: { type: 'check', check: 'true', schema },
+      }),
+    },
+  ],
+  'DELETE /api/table/{tableName}/constraints/{constraintName}': [
+    {
+      status: 200,
+      why: 'dropped',
+      request: async () => {
+        const table = await scratchTable();
+        return { method: 'DELETE', path: `/api/table/${table}/constraints/${table}_pkey`, query: { schema } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such constraint',
+      request: () => ({ method: 'DELETE', path: '/api/table/items/constraints/missing', query: { schema } }),
+    },
+  ],
+  'PATCH /api/table/{tableName}': [
+    {
+      status: 200,
+      why: 'commented',
+      request: async () => ({
+        method: 'PATCH',
+        path: `/api/table/${await scratchTable()}`,
+        body: { comment: 'c', schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({ method: 'PATCH', path: '/api/table/missing', body: { comment: 'c', schema } }),
     },
   ],
   'POST /api/table/{tableName}/row': [
