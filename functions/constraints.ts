@@ -8,19 +8,50 @@ import {
 } from '#lib/admin/constraints';
 import { runChange } from '#lib/admin/schema-change';
 import { planTableChange } from '#lib/admin/table-changes';
+import { ENUM_VALUE_MAX_BYTES, listEnums, planAddEnumValue, planCreateEnum } from '#lib/admin/types';
+import { listViews } from '#lib/admin/views';
 import { schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
-import { type Answer, NO_TABLE, SCHEMA_BUSY, SCHEMA_SESSION } from '#lib/http/answers';
+import { type Answer, NO_SCHEMA, NO_TABLE, SCHEMA_BUSY, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { changeOptions, SchemaChangeAnswer, TABLE_LOCKED } from '#lib/http/schema-changes';
 import { columnName, identifier, inSchema, queryBoolean, schemaRef, tableName } from '#lib/validation';
 
-/** A table's constraints (list, add, drop) and changes to the table itself: rename, comment, primary key. */
+/**
+ * Schema changes beyond columns and indexes, as the schema's role: a table's constraints (list,
+ * add, drop), changes to the table itself (rename, comment, primary key), enum types (list,
+ * create, add a value); and the schema's views with their definitions.
+ */
 
 const TablePath = z.object({ tableName });
 const columnList = z.array(columnName).min(1).max(32);
 const fkAction = z.enum(FK_ACTIONS, { message: `expected one of ${FK_ACTIONS.join(', ')}` });
+
+const NO_TYPE: Answer = { status: 404, why: 'the schema has no enum type of that name' };
+const enumValue = z
+  .string()
+  .min(1, 'an enum value is not empty')
+  .max(ENUM_VALUE_MAX_BYTES)
+  .meta({ description: `a label, any text of 1 to ${ENUM_VALUE_MAX_BYTES} bytes` });
+
+const EnumType = z.object({
+  name: z.string(),
+  values: z.array(z.string()).meta({ description: 'in their sort order' }),
+  comment: z.string().nullable(),
+});
+
+const View = z.object({
+  name: z.string(),
+  materialized: z.boolean(),
+  populated: z.boolean().meta({ description: 'false: a materialized view not yet refreshed' }),
+  columns: z.array(z.object({ name: z.string(), type: z.string() })),
+  comment: z.string().nullable(),
+  definition: z.string().nullable().meta({
+    description:
+      'the SELECT as pg_get_viewdef prints it; null while another session holds a table the view reads in ACCESS EXCLUSIVE',
+  }),
+});
 
 const NO_CONSTRAINT: Answer = { status: 404, why: 'the table, or the constraint on it, does not exist' };
 
@@ -148,6 +179,77 @@ export const routes = [
         await changeOptions(dryRun, principal),
       );
     },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/types',
+    summary: 'The schema’s enum types with their values in order',
+    access: 'read',
+    query: z.strictObject({ schema: inSchema }),
+    response: z.object({ schema: z.string(), types: z.array(EnumType) }),
+    errors: [NO_SCHEMA],
+    handler: async ({ query }) => listEnums(await getDatabase(), query.schema),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/types',
+    summary: 'Create an enum type, as the schema’s role; dryRun shows the SQL',
+    access: 'write',
+    body: z.strictObject({
+      schema: inSchema,
+      dryRun: z.boolean().default(false),
+      name: identifier('type name'),
+      values: z.array(enumValue).min(1, 'values must list at least 1 value').max(1000),
+    }),
+    response: SchemaChangeAnswer,
+    errors: [...SCHEMA_SESSION],
+    handler: async ({ body, principal, signal }) =>
+      runChange(
+        await schemaAccess(principal, body.schema, signal),
+        await planCreateEnum(await getDatabase(), body),
+        await changeOptions(body.dryRun, principal),
+      ),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/types/{typeName}/values',
+    summary:
+      'Add a value to an enum type (last, or before or after a value), as the schema’s role; locks no table',
+    access: 'write',
+    params: z.object({ typeName: identifier('type name') }),
+    body: z.strictObject({
+      schema: inSchema,
+      dryRun: z.boolean().default(false),
+      value: enumValue,
+      before: enumValue.optional().meta({ description: 'an existing value the new one sorts before' }),
+      after: enumValue.optional().meta({ description: 'an existing value the new one sorts after' }),
+    }),
+    response: SchemaChangeAnswer,
+    errors: [...SCHEMA_SESSION, NO_TYPE],
+    handler: async ({ params, body, principal, signal }) =>
+      runChange(
+        await schemaAccess(principal, body.schema, signal),
+        await planAddEnumValue(await getDatabase(), { ...body, type: params.typeName }),
+        await changeOptions(body.dryRun, principal),
+      ),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/views',
+    summary: 'The schema’s views and materialized views with their definitions',
+    access: 'read',
+    query: z.strictObject({ schema: inSchema }),
+    response: z.object({
+      schema: z.string(),
+      definitionsRead: z.boolean().meta({
+        description:
+          'false: another session holds a table the views read locked, and definitions are null rather than waited for',
+      }),
+      views: z.array(View),
+    }),
+    errors: [...SCHEMA_SESSION, SCHEMA_BUSY],
+    handler: async ({ query, principal, signal }) =>
+      listViews(await schemaAccess(principal, query.schema, signal)),
   }),
 ];
 

@@ -80,6 +80,7 @@ const StructureEntry = z.object({
       nullable: z.boolean(),
       defaultValue: z.string().nullable(),
       primaryKey: z.boolean(),
+      comment: z.string().nullable(),
     }),
   ),
   foreignKeys: z.array(
@@ -88,8 +89,39 @@ const StructureEntry = z.object({
       referencedTable: z.string(),
       referencedColumn: z.string(),
       constraintName: z.string(),
+      referencedSchema: z.string().meta({ description: 'the referenced table’s schema' }),
     }),
   ),
+  indexes: z.array(
+    z.object({
+      name: z.string(),
+      columns: z
+        .array(z.string().nullable())
+        .meta({ description: 'the key columns in order; null for an expression' }),
+      unique: z.boolean(),
+      primary: z.boolean(),
+      method: z.string(),
+      valid: z
+        .boolean()
+        .meta({ description: 'false: a concurrent build failed or runs; queries do not use it' }),
+      sizeBytes: z
+        .number()
+        .meta({ description: 'from the catalog (relpages), as of the last VACUUM or ANALYZE' }),
+    }),
+  ),
+  constraints: z
+    .array(z.object({ name: z.string(), type: z.enum(['unique', 'check']), columns: z.array(z.string()) }))
+    .meta({
+      description:
+        'unique and check constraints by name and columns (the primary key is in columns, foreign keys in foreignKeys); a check’s expression is not read here, as PostgreSQL opens the table to print it: GET /api/table/{tableName}/constraints prints it',
+    }),
+  comment: z.string().nullable(),
+  sizeBytes: z
+    .number()
+    .meta({ description: 'the table’s heap from the catalog (relpages), as of the last VACUUM or ANALYZE' }),
+  estimatedRows: z.number().nullable().meta({
+    description: 'PostgreSQL’s estimate (reltuples); null before the table is first vacuumed or analyzed',
+  }),
 });
 
 /** A read about a table whose rows the route then reads as the schema's role: a tenant schema only (400). */
@@ -286,7 +318,8 @@ export const routes = [
   defineRoute({
     method: 'GET',
     path: '/api/schema',
-    summary: 'Structure of a schema: tables, columns, foreign keys',
+    summary:
+      'Structure of a schema: tables, columns, foreign keys, indexes, unique and check constraints, comments, sizes and row estimates',
     access: 'read',
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ schema: z.array(StructureEntry) }),

@@ -1,11 +1,12 @@
 import type pg from 'pg';
+import { printedInSchemaSession } from '#lib/admin/deparse';
 import { explainDuplicates, explainFailingCheck } from '#lib/admin/failing-rows';
 import type { Change, TableLock } from '#lib/admin/schema-change';
 import { qualified } from '#lib/admin/tables';
 import { tableInfo } from '#lib/db/catalog';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
-import { isPgError, schemaBusy } from '#lib/db/pg-errors';
+import { schemaBusy } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { roleName } from '#lib/db/schema-roles';
 import { BadRequest, Forbidden, NotFound } from '#lib/errors';
@@ -78,28 +79,17 @@ export interface ConstraintInfo {
  * deparse them), waiting at most 50 ms for the table: while another session holds it in ACCESS
  * EXCLUSIVE (a schema change, LOCK TABLE), they are left out rather than waited for.
  */
-function expressionDefinitions(access: SchemaAccess, schema: string, table: string) {
-  return access.run(async (client) => {
-    // An anon key's work runs in its read-only transaction, already open.
-    const own = !access.readOnly;
-    try {
-      await client.query(`${own ? 'BEGIN; ' : ''}SET LOCAL lock_timeout = '50ms'`);
-      const { rows } = await client.query<{ name: string; definition: string }>(
-        `SELECT con.conname::text AS name, pg_catalog.pg_get_constraintdef(con.oid) AS definition
-           FROM pg_catalog.pg_constraint con
-           JOIN pg_catalog.pg_class c ON c.oid = con.conrelid
-           JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-          WHERE n.nspname = $1 AND c.relname = $2 AND con.contype IN ('c', 'x')`,
-        [schema, table],
-      );
-      if (own) await client.query('COMMIT');
-      return new Map(rows.map((r) => [r.name, r.definition]));
-    } catch (error) {
-      if (own) await client.query('ROLLBACK').catch(() => undefined);
-      if (isPgError(error) && error.code === '55P03') return new Map<string, string>();
-      throw error;
-    }
-  });
+async function expressionDefinitions(access: SchemaAccess, schema: string, table: string) {
+  const printed = await printedInSchemaSession(
+    access,
+    `SELECT con.conname::text AS name, pg_catalog.pg_get_constraintdef(con.oid) AS definition
+       FROM pg_catalog.pg_constraint con
+       JOIN pg_catalog.pg_class c ON c.oid = con.conrelid
+       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relname = $2 AND con.contype IN ('c', 'x')`,
+    [schema, table],
+  );
+  return printed ?? new Map<string, string>();
 }
 
 /** Every constraint of the table, by name: the catalog read first, then any expressions. */

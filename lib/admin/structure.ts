@@ -5,7 +5,8 @@ import { withTransaction } from '#lib/db/pool';
 import { JsonText } from '#lib/json-text';
 
 /**
- * Every table of a schema with its columns and foreign keys, in one catalog query. Types are
+ * Every table of a schema with its columns, foreign keys, indexes, unique and check constraints,
+ * comments, size and row estimate, in one catalog query. Types are
  * PostgreSQL's own names in lower-case words (`character varying`, `timestamp without time zone`).
  *
  * It must not wait on a lock a tenant holds on its tables: that would keep one of the service's
@@ -14,10 +15,18 @@ import { JsonText } from '#lib/json-text';
  * generated column has no default, as information_schema.columns has it (its expression names
  * columns, which only the locking deparse prints). Printing a default's constant of a row type
  * still loads that table's layout, under a lock: describeSchema bounds the wait.
+ *
+ * The rest reads catalog rows alone, which takes no lock: indexes (key columns from pg_attribute,
+ * null for an expression; sizes from relpages, where pg_relation_size would lock the index; no
+ * pg_get_indexdef, which opens the table), unique and check constraints by name and columns (a
+ * check's expression prints only with the table open: GET .../constraints prints it in the
+ * schema's session), comments (pg_description), size and row estimate (relpages, reltuples: -1,
+ * answered null, until the table is first vacuumed or analyzed), and each foreign key's
+ * referenced schema.
  */
 const STRUCTURE = `
   WITH tables AS (
-    SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    SELECT c.oid, c.relname, c.relpages, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
   ),
   primary_keys AS (
@@ -31,25 +40,60 @@ const STRUCTURE = `
                                       THEN a.atttypmod - 4 END,
                     'nullable', NOT a.attnotnull,
                     'defaultValue', CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, 0) END,
-                    'primaryKey', coalesce(a.attnum = ANY(pk.indkey), false)
+                    'primaryKey', coalesce(a.attnum = ANY(pk.indkey), false),
+                    'comment', cd.description
                   ) ORDER BY a.attnum), '[]')
             FROM pg_attribute a
             LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
             LEFT JOIN primary_keys pk ON pk.indrelid = a.attrelid
+            LEFT JOIN pg_description cd ON cd.objoid = a.attrelid AND cd.classoid = 'pg_class'::regclass
+                                       AND cd.objsubid = a.attnum
            WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
          (SELECT coalesce(json_agg(json_build_object(
                     'column', a.attname,
                     'referencedTable', rc.relname,
                     'referencedColumn', ra.attname,
-                    'constraintName', con.conname
+                    'constraintName', con.conname,
+                    'referencedSchema', rn.nspname
                   ) ORDER BY con.conname, k.ord), '[]')
             FROM pg_constraint con
             CROSS JOIN LATERAL unnest(con.conkey, con.confkey) WITH ORDINALITY AS k(attnum, refattnum, ord)
             JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
             JOIN pg_class rc ON rc.oid = con.confrelid
+            JOIN pg_namespace rn ON rn.oid = rc.relnamespace
             JOIN pg_attribute ra ON ra.attrelid = con.confrelid AND ra.attnum = k.refattnum
-           WHERE con.conrelid = t.oid AND con.contype = 'f') AS "foreignKeys"
-    FROM tables t`;
+           WHERE con.conrelid = t.oid AND con.contype = 'f') AS "foreignKeys",
+         (SELECT coalesce(json_agg(json_build_object(
+                    'name', ic.relname,
+                    'columns', (SELECT coalesce(json_agg(a.attname ORDER BY k.ord), '[]')
+                                  FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+                                  LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+                                                          AND k.attnum > 0
+                                 WHERE k.ord <= i.indnkeyatts),
+                    'unique', i.indisunique,
+                    'primary', i.indisprimary,
+                    'method', am.amname,
+                    'valid', i.indisvalid,
+                    'sizeBytes', ic.relpages::int8 * current_setting('block_size')::int8
+                  ) ORDER BY ic.relname), '[]')
+            FROM pg_index i
+            JOIN pg_class ic ON ic.oid = i.indexrelid
+            JOIN pg_am am ON am.oid = ic.relam
+           WHERE i.indrelid = t.oid) AS indexes,
+         (SELECT coalesce(json_agg(json_build_object(
+                    'name', con.conname,
+                    'type', CASE con.contype WHEN 'u' THEN 'unique' ELSE 'check' END,
+                    'columns', (SELECT coalesce(json_agg(a.attname ORDER BY k.ord), '[]')
+                                  FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
+                                  JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum)
+                  ) ORDER BY con.conname), '[]')
+            FROM pg_constraint con
+           WHERE con.conrelid = t.oid AND con.contype IN ('u', 'c')) AS constraints,
+         td.description AS comment,
+         t.relpages::int8 * current_setting('block_size')::int8 AS "sizeBytes",
+         CASE WHEN t.reltuples >= 0 THEN t.reltuples::int8 END AS "estimatedRows"
+    FROM tables t
+    LEFT JOIN pg_description td ON td.objoid = t.oid AND td.classoid = 'pg_class'::regclass AND td.objsubid = 0`;
 
 /**
  * One round trip: whether the schema exists, and its entries in table order as JSON text, which
@@ -61,7 +105,8 @@ const SCHEMA_STRUCTURE = `
          (SELECT coalesce(json_agg(e ORDER BY e."table"), '[]')::text FROM (${STRUCTURE}) e) AS entries`;
 
 /**
- * `{schema: [{table, columns, foreignKeys}]}`, the shape functions/tables declares. In a
+ * `{schema: [{table, columns, foreignKeys, indexes, constraints, comment, sizeBytes, estimatedRows}]}`,
+ * the shape functions/tables declares. In a
  * transaction whose lock waits end after 50 ms (see STRUCTURE), then a 409: long enough for a
  * tenant's quick schema change to commit, short enough that a lock held on purpose costs the
  * service's pool no more than any request does.

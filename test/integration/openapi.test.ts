@@ -548,6 +548,78 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ method: 'PATCH', path: '/api/table/missing', body: { comment: 'c', schema } }),
     },
   ],
+  'GET /api/types': [
+    { status: 200, why: 'the list', request: () => ({ path: '/api/types', query: { schema } }) },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ path: '/api/types', query: { schema: NO_SCHEMA } }),
+    },
+  ],
+  'POST /api/types': [
+    {
+      status: 200,
+      why: 'created',
+      request: () => ({
+        method: 'POST',
+        path: '/api/types',
+        body: { name: uniqueName('e'), values: ['a'], schema },
+      }),
+    },
+    {
+      status: 200,
+      why: 'dryRun',
+      request: () => ({
+        method: 'POST',
+        path: '/api/types',
+        body: { name: uniqueName('e'), values: ['a'], dryRun: true, schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({
+        method: 'POST',
+        path: '/api/types',
+        body: { name: 'e', values: ['a'], schema: NO_SCHEMA },
+      }),
+    },
+  ],
+  'POST /api/types/{typeName}/values': [
+    {
+      status: 200,
+      why: 'added',
+      request: async () => {
+        const name = uniqueName('e');
+        await run(`CREATE TYPE ${name} AS ENUM ('a')`);
+        return {
+          method: 'POST',
+          path: `/api/types/${name}/values`,
+          body: { value: 'b', before: 'a', schema },
+        };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such type',
+      request: () => ({ method: 'POST', path: '/api/types/missing/values', body: { value: 'b', schema } }),
+    },
+  ],
+  'GET /api/views': [
+    {
+      status: 200,
+      why: 'the list',
+      request: async () => {
+        await run(`CREATE VIEW ${uniqueName('v')} AS SELECT id FROM items`);
+        return { path: '/api/views', query: { schema } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ path: '/api/views', query: { schema: NO_SCHEMA } }),
+    },
+  ],
   'POST /api/table/{tableName}/row': [
     {
       status: 201,

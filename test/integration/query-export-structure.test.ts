@@ -3,6 +3,7 @@ import { handler as tables } from '#functions/tables';
 import { runQuery } from '#lib/admin/query';
 import { adminAccess, schemaAccess } from '#lib/db/executor';
 import { closePool } from '#lib/db/pool';
+import { asTenant, loginAs } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { freshSchema } from '#test/support/tables';
@@ -399,7 +400,15 @@ describe('GET /api/schema', () => {
     const books = reply.body.schema.find((e: { table: string }) => e.table === 'books');
     expect(reply.body.schema.map((e: { table: string }) => e.table)).toEqual(['authors', 'books', 'empty']);
     expect(books.columns).toEqual([
-      { name: 'id', type: 'bigint', maxLength: null, nullable: false, defaultValue: null, primaryKey: true },
+      {
+        name: 'id',
+        type: 'bigint',
+        maxLength: null,
+        nullable: false,
+        defaultValue: null,
+        primaryKey: true,
+        comment: null,
+      },
       {
         name: 'title',
         type: 'text',
@@ -407,6 +416,7 @@ describe('GET /api/schema', () => {
         nullable: false,
         defaultValue: "'untitled'::text",
         primaryKey: false,
+        comment: null,
       },
       {
         name: 'author_id',
@@ -415,6 +425,7 @@ describe('GET /api/schema', () => {
         nullable: true,
         defaultValue: null,
         primaryKey: false,
+        comment: null,
       },
       {
         name: 'published',
@@ -423,6 +434,7 @@ describe('GET /api/schema', () => {
         nullable: true,
         defaultValue: null,
         primaryKey: false,
+        comment: null,
       },
       {
         name: 'price',
@@ -431,8 +443,17 @@ describe('GET /api/schema', () => {
         nullable: true,
         defaultValue: null,
         primaryKey: false,
+        comment: null,
       },
-      { name: 'data', type: 'bytea', maxLength: null, nullable: true, defaultValue: null, primaryKey: false },
+      {
+        name: 'data',
+        type: 'bytea',
+        maxLength: null,
+        nullable: true,
+        defaultValue: null,
+        primaryKey: false,
+        comment: null,
+      },
     ]);
     expect(books.foreignKeys).toEqual([
       {
@@ -440,6 +461,7 @@ describe('GET /api/schema', () => {
         referencedTable: 'authors',
         referencedColumn: 'id',
         constraintName: 'books_author_fk',
+        referencedSchema: schema,
       },
     ]);
     const authors = reply.body.schema.find((e: { table: string }) => e.table === 'authors');
@@ -462,6 +484,141 @@ describe('GET /api/schema', () => {
       null,
       'now()',
     ]);
+  });
+
+  it('adds indexes, unique and check constraints, comments, size and row estimate to each table', async () => {
+    const rich = await freshSchema('rich');
+    await withAdminClient((c) =>
+      c.query(`
+        CREATE TABLE "${rich}".things (
+          id int PRIMARY KEY, code text CONSTRAINT things_code_key UNIQUE,
+          qty int CONSTRAINT things_qty_positive CHECK (qty > 0), label text);
+        CREATE INDEX things_lower ON "${rich}".things USING btree (lower(label), qty);
+        CREATE INDEX things_code_hash ON "${rich}".things USING hash (code);
+        COMMENT ON TABLE "${rich}".things IS 'what we have';
+        COMMENT ON COLUMN "${rich}".things.qty IS 'how many';
+        INSERT INTO "${rich}".things SELECT n, 'c' || n, n, 'x' FROM generate_series(1, 50) AS n;
+        ANALYZE "${rich}".things;
+        CREATE TABLE "${rich}".never (id int);`),
+    );
+
+    const reply = await call(tables, { path: '/api/schema', query: { schema: rich } });
+
+    expect(reply.status).toBe(200);
+    const [never, things] = reply.body.schema;
+    expect(things.comment).toBe('what we have');
+    expect(things.columns.map((c: { comment: string | null }) => c.comment)).toEqual([
+      null,
+      null,
+      'how many',
+      null,
+    ]);
+    expect(things.estimatedRows).toBe(50);
+    expect(things.sizeBytes).toBeGreaterThan(0);
+    expect(things.indexes).toEqual([
+      {
+        name: 'things_code_hash',
+        columns: ['code'],
+        unique: false,
+        primary: false,
+        method: 'hash',
+        valid: true,
+        sizeBytes: expect.any(Number),
+      },
+      {
+        name: 'things_code_key',
+        columns: ['code'],
+        unique: true,
+        primary: false,
+        method: 'btree',
+        valid: true,
+        sizeBytes: expect.any(Number),
+      },
+      {
+        name: 'things_lower',
+        columns: [null, 'qty'],
+        unique: false,
+        primary: false,
+        method: 'btree',
+        valid: true,
+        sizeBytes: expect.any(Number),
+      },
+      {
+        name: 'things_pkey',
+        columns: ['id'],
+        unique: true,
+        primary: true,
+        method: 'btree',
+        valid: true,
+        sizeBytes: expect.any(Number),
+      },
+    ]);
+    expect(things.constraints).toEqual([
+      { name: 'things_code_key', type: 'unique', columns: ['code'] },
+      { name: 'things_qty_positive', type: 'check', columns: ['qty'] },
+    ]);
+    expect(never).toMatchObject({
+      table: 'never',
+      comment: null,
+      sizeBytes: 0,
+      estimatedRows: null,
+      indexes: [],
+      constraints: [],
+    });
+  });
+
+  it('names the referenced schema of a foreign key to another schema’s table', async () => {
+    const target = await freshSchema('fktarget');
+    const source = await freshSchema('fksource');
+    await withAdminClient((c) =>
+      c.query(`
+        CREATE TABLE "${target}".owners (id int PRIMARY KEY);
+        CREATE TABLE "${source}".pets (
+          id int PRIMARY KEY, owner_id int CONSTRAINT pets_owner_fk REFERENCES "${target}".owners (id));`),
+    );
+
+    const reply = await call(tables, { path: '/api/schema', query: { schema: source } });
+
+    expect(reply.body.schema[0].foreignKeys).toEqual([
+      {
+        column: 'owner_id',
+        referencedTable: 'owners',
+        referencedColumn: 'id',
+        constraintName: 'pets_owner_fk',
+        referencedSchema: target,
+      },
+    ]);
+  });
+
+  it('answers promptly, with every new field, while a tenant holds a table in ACCESS EXCLUSIVE', async () => {
+    const locked = await freshSchema('lockedstruct');
+    await asTenant(
+      locked,
+      `CREATE TABLE "${locked}".held (id int PRIMARY KEY, n int CHECK (n > 0));
+       CREATE INDEX held_expr ON "${locked}".held ((n + 1));
+       COMMENT ON TABLE "${locked}".held IS 'held';`,
+    );
+    const holder = loginAs(`${locked}_user`, 'schema-pass-1');
+    await holder.connect();
+    await holder.query(`BEGIN; LOCK TABLE "${locked}".held IN ACCESS EXCLUSIVE MODE`);
+    try {
+      const started = Date.now();
+      const reply = await call(tables, { path: '/api/schema', query: { schema: locked } });
+
+      expect(reply.status).toBe(200);
+      expect(Date.now() - started).toBeLessThan(2000);
+      expect(reply.body.schema[0]).toMatchObject({
+        table: 'held',
+        comment: 'held',
+        indexes: [
+          expect.objectContaining({ name: 'held_expr', columns: [null] }),
+          expect.objectContaining({ name: 'held_pkey' }),
+        ],
+        constraints: [{ name: 'held_n_check', type: 'check', columns: ['n'] }],
+      });
+    } finally {
+      await holder.end();
+    }
   });
 
   it('answers 404 for a schema that does not exist and 400 for an invalid name', async () => {
