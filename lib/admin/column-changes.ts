@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
+import { explainNulls, explainUnconvertible } from '#lib/admin/failing-rows';
 import type { Change, TableLock } from '#lib/admin/schema-change';
 import { qualified } from '#lib/admin/tables';
 import { type TableInfo, tableInfo } from '#lib/db/catalog';
@@ -31,9 +31,6 @@ export interface ColumnChangeInput {
   /** A comment, or null to remove it. */
   comment?: string | null | undefined;
 }
-
-/** Rows a failing change names: at most this many of their keys. */
-const SHOWN_KEYS = 5;
 
 const column = (info: TableInfo, name: string) => {
   const found = info.columns.find((c) => c.name === name);
@@ -116,8 +113,12 @@ export async function planColumnChange(catalog: pg.Pool, input: ColumnChangeInpu
     locks,
     rewrites,
     scans,
-    explain: (client, error) =>
-      failingRows(client, info, target.name, { newType, using: input.using, error }),
+    // NULLs for NOT NULL (23502), else values the new type refuses; either explainer leaves any
+    // other error as it is.
+    explain: async (client, error) =>
+      newType === undefined || (isPgError(error) && error.code === '23502')
+        ? explainNulls(client, info, [target.name], error)
+        : explainUnconvertible(client, info, { column: target.name, newType, using: input.using }, error),
   };
 }
 
@@ -136,82 +137,4 @@ export async function planDropColumn(
     rewrites: false,
     scans: false,
   };
-}
-
-/**
- * A type change or NOT NULL that some rows fail: how many, and the first few keys, counted in the
- * schema's session after the change rolled back. Each row's new value is computed as the change
- * would (the USING expression, else the column cast) in a temporary function that catches its
- * error: PostgreSQL 15 has no pg_input_is_valid, and USING may be any expression.
- */
-async function failingRows(
-  client: pg.ClientBase,
-  info: TableInfo,
-  columnName: string,
-  { newType, using, error }: { newType: string | undefined; using: string | undefined; error: unknown },
-): Promise<unknown> {
-  if (!isPgError(error)) return error;
-  if (error.code === '42804' && newType !== undefined) return needsUsing(error, columnName, newType);
-  const notNull = error.code === '23502';
-  const badValue = (error.code.startsWith('22') || error.code.startsWith('23')) && newType !== undefined;
-  if (!notNull && !badValue) return error;
-  try {
-    await client.query('BEGIN');
-    const found = await countFailing(client, info, columnName, notNull ? undefined : { newType, using });
-    if (found.n === 0) return error;
-    const what = notNull ? `hold NULL in "${columnName}"` : `cannot be made ${newType} in "${columnName}"`;
-    return new BadRequest(
-      notNull ? 'Rows are NULL' : 'Rows do not fit the type',
-      `${rowsNamed(info, found)} ${what}; nothing was changed: ${error.message}`,
-      error,
-    );
-  } catch {
-    return error;
-  } finally {
-    await client.query('ROLLBACK').catch(() => undefined);
-  }
-}
-
-/** `2 rows of "t" (id "2", "4")`: how many, and the first few keys. */
-function rowsNamed(info: TableInfo, { n, keys }: { n: number; keys: string[] }): string {
-  const shown = keys.map((k) => JSON.stringify(k)).join(', ');
-  const more = n > SHOWN_KEYS ? ', ...' : '';
-  return `${n} row${n === 1 ? '' : 's'} of "${info.table}" (${info.primaryKey[0] ?? 'ctid'} ${shown}${more})`;
-}
-
-/** No cast PostgreSQL applies by itself: the caller says how to compute the new value. */
-const needsUsing = (error: Error, columnName: string, newType: string) =>
-  new BadRequest(
-    'Type needs a conversion',
-    `${error.message}: send "using" with the expression that computes the new value, such as ${JSON.stringify(`${quoteCatalogName(columnName)}::${newType}`)}`,
-    error,
-  );
-
-/** Rows whose value is NULL, or (with a type) whose new value cannot be computed. */
-async function countFailing(
-  client: pg.ClientBase,
-  info: TableInfo,
-  columnName: string,
-  conversion: { newType: string | undefined; using: string | undefined } | undefined,
-) {
-  const c = quoteCatalogName(columnName);
-  const from = qualified(info.schema, info.table);
-  const key = info.primaryKey[0] ? quoteCatalogName(info.primaryKey[0]) : 'ctid';
-  let fails = `r.${c} IS NULL`;
-  if (conversion?.newType !== undefined) {
-    const expression = conversion.using ?? c;
-    const tag = `$dbadmin_${randomBytes(6).toString('hex')}$`;
-    await client.query({
-      text: `CREATE FUNCTION pg_temp.dbadmin_fits(t ${from}) RETURNS boolean LANGUAGE plpgsql AS ${tag}
-        BEGIN PERFORM (SELECT (${expression})::${conversion.newType} FROM (SELECT (t).*) AS x); RETURN true;
-        EXCEPTION WHEN others THEN RETURN false; END ${tag}`,
-      queryMode: 'extended',
-    } as pg.QueryConfig);
-    fails = `NOT pg_temp.dbadmin_fits(r.*)`;
-  }
-  const { rows } = await client.query<{ n: string; keys: string[] | null }>(
-    `SELECT pg_catalog.count(*) AS n, (pg_catalog.array_agg(r.${key}::pg_catalog.text ORDER BY r.${key}))[1:${SHOWN_KEYS}] AS keys
-       FROM ${from} AS r WHERE ${fails}`,
-  );
-  return { n: Number(rows[0]?.n ?? 0), keys: rows[0]?.keys ?? [] };
 }

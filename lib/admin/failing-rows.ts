@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { qualified } from '#lib/admin/tables';
 import type { TableInfo } from '#lib/db/catalog';
@@ -6,7 +7,7 @@ import { isPgError } from '#lib/db/pg-errors';
 import { BadRequest } from '#lib/errors';
 
 /**
- * A constraint that some rows fail, explained as column-changes explains a type they do not fit:
+ * A change that some rows fail (a type they do not fit, a NOT NULL, a unique or check constraint):
  * how many rows, and the first few keys (or, for uniqueness, the values held more than once),
  * counted in the schema's session after the change rolled back, so the caller's expression runs
  * with the schema's rights only. Any other error, or a count that finds nothing, is left as it is.
@@ -49,12 +50,13 @@ async function counted(
   }
 }
 
+/** The rows of the table (as `r`) where `where` holds: how many, and the first keys. */
 async function failing(client: pg.ClientBase, info: TableInfo, where: string): Promise<Found> {
   const key = info.primaryKey[0] ? quoteCatalogName(info.primaryKey[0]) : 'ctid';
   const { rows } = await client.query<{ n: string; shown: string[] | null }>({
     text: `SELECT pg_catalog.count(*) AS n,
-                  (pg_catalog.array_agg(${key}::pg_catalog.text ORDER BY ${key}))[1:${SHOWN}] AS shown
-             FROM ${qualified(info.schema, info.table)} WHERE ${where}`,
+                  (pg_catalog.array_agg(r.${key}::pg_catalog.text ORDER BY r.${key}))[1:${SHOWN}] AS shown
+             FROM ${qualified(info.schema, info.table)} AS r WHERE ${where}`,
     queryMode: 'extended',
   } as pg.QueryConfig);
   return { n: Number(rows[0]?.n ?? 0), shown: rows[0]?.shown ?? [] };
@@ -117,12 +119,13 @@ export function explainFailingCheck(
   );
 }
 
-/** A primary key over NULLs: the rows that hold NULL in one of its columns. */
+/** A NOT NULL or a primary key over NULLs: the rows that hold NULL in one of its columns. */
 export function explainNulls(
   client: pg.ClientBase,
   info: TableInfo,
   columns: string[],
   error: unknown,
+  because = '',
 ): Promise<unknown> {
   if (!isPgError(error) || error.code !== '23502') return Promise.resolve(error);
   return counted(
@@ -133,13 +136,61 @@ export function explainNulls(
         client,
         info,
         names(columns)
-          .map((c) => `${c} IS NULL`)
+          .map((c) => `r.${c} IS NULL`)
           .join(' OR '),
       ),
     (found) =>
       new BadRequest(
         'Rows are NULL',
-        `${rowsNamed(info, found)} hold NULL in (${columns.join(', ')}), which a primary key cannot; nothing was changed`,
+        `${rowsNamed(info, found)} hold NULL in (${columns.join(', ')})${because}; nothing was changed`,
+        error,
+      ),
+  );
+}
+
+/**
+ * A type change some rows do not fit: each row's new value is computed as the change would (the
+ * USING expression, else the column's cast) in a temporary function that catches its error, since
+ * PostgreSQL 15 has no pg_input_is_valid and USING may be any expression. A type PostgreSQL does
+ * not convert by itself asks for USING.
+ */
+export function explainUnconvertible(
+  client: pg.ClientBase,
+  info: TableInfo,
+  change: { column: string; newType: string; using: string | undefined },
+  error: unknown,
+): Promise<unknown> {
+  if (!isPgError(error)) return Promise.resolve(error);
+  const column = quoteCatalogName(change.column);
+  if (error.code === '42804') {
+    const example = JSON.stringify(`${column}::${change.newType}`);
+    return Promise.resolve(
+      new BadRequest(
+        'Type needs a conversion',
+        `${error.message}: send "using" with the expression that computes the new value, such as ${example}`,
+        error,
+      ),
+    );
+  }
+  if (!error.code.startsWith('22') && !error.code.startsWith('23')) return Promise.resolve(error);
+  const tag = `$dbadmin_${randomBytes(6).toString('hex')}$`;
+  return counted(
+    client,
+    error,
+    async () => {
+      await client.query({
+        text: `CREATE FUNCTION pg_temp.dbadmin_fits(t ${qualified(info.schema, info.table)}) RETURNS boolean
+                 LANGUAGE plpgsql AS ${tag}
+                 BEGIN PERFORM (SELECT (${change.using ?? column})::${change.newType} FROM (SELECT (t).*) AS x);
+                 RETURN true; EXCEPTION WHEN others THEN RETURN false; END ${tag}`,
+        queryMode: 'extended',
+      } as pg.QueryConfig);
+      return failing(client, info, 'NOT pg_temp.dbadmin_fits(r.*)');
+    },
+    (found) =>
+      new BadRequest(
+        'Rows do not fit the type',
+        `${rowsNamed(info, found)} cannot be made ${change.newType} in (${change.column}); nothing was changed`,
         error,
       ),
   );

@@ -93,6 +93,11 @@ export async function planTableChange(catalog: pg.Pool, input: TableChangeInput)
     // A new primary key reads every row: NOT NULL on its columns, and its unique index.
     scans: key.length > 0,
     explain: async (client, error) =>
-      explainDuplicates(client, info, key, await explainNulls(client, info, key, error)),
+      explainDuplicates(
+        client,
+        info,
+        key,
+        await explainNulls(client, info, key, error, ', which a primary key cannot'),
+      ),
   };
 }
