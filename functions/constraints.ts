@@ -6,7 +6,6 @@ import {
   planAddConstraint,
   planDropConstraint,
 } from '#lib/admin/constraints';
-import { runChange } from '#lib/admin/schema-change';
 import { planTableChange } from '#lib/admin/table-changes';
 import { ENUM_VALUE_MAX_BYTES, listEnums, planAddEnumValue, planCreateEnum } from '#lib/admin/types';
 import { listViews } from '#lib/admin/views';
@@ -15,7 +14,7 @@ import { getDatabase } from '#lib/db/pool';
 import { type Answer, NO_SCHEMA, NO_TABLE, SCHEMA_BUSY, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
-import { changeOptions, SchemaChangeAnswer, TABLE_LOCKED } from '#lib/http/schema-changes';
+import { SchemaChangeAnswer, schemaChange, TABLE_LOCKED } from '#lib/http/schema-changes';
 import { columnName, identifier, inSchema, queryBoolean, schemaRef, tableName } from '#lib/validation';
 
 /**
@@ -120,10 +119,8 @@ export const routes = [
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
     handler: async ({ params, body, principal, signal }) => {
       const { dryRun, ...input } = body;
-      return runChange(
-        await schemaAccess(principal, body.schema, signal),
-        await planAddConstraint(await getDatabase(), { ...input, table: params.tableName }),
-        await changeOptions(dryRun, principal),
+      return schemaChange({ principal, signal, schema: body.schema, dryRun }, (catalog) =>
+        planAddConstraint(catalog, { ...input, table: params.tableName }),
       );
     },
   }),
@@ -142,15 +139,13 @@ export const routes = [
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_CONSTRAINT, TABLE_LOCKED],
     handler: async ({ params, query, principal, signal }) =>
-      runChange(
-        await schemaAccess(principal, query.schema, signal),
-        await planDropConstraint(await getDatabase(), {
+      schemaChange({ principal, signal, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
+        planDropConstraint(catalog, {
           schema: query.schema,
           table: params.tableName,
           constraint: params.constraintName,
           cascade: query.cascade,
         }),
-        await changeOptions(query.dryRun, principal),
       ),
   }),
   defineRoute({
@@ -173,10 +168,8 @@ export const routes = [
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
     handler: async ({ params, body, principal, signal }) => {
       const { dryRun, ...input } = body;
-      return runChange(
-        await schemaAccess(principal, body.schema, signal),
-        await planTableChange(await getDatabase(), { ...input, table: params.tableName }),
-        await changeOptions(dryRun, principal),
+      return schemaChange({ principal, signal, schema: body.schema, dryRun }, (catalog) =>
+        planTableChange(catalog, { ...input, table: params.tableName }),
       );
     },
   }),
@@ -204,10 +197,8 @@ export const routes = [
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION],
     handler: async ({ body, principal, signal }) =>
-      runChange(
-        await schemaAccess(principal, body.schema, signal),
-        await planCreateEnum(await getDatabase(), body),
-        await changeOptions(body.dryRun, principal),
+      schemaChange({ principal, signal, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+        planCreateEnum(catalog, body),
       ),
   }),
   defineRoute({
@@ -227,10 +218,8 @@ export const routes = [
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TYPE],
     handler: async ({ params, body, principal, signal }) =>
-      runChange(
-        await schemaAccess(principal, body.schema, signal),
-        await planAddEnumValue(await getDatabase(), { ...body, type: params.typeName }),
-        await changeOptions(body.dryRun, principal),
+      schemaChange({ principal, signal, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+        planAddEnumValue(catalog, { ...body, type: params.typeName }),
       ),
   }),
   defineRoute({

@@ -6,13 +6,11 @@ import {
   planCreateIndex,
   planDropIndex,
 } from '#lib/admin/indexes';
-import { runChange } from '#lib/admin/schema-change';
-import { schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
 import { type Answer, NO_TABLE, SCHEMA_BUSY, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
-import { changeOptions, SchemaChangeAnswer, TABLE_LOCKED } from '#lib/http/schema-changes';
+import { SchemaChangeAnswer, schemaChange, TABLE_LOCKED } from '#lib/http/schema-changes';
 import { columnName, identifier, inSchema, queryBoolean, tableName } from '#lib/validation';
 
 const TablePath = z.object({ tableName });
@@ -113,10 +111,8 @@ export const routes = [
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
     handler: async ({ params, body, principal, signal }) =>
-      runChange(
-        await schemaAccess(principal, body.schema, signal),
-        await planCreateIndex(await getDatabase(), { ...body, table: params.tableName }),
-        await changeOptions(body.dryRun, principal),
+      schemaChange({ principal, signal, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+        planCreateIndex(catalog, { ...body, table: params.tableName }),
       ),
   }),
   defineRoute({
@@ -134,15 +130,13 @@ export const routes = [
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, NO_INDEX, TABLE_LOCKED],
     handler: async ({ params, query, principal, signal }) =>
-      runChange(
-        await schemaAccess(principal, query.schema, signal),
-        await planDropIndex(await getDatabase(), {
+      schemaChange({ principal, signal, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
+        planDropIndex(catalog, {
           schema: query.schema,
           table: params.tableName,
           index: params.indexName,
           concurrently: query.concurrently,
         }),
-        await changeOptions(query.dryRun, principal),
       ),
   }),
 ];

@@ -3,7 +3,6 @@ import { planColumnChange, planDropColumn } from '#lib/admin/column-changes';
 import { exportTable, exportTableRead } from '#lib/admin/export';
 import { isSearch, searchPage } from '#lib/admin/row-search';
 import { MAX_CURSOR_LENGTH } from '#lib/admin/row-view';
-import { runChange } from '#lib/admin/schema-change';
 import { describeSchema } from '#lib/admin/structure';
 import {
   addColumn,
@@ -29,7 +28,7 @@ import {
 } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
-import { changeOptions, SchemaChangeAnswer, TABLE_LOCKED } from '#lib/http/schema-changes';
+import { SchemaChangeAnswer, schemaChange, TABLE_LOCKED } from '#lib/http/schema-changes';
 import {
   columnName,
   columnType,
@@ -349,14 +348,12 @@ export const routes = [
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
     handler: async ({ params, body, principal, signal }) =>
-      runChange(
-        await schemaAccess(principal, body.schema, signal),
-        await planColumnChange(await getDatabase(), {
+      schemaChange({ principal, signal, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+        planColumnChange(catalog, {
           ...body,
           table: params.tableName,
           column: params.columnName,
         }),
-        await changeOptions(body.dryRun, principal),
       ),
   }),
   defineRoute({
@@ -373,15 +370,13 @@ export const routes = [
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
     handler: async ({ params, query, principal, signal }) =>
-      runChange(
-        await schemaAccess(principal, query.schema, signal),
-        await planDropColumn(await getDatabase(), {
+      schemaChange({ principal, signal, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
+        planDropColumn(catalog, {
           schema: query.schema,
           table: params.tableName,
           column: params.columnName,
           cascade: query.cascade,
         }),
-        await changeOptions(query.dryRun, principal),
       ),
   }),
 ];

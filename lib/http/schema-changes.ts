@@ -1,6 +1,8 @@
+import type pg from 'pg';
 import { z } from 'zod';
-import { LOCK_LEVELS } from '#lib/admin/schema-change';
+import { type Change, LOCK_LEVELS, runChange } from '#lib/admin/schema-change';
 import { getConfig } from '#lib/config';
+import { schemaAccess } from '#lib/db/executor';
 import type { Answer } from '#lib/http/answers';
 import type { Principal } from '#lib/principal';
 
@@ -39,8 +41,29 @@ export const TABLE_LOCKED: Answer = {
 };
 
 /** dryRun, the lock timeout, and whether blockers' statements are shown (to the admin only). */
-export const changeOptions = async (dryRun: boolean, principal: Principal | undefined) => ({
+const changeOptions = async (dryRun: boolean, principal: Principal | undefined) => ({
   dryRun,
   lockTimeoutMs: (await getConfig()).SCHEMA_LOCK_TIMEOUT_MS,
   showQueries: principal?.kind !== 'key',
 });
+
+/**
+ * A schema change a route asks for: planned from the catalog (the service's pool), then run, or
+ * with dryRun previewed, on a session of the schema's role as the principal may act there.
+ */
+export async function schemaChange(
+  request: {
+    principal: Principal | undefined;
+    signal?: AbortSignal | undefined;
+    schema: string;
+    dryRun: boolean;
+  },
+  plan: (catalog: pg.Pool) => Promise<Change>,
+) {
+  const access = await schemaAccess(request.principal, request.schema, request.signal);
+  return runChange(
+    access,
+    await plan(access.catalog),
+    await changeOptions(request.dryRun, request.principal),
+  );
+}
