@@ -66,8 +66,10 @@ async function send(method: string, url: string, body: unknown, token: string | 
 async function failure(response: Response): Promise<ApiError> {
   const text = await response.text();
   try {
+    // API Gateway's own answers carry only `message`; ours carry `error` and `message`.
     const { error, message, ...details } = JSON.parse(text) as { error?: string; message?: string };
-    return new ApiError(response.status, error ?? response.statusText, message ?? text, details);
+    const title = error ?? (response.statusText || `HTTP ${response.status}`);
+    return new ApiError(response.status, title, message ?? error ?? title, details);
   } catch {
     return new ApiError(
       response.status,

@@ -19,12 +19,21 @@ function tableRoute(schema: string, table: string, tab: string | undefined, view
   return { page: 'table', schema, table, tab: 'data', ...(view ? { view } : {}) };
 }
 
+/** A path segment as written; a malformed escape (a link cut short: `100%`) is kept as it is. */
+function decodePart(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
+}
+
 export function parseRoute(hash: string): Route {
   const [path = '', view = ''] = hash.replace(/^#\/?/, '').split(/\?(.*)/s);
   const parts = path
     .split('/')
     .filter(Boolean)
-    .map((part) => decodeURIComponent(part));
+    .map(decodePart);
   const [first, schema, kind, table, tab] = parts;
   if (first === 'license') return { page: 'license' };
   if (first === 's' && schema) {
