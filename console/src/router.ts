@@ -30,10 +30,7 @@ function decodePart(part: string): string {
 
 export function parseRoute(hash: string): Route {
   const [path = '', view = ''] = hash.replace(/^#\/?/, '').split(/\?(.*)/s);
-  const parts = path
-    .split('/')
-    .filter(Boolean)
-    .map(decodePart);
+  const parts = path.split('/').filter(Boolean).map(decodePart);
   const [first, schema, kind, table, tab] = parts;
   if (first === 'license') return { page: 'license' };
   if (first === 's' && schema) {

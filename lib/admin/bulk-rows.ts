@@ -40,9 +40,10 @@ const BULK_TARGET = tableInfoQuery(`,
          (SELECT coalesce(json_agg(k.columns ORDER BY k.columns), '[]')
             FROM (SELECT array_agg(a.attname::text ORDER BY a.attname) AS columns
                     FROM pg_index i
-                    CROSS JOIN LATERAL unnest(i.indkey) AS u(attnum)
+                    CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS u(attnum, ord)
                     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.attnum
                    WHERE i.indrelid = c.oid AND i.indisunique AND i.indimmediate AND i.indisvalid
+                     AND u.ord <= i.indnkeyatts
                      AND i.indpred IS NULL AND i.indexprs IS NULL
                    GROUP BY i.indexrelid) AS k) AS unique_keys`);
 

@@ -72,6 +72,9 @@ function alterations(input: ColumnChangeInput, name: string) {
 }
 
 export async function planColumnChange(catalog: pg.Pool, input: ColumnChangeInput): Promise<Change> {
+  if (input.type === undefined && (input.using !== undefined || input.length !== undefined)) {
+    throw new BadRequest('Type missing', 'using and length go with type: send the new type too');
+  }
   const info = await tableInfo(catalog, input.schema, input.table);
   const target = column(info, input.column);
   const table = qualified(input.schema, input.table);

@@ -13,6 +13,9 @@ import { BadRequest } from '#lib/errors';
  * with the schema's rights only. Any other error, or a count that finds nothing, is left as it is.
  */
 
+/** How long counting the failing rows may take before the caller gets PostgreSQL's reason alone. */
+const EXPLAIN_TIMEOUT_MS = 5000;
+
 /** At most this many keys or values are named. */
 const SHOWN = 5;
 
@@ -40,7 +43,8 @@ async function counted(
   explain: (found: Found) => BadRequest,
 ): Promise<unknown> {
   try {
-    await client.query('BEGIN');
+    // A second scan, per row in the worst case: past a few seconds the original error stands.
+    await client.query(`BEGIN; SET LOCAL statement_timeout = ${EXPLAIN_TIMEOUT_MS}`);
     const found = await count();
     return found.n === 0 ? error : explain(found);
   } catch {
@@ -179,9 +183,10 @@ export function explainUnconvertible(
     error,
     async () => {
       await client.query({
-        text: `CREATE FUNCTION pg_temp.dbadmin_fits(t ${qualified(info.schema, info.table)}) RETURNS boolean
+        // The row is an unnamed parameter: a named one would clash with a column of the same name.
+        text: `CREATE FUNCTION pg_temp.dbadmin_fits(${qualified(info.schema, info.table)}) RETURNS boolean
                  LANGUAGE plpgsql AS ${tag}
-                 BEGIN PERFORM (SELECT (${change.using ?? column})::${change.newType} FROM (SELECT (t).*) AS x);
+                 BEGIN PERFORM (SELECT (${change.using ?? column})::${change.newType} FROM (SELECT ($1).*) AS x);
                  RETURN true; EXCEPTION WHEN others THEN RETURN false; END ${tag}`,
         queryMode: 'extended',
       } as pg.QueryConfig);

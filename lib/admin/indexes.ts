@@ -324,7 +324,8 @@ async function dropLeftover(
   });
   if (!rows[0] || rows[0].valid) return 'no index was left behind';
   try {
-    await client.query(`DROP INDEX ${index}`);
+    // Concurrently: a plain DROP takes ACCESS EXCLUSIVE, the very lock a concurrent build avoids.
+    await client.query(`DROP INDEX CONCURRENTLY ${index}`);
     return `the invalid index "${name}" the failed build left was dropped, so nothing is half-made`;
   } catch {
     return `the invalid index "${name}" the failed build left could not be dropped now: drop it with DELETE /api/table/${input.table}/indexes/${name}`;

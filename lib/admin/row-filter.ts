@@ -247,6 +247,12 @@ export function filterSql(
   return node.negated ? `NOT (${sql})` : sql;
 }
 
+/** `is`'s keyword for the value, by own keys only: `is.constructor` must not find Object.prototype's. */
+const isKeyword = (value: string | string[]) =>
+  typeof value === 'string' && Object.hasOwn(IS_VALUES, value)
+    ? IS_VALUES[value as keyof typeof IS_VALUES]
+    : undefined;
+
 function conditionSql(node: Condition, column: ColumnInfo, name: string, bind: Bind): string {
   const { operator, value } = node;
   const typed = (v: unknown, suffix = '') => `${bind(v)}::${column.valueType}${suffix}`;
@@ -262,7 +268,7 @@ function conditionSql(node: Condition, column: ColumnInfo, name: string, bind: B
     return list.length === 0 ? 'false' : `${name} = ANY(${typed(list, '[]')})`;
   }
   if (operator === 'is') {
-    const keyword = IS_VALUES[value as keyof typeof IS_VALUES];
+    const keyword = isKeyword(value);
     if (!keyword) throw invalid(`filter on "${column.name}"`, 'is takes null, true, false or unknown');
     return `${name} IS ${keyword}`;
   }

@@ -60,7 +60,7 @@ function seekKey(info: TableInfo) {
   const [key, ...rest] = info.primaryKey;
   const column = info.columns.find((c) => c.name === key);
   if (!column || rest.length > 0) return undefined;
-  return { column: `r.${quoteCatalogName(column.name)}`, type: column.type };
+  return { column: `r.${quoteCatalogName(column.name)}`, type: column.valueType };
 }
 
 /** Counts the table's rows, stopping one past the threshold: never through a big table. */

@@ -40,7 +40,8 @@ export const tableInfoQuery = (more = '') => `
             FROM pg_index i
             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-           WHERE i.indrelid = c.oid AND i.indisprimary) AS primary_key${more}
+           -- Key columns only: an index's INCLUDE columns follow them in indkey.
+           WHERE i.indrelid = c.oid AND i.indisprimary AND k.ord <= i.indnkeyatts) AS primary_key${more}
     FROM pg_namespace n
     LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = $2 AND c.relkind IN ('r', 'p')
    WHERE n.nspname = $1`;

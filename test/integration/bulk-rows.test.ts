@@ -252,6 +252,23 @@ describe('upserts', () => {
     expect(await stored(table)).toHaveLength(2);
   });
 
+  it('takes a key’s own columns as its conflict target, never the columns an index only INCLUDEs', async () => {
+    const table = uniqueName('included');
+    await run(`CREATE TABLE ${table} (id int, code text, note text,
+                 PRIMARY KEY (id) INCLUDE (note), UNIQUE (code) INCLUDE (note));
+               INSERT INTO ${table} VALUES (1, 'a', 'first')`);
+
+    const byKey = await bulk(table, { rows: [{ id: 1, code: 'b', note: 'by key' }], onConflict: 'update' });
+    const byCode = await bulk(table, {
+      rows: [{ id: 9, code: 'b', note: 'by code' }],
+      onConflict: 'update',
+      conflictColumns: ['code'],
+    });
+
+    expect([byKey.status, byCode.status]).toEqual([201, 201]);
+    expect(await stored(table)).toEqual([{ id: 9, code: 'b', note: 'by code' }]);
+  });
+
   it('onConflict "ignore" by the primary key keeps the stored row and answers only the rows inserted', async () => {
     const table = await people();
 

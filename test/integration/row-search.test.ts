@@ -287,6 +287,7 @@ describe('what a caller gets wrong is a 400 that says what', () => {
     [{ filter: 'age.about.1' }, /unknown operator "about"/],
     [{ filter: 'age.eq.old' }, /invalid input syntax for type integer: "old"/],
     [{ filter: 'age.is.maybe' }, /is takes null, true, false or unknown/],
+    [{ filter: 'age.is.constructor' }, /is takes null, true, false or unknown/],
     [{ filter: 'age' }, /expected "\."/],
     [{ or: '(age.eq.1' }, /expected "\)"/],
     [{ or: 'age.eq.1' }, /expected "\("/],
@@ -327,6 +328,7 @@ describe('what a caller gets wrong is a 400 that says what', () => {
     const reply = await find({ filter: Array.from({ length: 101 }, (_, i) => `id.neq.${i}`) });
 
     expect(reply.status).toBe(400);
+    expect(reply.body.message).toMatch(/more than 100 conditions/);
   });
 });
 
