@@ -163,7 +163,10 @@ function textFlags(): string[] {
 function utf8Locale(): string {
   let listed: string[] = [];
   try {
-    listed = execFileSync('locale', ['-a'], { encoding: 'utf8' }).split('\n');
+    // Its complaints about a LANG the system lacks are not ours to print.
+    listed = execFileSync('locale', ['-a'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).split(
+      '\n',
+    );
   } catch {
     // No `locale` command: C, which is valid with any encoding.
   }

@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { runQuery } from '#lib/admin/query';
 import { querySchema } from '#lib/admin/query-schema';
 import { getConfig, resultLimits } from '#lib/config';
+import { schemaExists } from '#lib/db/catalog';
 import { adminAccess, schemaAccess } from '#lib/db/executor';
+import { getDatabase } from '#lib/db/pool';
 import { Forbidden } from '#lib/errors';
 import { RESPONSE_LIMIT, RESULT_LIMITS, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
@@ -56,7 +58,13 @@ export const routes = [
       if (asKey && body.runAs === 'admin')
         throw new Forbidden('API keys cannot run SQL with the admin’s rights');
       const adminRights = body.runAs === 'admin';
-      const schema = await querySchema({ sql: body.sql, schema: body.schema, principal, adminRights });
+      const schema = await querySchema({
+        sql: body.sql,
+        schema: body.schema,
+        principal,
+        adminRights,
+        exists: async (name) => schemaExists(await getDatabase(), name),
+      });
       const config = await getConfig();
       const result = await runQuery(
         adminRights ? await adminAccess(schema, signal) : await schemaAccess(principal, schema, signal),

@@ -117,8 +117,8 @@ const READERS = new Map<string, Reader>([
   ['schemaname', (node, add) => add(str(node.schemaname))],
   // TypeName; `shop.t.col%TYPE` names a column.
   ['names', (node, add) => add(qualifier(node.names, node.pct_type === true ? 'member' : 'object'))],
-  // ColumnRef `shop.orders.id` (PostgreSQL reads it so only beside FROM shop.orders).
-  ['fields', (node, add) => add(qualifier(node.fields, 'member'))],
+  // ColumnRef is not read: `a.b.c` is as often table.column.field (`r.payload.x`) as
+  // schema.table.column, which PostgreSQL reads so only beside FROM a.b, read above.
   ...[
     'funcname', // FuncCall, CreateFunctionStmt, CreateTrigStmt
     'func_name', // CreateConversionStmt
@@ -246,6 +246,8 @@ export async function querySchema(request: {
   schema: string | undefined;
   principal: Principal | undefined;
   adminRights: boolean;
+  /** Whether a schema exists (lib/db/catalog): one only guessed from the SQL must, before a role is made for it. */
+  exists: (schema: string) => Promise<boolean>;
 }): Promise<string> {
   const { sql, schema, principal, adminRights } = request;
   if (schema !== undefined) return schema;
@@ -264,6 +266,12 @@ export async function querySchema(request: {
     throw new BadRequest(
       'Invalid schema name',
       `the SQL names the schema "${only}", which has no role of dbadmin's to run it as (names are letters, digits and underscores, starting with a letter); send "schema", or "runAs": "admin" to run it with the admin's rights`,
+    );
+  }
+  if (named.length === 1 && !(await request.exists(only))) {
+    throw new BadRequest(
+      'Schema not found',
+      `the SQL names the schema "${only}", which does not exist: create schemas with POST /api/schema/create (it makes their roles too), send "runAs": "admin" to run the SQL with the admin's rights, or send "schema"`,
     );
   }
   return only;

@@ -79,11 +79,15 @@ export const tableInfo = (db: pg.Pool | pg.ClientBase, schema: string, table: st
   runCatalogRead(db, tableInfoRead(schema, table));
 
 /** Throws when the schema does not exist. */
-export async function assertSchemaExists(db: pg.Pool | pg.ClientBase, schema: string): Promise<void> {
+export async function schemaExists(db: pg.Pool | pg.ClientBase, schema: string): Promise<boolean> {
   const { rowCount } = await db.query({
     name: 'dbadmin.schema-exists',
     text: 'SELECT 1 FROM pg_namespace WHERE nspname = $1',
     values: [schema],
   });
-  if (!rowCount) throw schemaNotFound(schema);
+  return Boolean(rowCount);
+}
+
+export async function assertSchemaExists(db: pg.Pool | pg.ClientBase, schema: string): Promise<void> {
+  if (!(await schemaExists(db, schema))) throw schemaNotFound(schema);
 }

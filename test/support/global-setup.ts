@@ -29,7 +29,15 @@ export default async function globalSetup(): Promise<void> {
   try {
     // The console function embeds the console's bundle: build it as packaging and `npm start` do.
     await buildConsole();
-    if (process.env.DATABASE_URL) return;
+    if (process.env.DATABASE_URL) {
+      // A run that claims PostgreSQL 15 must not pass against whatever DATABASE_URL serves.
+      if (process.env.DBADMIN_TEST_POSTGRES) {
+        throw new Error(
+          'DBADMIN_TEST_POSTGRES starts an embedded server: unset DATABASE_URL, or DBADMIN_TEST_POSTGRES',
+        );
+      }
+      return;
+    }
     const database = await startTemporaryPostgres('test', { major: testedMajor() });
     const asSuperuser = process.env.DBADMIN_TEST_AS === 'superuser';
     process.env.DATABASE_URL = asSuperuser ? inServiceDatabase(database.superuserUrl) : database.url;

@@ -13,6 +13,8 @@ describe('the schemas SQL names', () => {
     ['SELECT * FROM "Shop".orders', ['Shop']],
     ['SELECT * FROM db.shop.orders', ['shop']],
     ['SELECT shop.orders.id, db.shop.orders.id FROM shop.orders', ['shop']],
+    ['SELECT r.payload.x FROM shop.orders r', ['shop']],
+    ['SELECT o.addr.city FROM orders o', []],
     ['SELECT shop.f(1)', ['shop']],
     ['SELECT 1 OPERATOR(shop.+) 2', ['shop']],
     ['SELECT 1 OPERATOR(shop.=) ANY (SELECT 1)', ['shop']],
@@ -86,26 +88,50 @@ describe('where a request’s SQL runs', () => {
   const admin = { kind: 'admin' } as const;
   const key = { kind: 'key', id: 1, schema: 'mine', keyType: 'service_role' } as const;
   const sql = 'SELECT * FROM shop.t';
+  /** Every schema exists but `gone`. */
+  const exists = async (schema: string) => schema !== 'gone';
 
   it('in the schema sent, whatever the SQL names', async () => {
-    expect(await querySchema({ sql, schema: 'other', principal: admin, adminRights: false })).toBe('other');
+    expect(await querySchema({ sql, schema: 'other', principal: admin, adminRights: false, exists })).toBe(
+      'other',
+    );
   });
 
   it('for a key, in its own schema, unread', async () => {
-    expect(await querySchema({ sql, schema: undefined, principal: key, adminRights: false })).toBe('mine');
+    expect(await querySchema({ sql, schema: undefined, principal: key, adminRights: false, exists })).toBe(
+      'mine',
+    );
   });
 
   it('with the admin’s rights, in public, unread', async () => {
-    expect(await querySchema({ sql, schema: undefined, principal: admin, adminRights: true })).toBe('public');
+    expect(await querySchema({ sql, schema: undefined, principal: admin, adminRights: true, exists })).toBe(
+      'public',
+    );
   });
 
   it('for the admin as a schema’s role: the one schema named, else public', async () => {
     const where = (text: string) =>
-      querySchema({ sql: text, schema: undefined, principal: admin, adminRights: false });
+      querySchema({ sql: text, schema: undefined, principal: admin, adminRights: false, exists });
 
     expect(await where(sql)).toBe('shop');
     expect(await where('SELECT 1')).toBe('public');
     expect(await where('SELEC 1')).toBe('public');
+  });
+
+  it('refuses a schema the SQL names that does not exist, saying how to make one', async () => {
+    await expect(
+      querySchema({
+        sql: 'SELECT * FROM gone.t',
+        schema: undefined,
+        principal: admin,
+        adminRights: false,
+        exists,
+      }),
+    ).rejects.toMatchObject({
+      status: 400,
+      title: 'Schema not found',
+      message: expect.stringMatching(/POST \/api\/schema\/create/),
+    });
   });
 
   it('refuses SQL that names several schemas with 400, naming them and how to choose', async () => {
@@ -115,6 +141,7 @@ describe('where a request’s SQL runs', () => {
         schema: undefined,
         principal: admin,
         adminRights: false,
+        exists,
       }),
     ).rejects.toMatchObject({
       status: 400,
@@ -130,6 +157,7 @@ describe('where a request’s SQL runs', () => {
         schema: undefined,
         principal: admin,
         adminRights: false,
+        exists,
       }),
     ).rejects.toMatchObject({
       status: 400,
