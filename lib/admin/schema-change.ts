@@ -309,15 +309,19 @@ function withNote(error: unknown, note: string): unknown {
 }
 
 async function lockedOut(access: SchemaAccess, change: Change, options: ChangeOptions, cause: unknown) {
-  const held = await blockers(access.catalog, change.locks, options);
+  const onTable = await blockers(access.catalog, change.locks, options);
+  // A concurrent build also waits for every older transaction of the database, on any table.
+  const older =
+    onTable.length === 0 && change.outsideTransaction ? await olderTransactions(access.catalog, options) : [];
+  const held = [...onTable, ...older];
   const names = change.locks.map((l) => `"${l.table}"`).join(', ');
   const who = held.length
-    ? held
+    ? `${older.length ? 'transactions older than the build, which it waits for: ' : ''}${held
         .map(
           (b) =>
             `session ${b.pid} (${b.role}, ${b.state ?? 'unknown state'}${b.transactionSeconds !== null ? `, in a transaction for ${b.transactionSeconds} s` : ''})`,
         )
-        .join('; ')
+        .join('; ')}`
     : 'a session that has since let go; try again';
   return new ApiError(
     409,
@@ -325,4 +329,34 @@ async function lockedOut(access: SchemaAccess, change: Change, options: ChangeOp
     `the change waited ${options.lockTimeoutMs} ms for its lock on ${names} and gave up rather than stall its readers: held by ${who}`,
     { cause, details: { blockers: held } },
   );
+}
+
+/**
+ * Open transactions of this database that a concurrent index build waits for (it waits out every
+ * snapshot older than its own). A key is shown their pids and ages, not whose they are.
+ */
+async function olderTransactions(
+  catalog: pg.Pool,
+  { showQueries }: { showQueries: boolean },
+): Promise<Blocker[]> {
+  const { rows } = await catalog.query<{
+    pid: number;
+    role: string;
+    state: string | null;
+    seconds: number | null;
+  }>(
+    `SELECT a.pid, a.usename::text AS role, a.state,
+            floor(extract(epoch FROM pg_catalog.now() - a.xact_start))::int AS seconds
+       FROM pg_catalog.pg_stat_activity a
+      WHERE a.datname = pg_catalog.current_database() AND a.pid <> pg_catalog.pg_backend_pid()
+        AND a.backend_xmin IS NOT NULL AND a.xact_start IS NOT NULL
+      ORDER BY a.xact_start LIMIT 10`,
+  );
+  return rows.map((row) => ({
+    pid: row.pid,
+    role: showQueries ? row.role : 'another session',
+    state: row.state,
+    transactionSeconds: row.seconds,
+    lock: 'snapshot',
+  }));
 }

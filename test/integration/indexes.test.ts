@@ -360,6 +360,31 @@ describe('the lock each change takes, as PostgreSQL takes it', () => {
   });
 });
 
+describe('a concurrent build behind an older transaction on another table', () => {
+  withSetting('SCHEMA_LOCK_TIMEOUT_MS', '400');
+
+  it('answers 409 naming the older transaction it waited for, not a session that let go', async () => {
+    const table = await people();
+    const old = await holding('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SELECT 1');
+    try {
+      const pid = (await old.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+
+      const reply = await create(table, { name: `${table}_late`, columns: ['name'], concurrently: true });
+
+      expect(reply.status).toBe(409);
+      expect(reply.body.message).toMatch(
+        /transactions older than the build, which it waits for: session \d+/,
+      );
+      expect(reply.body.blockers).toEqual(
+        expect.arrayContaining([expect.objectContaining({ pid, lock: 'snapshot' })]),
+      );
+    } finally {
+      await old.query('ROLLBACK');
+      await old.end();
+    }
+  });
+});
+
 describe('GET /api/table/:tableName/indexes/progress', () => {
   withSetting('SCHEMA_LOCK_TIMEOUT_MS', '10000');
 
