@@ -2,20 +2,22 @@ import { signal } from '@preact/signals';
 
 /**
  * Hash routes, so the page works under any path prefix (an API Gateway stage):
- *   #/license  #/schemas  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure]  #/s/SCHEMA/sql  #/s/SCHEMA/keys
+ *   #/license  #/schemas  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure|/indexes]  #/s/SCHEMA/sql  #/s/SCHEMA/keys
  * A table's data tab keeps how it is viewed (filters, sort, search, page) in the hash's query:
  *   #/s/SCHEMA/t/TABLE?filter=age.gte.18&order=name.desc (console/src/grid/view.ts reads it).
  */
+export type TableTab = 'data' | 'structure' | 'indexes';
+
 export type Route =
   | { page: 'license' }
   | { page: 'schemas' }
   | { page: 'tables'; schema: string }
-  | { page: 'table'; schema: string; table: string; tab: 'data' | 'structure'; view?: string }
+  | { page: 'table'; schema: string; table: string; tab: TableTab; view?: string }
   | { page: 'sql'; schema: string }
   | { page: 'keys'; schema: string };
 
 function tableRoute(schema: string, table: string, tab: string | undefined, view: string): Route {
-  if (tab === 'structure') return { page: 'table', schema, table, tab: 'structure' };
+  if (tab === 'structure' || tab === 'indexes') return { page: 'table', schema, table, tab };
   return { page: 'table', schema, table, tab: 'data', ...(view ? { view } : {}) };
 }
 
@@ -51,7 +53,7 @@ export function href(route: Route): string {
     case 'tables':
       return `#/s/${e(route.schema)}`;
     case 'table':
-      if (route.tab === 'structure') return `#/s/${e(route.schema)}/t/${e(route.table)}/structure`;
+      if (route.tab !== 'data') return `#/s/${e(route.schema)}/t/${e(route.table)}/${route.tab}`;
       return `#/s/${e(route.schema)}/t/${e(route.table)}${route.view ? `?${route.view}` : ''}`;
     case 'sql':
     case 'keys':

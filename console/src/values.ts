@@ -10,6 +10,7 @@ export interface Column {
   nullable: boolean;
   defaultValue: string | null;
   primaryKey: boolean;
+  comment?: string | null;
 }
 
 export interface ForeignKey {
@@ -17,12 +18,30 @@ export interface ForeignKey {
   referencedTable: string;
   referencedColumn: string;
   constraintName: string;
+  /** Absent in structures the console made up for tests; the API always sends it. */
+  referencedSchema?: string;
+}
+
+/** An index as the structure read lists it (GET /api/table/:t/indexes tells more). */
+export interface IndexSummary {
+  name: string;
+  columns: (string | null)[];
+  unique: boolean;
+  primary: boolean;
+  method: string;
+  valid: boolean;
+  sizeBytes: number;
 }
 
 export interface TableStructure {
   table: string;
   columns: Column[];
   foreignKeys: ForeignKey[];
+  indexes?: IndexSummary[];
+  constraints?: { name: string; type: 'unique' | 'check'; columns: string[] }[];
+  comment?: string | null;
+  sizeBytes?: number;
+  estimatedRows?: number | null;
 }
 
 /** Why rows of this table cannot be edited in place, or undefined when they can. */

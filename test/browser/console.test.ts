@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import { ConsoleHarness, describeInBrowser } from '#test/support/browser';
+import { ConsoleHarness, describeInBrowser, expectText } from '#test/support/browser';
 import { uniqueName } from '#test/support/names';
 
 /**
@@ -552,16 +552,6 @@ describeInBrowser('the web console', () => {
     expect(errors).toEqual([]);
   });
 });
-
-async function expectText(locator: ReturnType<Page['locator']>, text: string): Promise<void> {
-  try {
-    await locator.filter({ hasText: text }).first().waitFor({ timeout: 10_000 });
-  } catch {
-    throw new Error(
-      `expected ${JSON.stringify(text)}, found ${JSON.stringify(await locator.first().textContent())}`,
-    );
-  }
-}
 
 /** A header cell of the grid, by its column's name. */
 const header = (page: Page, column: string) =>

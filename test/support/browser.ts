@@ -26,6 +26,17 @@ if (!chromiumPath) {
 /** `describe` when a Chromium is installed, else `describe.skip` (and the warning above). */
 export const describeInBrowser = chromiumPath ? describe : describe.skip;
 
+/** Waits for the locator to hold `text`; failing, says what it held instead. */
+export async function expectText(locator: ReturnType<Page['locator']>, text: string): Promise<void> {
+  try {
+    await locator.filter({ hasText: text }).first().waitFor({ timeout: 10_000 });
+  } catch {
+    throw new Error(
+      `expected ${JSON.stringify(text)}, found ${JSON.stringify(await locator.first().textContent())}`,
+    );
+  }
+}
+
 /**
  * `npm start`'s real host on a database of its own, the real license server over HTTPS, and a
  * browser. The host trusts only the compiled-in signing keys, so the license server answers
@@ -48,6 +59,8 @@ export class ConsoleHarness {
       LICENSE_SERVER_URL: this.licenseServer.url,
       LICENSE_SERVER_CA_FILE: this.licenseServer.tls.caFile,
       DBADMIN_BUILD_DIR: this.buildDir,
+      // Long enough that a test can watch a change wait for its lock (and then let it go).
+      SCHEMA_LOCK_TIMEOUT_MS: '30000',
     });
     this.browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
   }

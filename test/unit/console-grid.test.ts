@@ -385,6 +385,16 @@ describe('foreign keys in the grid', () => {
     expect(referenceOf(undefined, [cities], 'city')).toBeUndefined();
   });
 
+  it('leaves a key to a table of the same name in another schema to the plain editor', () => {
+    const elsewhere = {
+      ...people,
+      foreignKeys: people.foreignKeys.map((fk) => ({ ...fk, referencedSchema: 'other' })),
+    };
+
+    expect(referenceOf(elsewhere, [elsewhere, cities], 'city', 'here')).toBeUndefined();
+    expect(referenceOf(elsewhere, [elsewhere, cities], 'city', 'other')?.table).toBe(cities);
+  });
+
   it('shows the referenced column and up to three text columns of a picked row', () => {
     const reference = referenceOf(people, [people, cities], 'city');
     if (!reference) throw new Error('no reference');

@@ -38,7 +38,7 @@ export function BulkEdit({
   const [setNull, setSetNull] = useState(false);
   const [picking, setPicking] = useState(false);
   const column = columns.find((c) => c.name === name);
-  const reference = referenceOf(structure, tables, name);
+  const reference = referenceOf(structure, tables, name, schema);
   const count = rowsText(ids.length);
   const update = useAction(async () => {
     if (!column) return;

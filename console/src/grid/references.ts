@@ -18,9 +18,17 @@ export function referenceOf(
   structure: TableStructure | undefined,
   tables: TableStructure[],
   column: string,
+  schema?: string,
 ): Reference | undefined {
   const foreignKey = structure?.foreignKeys.find((fk) => fk.column === column);
   if (!structure || !foreignKey) return undefined;
+  // A table of the same name in another schema is not the one `tables` holds.
+  if (
+    schema !== undefined &&
+    foreignKey.referencedSchema !== undefined &&
+    foreignKey.referencedSchema !== schema
+  )
+    return undefined;
   const columns = structure.foreignKeys.filter((fk) => fk.constraintName === foreignKey.constraintName);
   if (columns.length > 1) return undefined;
   const table = tables.find((t) => t.table === foreignKey.referencedTable);

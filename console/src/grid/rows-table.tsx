@@ -40,7 +40,7 @@ export function RowsTable({
   onToggle: (id: string) => void;
   onSave: (id: string, column: string, value: unknown) => Promise<void>;
 }) {
-  const references = new Map(names.map((name) => [name, referenceOf(structure, tables, name)]));
+  const references = new Map(names.map((name) => [name, referenceOf(structure, tables, name, schema)]));
   return (
     <div class="grid-wrap">
       <table class="grid" aria-label={`Rows of ${table}`}>

@@ -1,91 +1,15 @@
-import { useState } from 'preact/hooks';
-import { api } from '../api';
 import { Grid } from '../grid/grid';
-import { href } from '../router';
+import { href, type TableTab } from '../router';
 import { loadStructure } from '../structure';
-import { ErrorText, useAction, useLoad } from '../ui';
-import type { TableStructure } from '../values';
-import { ColumnFields, columnBody } from './tables';
+import { ErrorText, useLoad } from '../ui';
+import { IndexesTab } from './structure/indexes';
+import { Structure } from './structure/structure';
 
-function Structure({
-  schema,
-  structure,
-  onChanged,
-}: {
-  schema: string;
-  structure: TableStructure;
-  onChanged: () => Promise<void>;
-}) {
-  const [column, setColumn] = useState({
-    name: '',
-    type: 'TEXT',
-    length: '',
-    nullable: true,
-    primaryKey: false,
-    defaultValue: '',
-  });
-  const add = useAction(async () => {
-    await api('POST', `table/${encodeURIComponent(structure.table)}/column`, {
-      body: { columnName: column.name, dataType: column.type, schema, ...columnBody(column) },
-    });
-    setColumn({ ...column, name: '', defaultValue: '' });
-    await onChanged();
-  });
-  return (
-    <div>
-      <table class="grid" aria-label={`Columns of ${structure.table}`}>
-        <thead>
-          <tr>
-            <th>Column</th>
-            <th>Type</th>
-            <th>Nullable</th>
-            <th>Default</th>
-            <th>Key</th>
-          </tr>
-        </thead>
-        <tbody>
-          {structure.columns.map((c) => {
-            const foreign = structure.foreignKeys.find((fk) => fk.column === c.name);
-            return (
-              <tr key={c.name}>
-                <td class="mono">{c.name}</td>
-                <td>
-                  {c.type}
-                  {c.maxLength ? `(${c.maxLength})` : ''}
-                </td>
-                <td>{c.nullable ? 'yes' : 'no'}</td>
-                <td class="mono">{c.defaultValue ?? ''}</td>
-                <td>
-                  {c.primaryKey ? 'primary key ' : ''}
-                  {foreign && (
-                    <a href={href({ page: 'table', schema, table: foreign.referencedTable, tab: 'data' })}>
-                      → {foreign.referencedTable}.{foreign.referencedColumn}
-                    </a>
-                  )}
-                </td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
-      <form
-        class="card"
-        aria-label="Add a column"
-        onSubmit={(event) => {
-          event.preventDefault();
-          add.run();
-        }}
-      >
-        <h2>Add a column</h2>
-        <ColumnFields column={column} index={0} withPrimaryKey={false} onChange={setColumn} />
-        <ErrorText error={add.error} />
-        <button type="submit" class="primary" disabled={add.busy}>
-          Add column
-        </button>
-      </form>
-    </div>
-  );
-}
+const TABS: { tab: TableTab; label: string }[] = [
+  { tab: 'data', label: 'Data' },
+  { tab: 'structure', label: 'Structure' },
+  { tab: 'indexes', label: 'Indexes' },
+];
 
 export function TablePage({
   schema,
@@ -95,7 +19,7 @@ export function TablePage({
 }: {
   schema: string;
   table: string;
-  tab: 'data' | 'structure';
+  tab: TableTab;
   /** The data tab's view (filters, sort, page) as the hash's query. */
   view: string | undefined;
 }) {
@@ -107,18 +31,15 @@ export function TablePage({
         <a href={href({ page: 'tables', schema })}>{schema}</a> / <span class="mono">{table}</span>
       </h1>
       <nav class="tabs">
-        <a
-          href={href({ page: 'table', schema, table, tab: 'data' })}
-          aria-current={tab === 'data' ? 'page' : undefined}
-        >
-          Data
-        </a>
-        <a
-          href={href({ page: 'table', schema, table, tab: 'structure' })}
-          aria-current={tab === 'structure' ? 'page' : undefined}
-        >
-          Structure
-        </a>
+        {TABS.map((t) => (
+          <a
+            key={t.tab}
+            href={href({ page: 'table', schema, table, tab: t.tab })}
+            aria-current={tab === t.tab ? 'page' : undefined}
+          >
+            {t.label}
+          </a>
+        ))}
       </nav>
       <ErrorText error={structure.error} />
       {tab === 'data' ? (
@@ -130,8 +51,10 @@ export function TablePage({
           tables={structure.data ?? []}
           view={view}
         />
-      ) : (
+      ) : tab === 'structure' ? (
         mine && <Structure schema={schema} structure={mine} onChanged={structure.reload} />
+      ) : (
+        mine && <IndexesTab schema={schema} structure={mine} onChanged={structure.reload} />
       )}
     </section>
   );

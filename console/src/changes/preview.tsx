@@ -1,0 +1,209 @@
+import type { ComponentChildren } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, api, type Query } from '../api';
+import { Dialog, ErrorText, useAction } from '../ui';
+
+/**
+ * Every schema change the console makes goes through here: the API's dryRun first (the SQL, the
+ * locks in plain words, whether the table is rewritten or scanned, the sessions it would wait
+ * for), then the change itself only after the admin confirms it.
+ */
+
+/** A schema-change route of the API, as the console calls it. */
+export interface ChangeRequest {
+  method: 'POST' | 'PATCH' | 'DELETE';
+  path: string;
+  /** DELETE routes take their options in the query, the others in the body. */
+  query?: Query;
+  body?: Record<string, unknown>;
+}
+
+export interface Blocker {
+  pid: number;
+  role: string;
+  state: string | null;
+  transactionSeconds: number | null;
+  lock: string;
+  query?: string;
+}
+
+export interface Preview {
+  summary: string;
+  sql: string[];
+  locks: { table: string; level: string; blocks: string }[];
+  rewrites: boolean;
+  scans: boolean;
+  tables: { table: string; sizeBytes: number; estimatedRows: number }[];
+  blockers: Blocker[];
+}
+
+const withDryRun = (request: ChangeRequest, dryRun: boolean): ChangeRequest =>
+  request.method === 'DELETE'
+    ? { ...request, query: { ...request.query, dryRun } }
+    : { ...request, body: { ...request.body, dryRun } };
+
+const send = <T,>(request: ChangeRequest) =>
+  api<T>(request.method, request.path, { query: request.query, body: request.body });
+
+export const previewChange = (request: ChangeRequest) => send<Preview>(withDryRun(request, true));
+
+export const formatBytes = (bytes: number): string => {
+  if (bytes < 1024) return `${bytes} bytes`;
+  const units = ['KB', 'MB', 'GB', 'TB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+};
+
+/** The catalog's figures, as of the table's last VACUUM or ANALYZE (none yet: both 0). */
+const sizeText = (t: Preview['tables'][number]) =>
+  t.sizeBytes === 0 && t.estimatedRows === 0
+    ? `${t.table}: not yet measured`
+    : `${t.table}: ${formatBytes(t.sizeBytes)}, about ${t.estimatedRows.toLocaleString()} rows`;
+
+/** What the change costs while it runs, in a sentence. */
+function costInWords(preview: Preview): string {
+  const size = preview.tables.map(sizeText).join('; ');
+  const where = size ? ` (${size})` : '';
+  if (preview.rewrites)
+    return `Rewrites the table: every row is copied while the lock is held${where}. On a large table this takes a while.`;
+  if (preview.scans) return `Reads every row while the lock is held${where}, to check or to index them.`;
+  return 'Changes only the catalog: once it has its lock it is done at once.';
+}
+
+export function Blockers({ blockers, waiting }: { blockers: Blocker[]; waiting: boolean }) {
+  if (blockers.length === 0) return null;
+  return (
+    <section class="blockers" aria-label="Blocking sessions">
+      <p class="warning">
+        {waiting
+          ? `${blockers.length === 1 ? 'A session holds' : `${blockers.length} sessions hold`} a lock this change needs. It would wait for them only up to the lock timeout, then fail without changing anything:`
+          : 'These sessions held the lock it needed:'}
+      </p>
+      <ul>
+        {blockers.map((b) => (
+          <li key={b.pid}>
+            session {b.pid} of <span class="mono">{b.role}</span>, {b.state ?? 'state unknown'}
+            {b.transactionSeconds !== null
+              ? `, its transaction open ${Math.round(b.transactionSeconds)} s`
+              : ''}
+            , holds {b.lock}
+            {b.query ? (
+              <>
+                : <code>{b.query}</code>
+              </>
+            ) : null}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+/** The dry run's answer, in plain words. */
+export function PreviewText({ preview }: { preview: Preview }) {
+  return (
+    <div class="preview" data-testid="change-preview">
+      <p>{preview.summary}.</p>
+      <pre class="sql" data-testid="change-sql">
+        {preview.sql.map((statement) => `${statement};`).join('\n')}
+      </pre>
+      {preview.locks.length === 0 ? (
+        <p>Takes no lock on a table.</p>
+      ) : (
+        <ul class="locks">
+          {preview.locks.map((lock) => (
+            <li key={`${lock.table}:${lock.level}`}>
+              Locks <span class="mono">{lock.table}</span> in <strong>{lock.level}</strong> mode: while it
+              runs, it blocks {lock.blocks}.
+            </li>
+          ))}
+        </ul>
+      )}
+      <p class={preview.rewrites || preview.scans ? 'warning' : ''}>{costInWords(preview)}</p>
+      <Blockers blockers={preview.blockers} waiting />
+    </div>
+  );
+}
+
+/**
+ * A change in two steps: its inputs (children; none opens straight on the preview), then the
+ * dry run's preview with Run. `request` builds the change from the inputs, throwing a message
+ * while they are incomplete. `running` is shown while the change runs (an index build's progress).
+ */
+export function ChangeDialog<T = unknown>({
+  title,
+  request,
+  children,
+  onDone,
+  onClose,
+  running,
+  danger = false,
+}: {
+  title: string;
+  request: () => ChangeRequest;
+  children?: ComponentChildren;
+  onDone: (answer: T) => void | Promise<void>;
+  onClose: () => void;
+  running?: ComponentChildren;
+  danger?: boolean;
+}) {
+  const [preview, setPreview] = useState<Preview | undefined>(undefined);
+  const review = useAction(async () => setPreview(await previewChange(request())));
+  const run = useAction(async () => {
+    await onDone(await send<T>(withDryRun(request(), false)));
+    onClose();
+  });
+  const hasInputs = children !== undefined && children !== null && children !== false;
+  useEffect(() => {
+    if (!hasInputs) review.run();
+  }, []);
+  const refused = run.error instanceof ApiError ? run.error : undefined;
+  const held = (refused?.details.blockers as Blocker[] | undefined) ?? [];
+  return (
+    <Dialog title={title} onClose={onClose}>
+      <form
+        class="change"
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (preview) run.run();
+          else review.run();
+        }}
+      >
+        {!preview && children}
+        {preview && <PreviewText preview={preview} />}
+        {!preview && review.busy && <p class="muted">Checking what it would do…</p>}
+        <ErrorText error={review.error} />
+        <ErrorText error={run.error} />
+        <Blockers blockers={held} waiting={false} />
+        {run.busy && running}
+        <div class="actions">
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+          {preview && hasInputs && (
+            <button type="button" onClick={() => setPreview(undefined)} disabled={run.busy}>
+              Back
+            </button>
+          )}
+          {preview && (
+            <button type="button" onClick={() => review.run()} disabled={run.busy || review.busy}>
+              Check again
+            </button>
+          )}
+          <button
+            type="submit"
+            class={danger && preview ? 'danger' : 'primary'}
+            disabled={run.busy || review.busy || (!preview && !hasInputs)}
+          >
+            {preview ? 'Run change' : 'Review change'}
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}

@@ -1,0 +1,167 @@
+import { useState } from 'preact/hooks';
+import { api } from '../../api';
+import { ChangeDialog, formatBytes } from '../../changes/preview';
+import { go } from '../../router';
+import { ErrorText, useAction } from '../../ui';
+import type { TableStructure } from '../../values';
+import { ColumnFields, columnBody } from '../tables';
+import { ColumnChoice } from './column-choice';
+import { ColumnsTable } from './columns';
+import { ConstraintsList } from './constraints';
+
+/**
+ * The structure tab: the table's size and comment with its own changes (rename, comment, primary
+ * key), its columns with theirs, a form that adds a column, and its constraints.
+ */
+
+type TableChangeKind = 'rename' | 'comment' | 'primaryKey';
+
+const e = encodeURIComponent;
+
+function TableChange({
+  schema,
+  structure,
+  kind,
+  onClose,
+  onChanged,
+}: {
+  schema: string;
+  structure: TableStructure;
+  kind: TableChangeKind;
+  onClose: () => void;
+  onChanged: () => Promise<void>;
+}) {
+  const [text, setText] = useState(kind === 'comment' ? (structure.comment ?? '') : '');
+  const [key, setKey] = useState(structure.columns.filter((c) => c.primaryKey).map((c) => c.name));
+  const body = (): Record<string, unknown> => {
+    if (kind === 'rename') {
+      if (!text.trim()) throw new Error('Type the new name first');
+      return { rename: text.trim() };
+    }
+    if (kind === 'comment') return { comment: text.trim() ? text : null };
+    if (key.length === 0) throw new Error('Choose the key’s columns first');
+    return { primaryKey: key };
+  };
+  const titles: Record<TableChangeKind, string> = {
+    rename: `Rename table ${structure.table}`,
+    comment: `Comment on table ${structure.table}`,
+    primaryKey: `Change the primary key of ${structure.table}`,
+  };
+  return (
+    <ChangeDialog
+      title={titles[kind]}
+      request={() => ({ method: 'PATCH', path: `table/${e(structure.table)}`, body: { schema, ...body() } })}
+      onClose={onClose}
+      onDone={async () => {
+        if (kind === 'rename') go({ page: 'table', schema, table: text.trim(), tab: 'structure' });
+        await onChanged();
+      }}
+    >
+      {kind === 'primaryKey' ? (
+        <ColumnChoice
+          label="Key columns, in order"
+          columns={structure.columns.map((c) => c.name)}
+          chosen={key}
+          onChange={setKey}
+          ordered
+        />
+      ) : (
+        <label>
+          {kind === 'rename' ? 'New name' : 'Comment'}
+          <input value={text} onInput={(event) => setText(event.currentTarget.value)} autoFocus />
+        </label>
+      )}
+    </ChangeDialog>
+  );
+}
+
+function AddColumn({
+  schema,
+  structure,
+  onChanged,
+}: {
+  schema: string;
+  structure: TableStructure;
+  onChanged: () => Promise<void>;
+}) {
+  const [column, setColumn] = useState({
+    name: '',
+    type: 'TEXT',
+    length: '',
+    nullable: true,
+    primaryKey: false,
+    defaultValue: '',
+  });
+  const add = useAction(async () => {
+    await api('POST', `table/${e(structure.table)}/column`, {
+      body: { columnName: column.name, dataType: column.type, schema, ...columnBody(column) },
+    });
+    setColumn({ ...column, name: '', defaultValue: '' });
+    await onChanged();
+  });
+  return (
+    <form
+      class="card"
+      aria-label="Add a column"
+      onSubmit={(event) => {
+        event.preventDefault();
+        add.run();
+      }}
+    >
+      <h2>Add a column</h2>
+      <ColumnFields column={column} index={0} withPrimaryKey={false} onChange={setColumn} />
+      <ErrorText error={add.error} />
+      <button type="submit" class="primary" disabled={add.busy}>
+        Add column
+      </button>
+    </form>
+  );
+}
+
+export function Structure({
+  schema,
+  structure,
+  onChanged,
+}: {
+  schema: string;
+  structure: TableStructure;
+  onChanged: () => Promise<void>;
+}) {
+  const [open, setOpen] = useState<TableChangeKind | undefined>(undefined);
+  const rows = structure.estimatedRows;
+  return (
+    <div>
+      <div class="table-facts">
+        <p class="muted">
+          {rows === null || rows === undefined
+            ? 'Size not yet measured (no VACUUM or ANALYZE yet)'
+            : `${formatBytes(structure.sizeBytes ?? 0)}, about ${rows.toLocaleString()} rows`}
+          {structure.comment ? ` · ${structure.comment}` : ''}
+        </p>
+        <span class="row-actions">
+          <button type="button" onClick={() => setOpen('rename')}>
+            Rename table…
+          </button>
+          <button type="button" onClick={() => setOpen('comment')}>
+            Comment…
+          </button>
+          <button type="button" onClick={() => setOpen('primaryKey')}>
+            Primary key…
+          </button>
+        </span>
+      </div>
+      <ColumnsTable schema={schema} structure={structure} onChanged={onChanged} />
+      <AddColumn schema={schema} structure={structure} onChanged={onChanged} />
+      <ConstraintsList schema={schema} structure={structure} onChanged={onChanged} />
+      {open && (
+        <TableChange
+          schema={schema}
+          structure={structure}
+          kind={open}
+          onClose={() => setOpen(undefined)}
+          onChanged={onChanged}
+        />
+      )}
+    </div>
+  );
+}

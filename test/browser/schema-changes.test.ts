@@ -1,0 +1,204 @@
+import type { Page } from 'playwright-core';
+import { ConsoleHarness, describeInBrowser, expectText } from '#test/support/browser';
+import { uniqueName } from '#test/support/names';
+
+/**
+ * Changing a table's structure from the console, in a real Chromium through `npm start`'s host:
+ * every change opens its preview (the SQL, its locks, a rewrite in plain words) and runs only
+ * after Run. The host's lock timeout is 30 s here, so a test can hold a change behind its own
+ * transaction and let it go.
+ */
+jest.setTimeout(120_000);
+
+const h = new ConsoleHarness();
+
+describeInBrowser('schema changes in the console', () => {
+  beforeAll(async () => {
+    await h.start();
+    // The screenshots show the product as a new user sees it: a running trial.
+    expect((await h.api('POST', 'trial/start', { email: 'owner@example.com' })).status).toBe(200);
+  }, 180_000);
+  afterAll(() => h.close());
+
+  /** A schema holding `prices (id serial primary key, label text, amount text)` and `owners`. */
+  async function schemaWithPrices(): Promise<string> {
+    const schema = uniqueName('web');
+    expect(
+      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
+    ).toBe(201);
+    const made = await h.api('POST', 'query', {
+      schema,
+      sql: `CREATE TABLE owners (id serial PRIMARY KEY, name text);
+            INSERT INTO owners (name) VALUES ('ann'), ('bo');
+            CREATE TABLE prices (id serial PRIMARY KEY, label text, amount text, owner integer);
+            INSERT INTO prices (label, amount, owner)
+              VALUES ('a', '10', 1), ('b', '12.5', 2), ('c', 'n/a', 1), ('d', 'free', NULL);`,
+    });
+    expect(made.status).toBe(200);
+    return schema;
+  }
+
+  const columnMenu = async (page: Page, column: string, item: string) => {
+    await page.getByLabel(`Change column ${column}`, { exact: true }).click();
+    await page.getByRole('menuitem', { name: item }).click();
+  };
+
+  /** The columns of a table as the API reads them: name to type. */
+  async function columnTypes(schema: string, table: string): Promise<Record<string, string>> {
+    const { body } = await h.api<{ schema: { table: string; columns: { name: string; type: string }[] }[] }>(
+      'GET',
+      `schema?schema=${schema}`,
+    );
+    const entry = body.schema.find((t) => t.table === table);
+    return Object.fromEntries((entry?.columns ?? []).map((c) => [c.name, c.type]));
+  }
+
+  it('renames a column after showing its SQL and lock, and explains a type change that some rows fail', async () => {
+    const schema = await schemaWithPrices();
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/prices/structure`);
+
+    await columnMenu(page, 'label', 'Rename…');
+    const rename = page.getByRole('dialog', { name: 'Rename column label' });
+    await rename.getByLabel('New name').fill('title');
+    await rename.getByRole('button', { name: 'Review change' }).click();
+    await expectText(
+      rename.getByTestId('change-sql'),
+      `ALTER TABLE "${schema}"."prices" RENAME COLUMN "label" TO "title";`,
+    );
+    await expectText(rename.getByTestId('change-preview'), 'ACCESS EXCLUSIVE');
+    await expectText(rename.getByTestId('change-preview'), 'Changes only the catalog');
+    expect(Object.keys(await columnTypes(schema, 'prices'))).toContain('label');
+    await h.screenshot(page, 'schema-change-preview');
+    await rename.getByRole('button', { name: 'Run change' }).click();
+    await page.getByRole('cell', { name: 'title', exact: true }).waitFor();
+    expect(Object.keys(await columnTypes(schema, 'prices'))).toEqual(['id', 'title', 'amount', 'owner']);
+
+    await columnMenu(page, 'amount', 'Change type…');
+    const retype = page.getByRole('dialog', { name: 'Change the type of column amount' });
+    await retype.getByLabel('New type').fill('NUMERIC(8,2)');
+    await retype.getByRole('button', { name: 'Review change' }).click();
+    await expectText(retype.getByTestId('change-preview'), 'Rewrites the table');
+    await retype.getByRole('button', { name: 'Run change' }).click();
+    // PostgreSQL cannot cast text to numeric without USING: the answer says what to send.
+    await expectText(retype.getByRole('alert'), 'Type needs a conversion');
+    await retype.getByRole('button', { name: 'Back' }).click();
+    await retype.getByLabel('Using (optional)').fill('amount::numeric');
+    await retype.getByRole('button', { name: 'Review change' }).click();
+    await expectText(retype.getByTestId('change-sql'), 'USING amount::numeric');
+    await retype.getByRole('button', { name: 'Run change' }).click();
+    await expectText(
+      retype.getByRole('alert'),
+      'Rows do not fit the type: 2 rows of "prices" (id "3", "4") cannot be made NUMERIC(8,2) in (amount); nothing was changed',
+    );
+    await h.screenshot(page, 'schema-change-refused');
+    expect((await columnTypes(schema, 'prices')).amount).toBe('text');
+    expect(errors).toEqual([]);
+  });
+
+  it('builds an index concurrently, showing its progress while it waits out an older transaction', async () => {
+    const schema = await schemaWithPrices();
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/prices/indexes`);
+    await page.getByRole('cell', { name: 'prices_pkey (primary key)' }).waitFor();
+
+    await page.getByRole('button', { name: 'Create an index' }).click();
+    const create = page.getByRole('dialog', { name: 'Create an index on prices' });
+    await create.getByRole('group', { name: 'Columns, in key order' }).getByLabel('label').check();
+    await create.getByLabel('Name (optional)').fill('prices_label_idx');
+    await create.getByRole('button', { name: 'Review change' }).click();
+    await expectText(create.getByTestId('change-sql'), 'CREATE INDEX CONCURRENTLY "prices_label_idx"');
+    await expectText(create.getByTestId('change-preview'), 'SHARE UPDATE EXCLUSIVE');
+
+    // A transaction whose snapshot is older than the build's: the build's last phase waits for it.
+    const old = await h.db.connect();
+    try {
+      await old.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await old.query('SELECT 1');
+      await create.getByRole('button', { name: 'Run change' }).click();
+      await expectText(
+        create.getByRole('status', { name: 'Index build progress' }),
+        'waiting for old snapshots',
+      );
+      await h.screenshot(page, 'index-build-progress');
+      expect(await page.getByRole('cell', { name: 'prices_label_idx', exact: true }).count()).toBe(0);
+    } finally {
+      await old.query('ROLLBACK');
+      old.release();
+    }
+    await page.getByRole('cell', { name: 'prices_label_idx', exact: true }).waitFor();
+    await expect(create.count()).resolves.toBe(0);
+    const row = page
+      .getByRole('row')
+      .filter({ has: page.getByRole('cell', { name: 'prices_label_idx', exact: true }) });
+    await expectText(row, 'btree');
+    expect(await row.textContent()).not.toContain('invalid');
+    expect(errors).toEqual([]);
+  });
+
+  it('adds a foreign key to another table, locking both, and links the column to it', async () => {
+    const schema = await schemaWithPrices();
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/prices/structure`);
+
+    await page.getByRole('button', { name: 'Add a constraint' }).click();
+    const add = page.getByRole('dialog', { name: 'Add a constraint to prices' });
+    await add.getByRole('group', { name: 'Columns' }).getByLabel('owner').check();
+    await add.getByLabel('References table').selectOption('owners');
+    await add.getByLabel('On delete').selectOption('set null');
+    await add.getByRole('button', { name: 'Review change' }).click();
+    const preview = add.getByTestId('change-preview');
+    await expectText(
+      add.getByTestId('change-sql'),
+      `ADD FOREIGN KEY ("owner") REFERENCES "${schema}"."owners" ON DELETE SET NULL`,
+    );
+    await expectText(preview, `Locks ${schema}.prices in SHARE ROW EXCLUSIVE mode`);
+    await expectText(preview, `Locks ${schema}.owners in SHARE ROW EXCLUSIVE mode`);
+    await expectText(preview, 'Reads every row');
+    await add.getByRole('button', { name: 'Run change' }).click();
+
+    const constraints = page.getByRole('region', { name: 'Constraints' });
+    await expectText(constraints, 'ON DELETE SET NULL');
+    await page.getByRole('link', { name: '→ owners.id' }).click();
+    await page.getByRole('heading', { name: `${schema} / owners` }).waitFor();
+
+    // The key holds: a price of an owner that does not exist is refused.
+    const refused = await h.api('POST', 'table/prices/row', { schema, data: { label: 'x', owner: 99 } });
+    expect(refused.status).toBe(400);
+    expect(errors).toEqual([]);
+  });
+  it('names the session a change would wait for, checks again once it is gone, and renames the table', async () => {
+    const schema = await schemaWithPrices();
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/prices/structure`);
+    await page.getByRole('cell', { name: 'amount', exact: true }).waitFor();
+
+    const reader = await h.db.connect();
+    try {
+      await reader.query('BEGIN');
+      await reader.query(`SELECT count(*) FROM "${schema}".prices`);
+      await columnMenu(page, 'amount', 'Drop…');
+      const drop = page.getByRole('dialog', { name: 'Drop column amount' });
+      await drop.getByRole('button', { name: 'Review change' }).click();
+      const blockers = drop.getByRole('region', { name: 'Blocking sessions' });
+      await expectText(blockers, 'A session holds a lock this change needs');
+      await expectText(blockers, 'idle in transaction');
+      await expectText(blockers, `SELECT count(*) FROM "${schema}".prices`);
+      await reader.query('COMMIT');
+      await drop.getByRole('button', { name: 'Check again' }).click();
+      await blockers.waitFor({ state: 'detached' });
+      await drop.getByRole('button', { name: 'Run change' }).click();
+      await drop.waitFor({ state: 'detached' });
+    } finally {
+      await reader.query('ROLLBACK').catch(() => undefined);
+      reader.release();
+    }
+    expect(Object.keys(await columnTypes(schema, 'prices'))).toEqual(['id', 'label', 'owner']);
+
+    await page.getByRole('button', { name: 'Rename table…' }).click();
+    const rename = page.getByRole('dialog', { name: 'Rename table prices' });
+    await rename.getByLabel('New name').fill('tariffs');
+    await rename.getByRole('button', { name: 'Review change' }).click();
+    await rename.getByRole('button', { name: 'Run change' }).click();
+    await page.getByRole('heading', { name: `${schema} / tariffs` }).waitFor();
+    await page.getByRole('cell', { name: 'label', exact: true }).waitFor();
+    expect(page.url()).toMatch(/#\/s\/[^/]+\/t\/tariffs\/structure$/);
+    expect(errors).toEqual([]);
+  });
+});
