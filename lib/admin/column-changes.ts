@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import { explainNulls, explainUnconvertible } from '#lib/admin/failing-rows';
-import type { Change, TableLock } from '#lib/admin/schema-change';
+import type { Change, Dropped, TableLock } from '#lib/admin/schema-change';
 import { qualified } from '#lib/admin/tables';
-import { type TableInfo, tableInfo } from '#lib/db/catalog';
+import { columnOf, tableInfo } from '#lib/db/catalog';
 import { columnTypeSql, defaultSql } from '#lib/db/column-types';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
@@ -32,11 +32,7 @@ export interface ColumnChangeInput {
   comment?: string | null | undefined;
 }
 
-const column = (info: TableInfo, name: string) => {
-  const found = info.columns.find((c) => c.name === name);
-  if (!found) throw new BadRequest('Unknown column', `table "${info.table}" has no column "${name}"`);
-  return found;
-};
+const column = columnOf;
 
 /** The ALTER TABLE subcommands of the change (type, default, nullability), and what they say. */
 function alterations(input: ColumnChangeInput, name: string) {
@@ -131,13 +127,67 @@ export async function planDropColumn(
 ): Promise<Change> {
   const info = await tableInfo(catalog, input.schema, input.table);
   const target = column(info, input.column);
+  const dependents = await columnDependents(catalog, input);
+  const locks: TableLock[] = [{ schema: input.schema, table: input.table, level: 'ACCESS EXCLUSIVE' }];
+  // CASCADE drops views and other tables' keys: each of their relations is locked as it goes.
+  for (const d of input.cascade ? dependents : []) {
+    if (d.rel_schema === null || d.rel_name === null || !d.cascade) continue;
+    if (locks.some((l) => l.schema === d.rel_schema && l.table === d.rel_name)) continue;
+    locks.push({ schema: d.rel_schema, table: d.rel_name, level: 'ACCESS EXCLUSIVE' });
+  }
   return {
     summary: `column "${target.name}" dropped from "${input.table}"`,
     statements: [
       `ALTER TABLE ${qualified(input.schema, input.table)} DROP COLUMN ${quoteCatalogName(target.name)}${input.cascade ? ' CASCADE' : ''}`,
     ],
-    locks: [{ schema: input.schema, table: input.table, level: 'ACCESS EXCLUSIVE' }],
+    locks,
     rewrites: false,
     scans: false,
+    drops: dependents.map(({ what, cascade }) => ({ what, cascade })),
   };
+}
+
+interface Dependent extends Dropped {
+  /** The relation it belongs to (a view's, a constraint's table), which CASCADE locks. */
+  rel_schema: string | null;
+  rel_name: string | null;
+}
+
+/**
+ * What depends on the column (pg_depend): automatic dependents (its indexes, constraints, owned
+ * sequence) go with it; normal ones (views, other tables' foreign keys) only with CASCADE. Its own
+ * default is left out. One level: CASCADE also drops what depends on those in turn.
+ */
+async function columnDependents(
+  catalog: pg.Pool,
+  input: { schema: string; table: string; column: string },
+): Promise<Dependent[]> {
+  const { rows } = await catalog.query<Dependent>(
+    `SELECT CASE WHEN d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                 THEN 'view ' || vn.nspname || '.' || v.relname
+                 ELSE pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid) END AS what,
+            -- A constraint over the column depends on it both ways: automatic wins.
+            NOT pg_catalog.bool_or(d.deptype = 'a') AS cascade,
+            coalesce(vn.nspname, kn.nspname)::text AS rel_schema,
+            coalesce(v.relname, k.relname)::text AS rel_name
+       FROM pg_catalog.pg_namespace n
+       JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = $2
+       JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = $3
+       JOIN pg_catalog.pg_depend d ON d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                                  AND d.refobjid = c.oid AND d.refobjsubid = a.attnum AND d.deptype IN ('n', 'a')
+       LEFT JOIN pg_catalog.pg_rewrite r ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND r.oid = d.objid
+       LEFT JOIN pg_catalog.pg_class v ON v.oid = r.ev_class
+       LEFT JOIN pg_catalog.pg_namespace vn ON vn.oid = v.relnamespace
+       LEFT JOIN pg_catalog.pg_constraint con ON d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND con.oid = d.objid
+       LEFT JOIN pg_catalog.pg_class k ON k.oid = con.conrelid
+       LEFT JOIN pg_catalog.pg_namespace kn ON kn.oid = k.relnamespace
+       LEFT JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND ad.oid = d.objid
+      WHERE n.nspname = $1
+        -- Its own default goes with it; another column's (a generated column's) is a dependent.
+        AND (ad.oid IS NULL OR ad.adrelid <> c.oid OR ad.adnum <> a.attnum)
+      GROUP BY 1, 3, 4
+      ORDER BY 2, 1`,
+    [input.schema, input.table, input.column],
+  );
+  return rows;
 }

@@ -3,7 +3,7 @@ import { printedInSchemaSession } from '#lib/admin/deparse';
 import { explainDuplicates, explainFailingCheck } from '#lib/admin/failing-rows';
 import type { Change, TableLock } from '#lib/admin/schema-change';
 import { qualified } from '#lib/admin/tables';
-import { tableInfo } from '#lib/db/catalog';
+import { columnOf, type TableInfo, tableInfo } from '#lib/db/catalog';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
 import { schemaBusy } from '#lib/db/pg-errors';
@@ -137,10 +137,12 @@ export interface AddConstraintInput {
 
 const columnList = (columns: string[]) => columns.map((c) => quoteIdent(c, 'column name')).join(', ');
 
-function needColumns(input: AddConstraintInput): string[] {
+/** The constraint's columns, each a column of the table (400 before anything runs otherwise). */
+function needColumns(input: AddConstraintInput, info: TableInfo): string[] {
   if (!input.columns?.length) {
     throw new BadRequest('Columns needed', `a ${input.type} constraint needs "columns"`);
   }
+  for (const name of input.columns) columnOf(info, name);
   return input.columns;
 }
 
@@ -178,12 +180,16 @@ async function assertMayReference(
   if (!found.may) throw refused;
 }
 
-async function foreignKey(catalog: pg.Pool, input: AddConstraintInput) {
-  const columns = needColumns(input);
+async function foreignKey(catalog: pg.Pool, input: AddConstraintInput, info: TableInfo) {
+  const columns = needColumns(input, info);
   const references = input.references;
   if (!references) throw new BadRequest('References needed', 'a foreign key needs "references": {table}');
   const target = { schema: references.schema ?? input.schema, table: references.table };
   await assertMayReference(catalog, input.schema, target);
+  if (references.columns?.length) {
+    const referenced = await tableInfo(catalog, target.schema, target.table);
+    for (const name of references.columns) columnOf(referenced, name);
+  }
   const referenced = references.columns?.length ? ` (${columnList(references.columns)})` : '';
   const actions = [
     input.onDelete ? ` ON DELETE ${input.onDelete.toUpperCase()}` : '',
@@ -201,13 +207,13 @@ async function foreignKey(catalog: pg.Pool, input: AddConstraintInput) {
 }
 
 /** The constraint's clause of ADD CONSTRAINT, what it says, and the locks it takes. */
-async function clause(catalog: pg.Pool, input: AddConstraintInput) {
+async function clause(catalog: pg.Pool, input: AddConstraintInput, info: TableInfo) {
   const own: TableLock[] = [{ schema: input.schema, table: input.table, level: 'ACCESS EXCLUSIVE' }];
-  if (input.type === 'foreign key') return foreignKey(catalog, input);
+  if (input.type === 'foreign key') return foreignKey(catalog, input, info);
   if (input.type === 'unique') {
     if (input.notValid)
       throw new BadRequest('Not possible', 'only a foreign key or a check can be NOT VALID');
-    const columns = needColumns(input);
+    const columns = needColumns(input, info);
     return { sql: `UNIQUE (${columnList(columns)})`, said: `unique (${columns.join(', ')})`, locks: own };
   }
   if (!input.check)
@@ -218,7 +224,7 @@ async function clause(catalog: pg.Pool, input: AddConstraintInput) {
 export async function planAddConstraint(catalog: pg.Pool, input: AddConstraintInput): Promise<Change> {
   assertTenantSchema(input.schema);
   const info = await tableInfo(catalog, input.schema, input.table);
-  const { sql, said, locks } = await clause(catalog, input);
+  const { sql, said, locks } = await clause(catalog, input, info);
   const name = input.name !== undefined ? `CONSTRAINT ${quoteIdent(input.name, 'constraint name')} ` : '';
   const notValid = input.notValid ? ' NOT VALID' : '';
   const columns = input.columns ?? [];

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { Change } from '#lib/admin/schema-change';
 import { qualified } from '#lib/admin/tables';
-import { schemaNotFound, tableInfo, tableNotFound } from '#lib/db/catalog';
+import { columnOf, schemaNotFound, tableInfo, tableNotFound } from '#lib/db/catalog';
 import { IDENTIFIER_MAX_LENGTH, quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
 import { isPgError, schemaBusy } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
@@ -268,11 +268,7 @@ async function indexName(catalog: pg.Pool, input: CreateIndexInput): Promise<str
 
 export async function planCreateIndex(catalog: pg.Pool, input: CreateIndexInput): Promise<Change> {
   const info = await tableInfo(catalog, input.schema, input.table);
-  for (const name of input.columns) {
-    if (!info.columns.some((c) => c.name === name)) {
-      throw new BadRequest('Unknown column', `table "${input.table}" has no column "${name}"`);
-    }
-  }
+  for (const name of input.columns) columnOf(info, name);
   const name = await indexName(catalog, input);
   const table = qualified(input.schema, input.table);
   const keys = input.columns.map((c) => quoteIdent(c, 'column name')).join(', ');

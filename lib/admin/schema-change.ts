@@ -103,6 +103,11 @@ export interface Change {
   rewrites: boolean;
   /** Every row is read (to check a constraint, or to build an index). */
   scans: boolean;
+  /**
+   * What goes with it, as PostgreSQL names it (`index shop.people_email_idx`): `cascade` marks
+   * what only CASCADE drops (without it, the change fails naming them).
+   */
+  drops?: Dropped[];
   /** Turns a failure of the statements into a 400 that explains it (rows that fail, say). */
   explain?: (client: pg.ClientBase, error: unknown) => Promise<unknown>;
   /**
@@ -115,6 +120,11 @@ export interface Change {
    * after a failure, and says what it did in a sentence the error's message ends with.
    */
   undo?: (client: pg.ClientBase, error: unknown) => Promise<string | undefined>;
+}
+
+export interface Dropped {
+  what: string;
+  cascade: boolean;
 }
 
 export interface Blocker {
@@ -227,6 +237,7 @@ export async function previewChange(access: SchemaAccess, change: Change, option
     })),
     rewrites: change.rewrites,
     scans: change.scans,
+    ...(change.drops ? { drops: change.drops } : {}),
     tables,
     blockers: held,
   };

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { explainDuplicates, explainNulls } from '#lib/admin/failing-rows';
 import type { Change } from '#lib/admin/schema-change';
 import { qualified } from '#lib/admin/tables';
-import { tableInfo } from '#lib/db/catalog';
+import { columnOf, tableInfo } from '#lib/db/catalog';
 import { assertTenantSchema } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { BadRequest } from '#lib/errors';
@@ -55,8 +55,7 @@ export async function planTableChange(catalog: pg.Pool, input: TableChangeInput)
   const said: string[] = [];
   const key = input.primaryKey ?? [];
   if (key.length > 0) {
-    const unknown = key.find((c) => !info.columns.some((column) => column.name === c));
-    if (unknown) throw new BadRequest('Unknown column', `table "${input.table}" has no column "${unknown}"`);
+    for (const name of key) columnOf(info, name);
     const old = await primaryKeyName(catalog, input.schema, input.table);
     const drop = old ? `DROP CONSTRAINT ${quoteCatalogName(old)}, ` : '';
     statements.push(

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { type CatalogRead, type CatalogRow, runCatalogRead } from '#lib/db/catalog-read';
-import { NotFound } from '#lib/errors';
+import { BadRequest, NotFound } from '#lib/errors';
 
 export interface ColumnInfo {
   name: string;
@@ -23,6 +23,13 @@ export interface TableInfo {
   columns: ColumnInfo[];
   /** Primary key columns in key order; empty when the table has none. */
   primaryKey: string[];
+}
+
+/** The table's column of that name; 400 naming the table when it has none. */
+export function columnOf(info: TableInfo, name: string): ColumnInfo {
+  const found = info.columns.find((c) => c.name === name);
+  if (!found) throw new BadRequest('Unknown column', `table "${info.table}" has no column "${name}"`);
+  return found;
 }
 
 /**

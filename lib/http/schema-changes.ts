@@ -30,6 +30,13 @@ export const SchemaChangeAnswer = z.union([
     locks: z.array(z.object({ table: z.string(), level: z.enum(LOCK_LEVELS), blocks: z.string() })),
     rewrites: z.boolean().meta({ description: 'the table is written anew, every row copied' }),
     scans: z.boolean().meta({ description: 'every row is read, to check or to index' }),
+    drops: z
+      .array(z.object({ what: z.string(), cascade: z.boolean() }))
+      .optional()
+      .meta({
+        description:
+          'for a drop: what goes with it, as PostgreSQL names it; cascade marks what only cascade=true drops (without it the drop fails naming them)',
+      }),
     tables: z.array(z.object({ table: z.string(), sizeBytes: z.number(), estimatedRows: z.number() })),
     blockers: z.array(Blocker).meta({ description: 'sessions holding a lock the change would wait for' }),
   }),

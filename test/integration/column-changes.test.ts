@@ -204,6 +204,100 @@ describe('DELETE /api/table/:tableName/column/:columnName', () => {
   });
 });
 
+describe('DELETE /api/table/:tableName/column/:columnName: what goes with the column', () => {
+  /** `t (id serial key, email text unique, code text)`, an index, a check, a view and a key to it. */
+  async function withDependents() {
+    const table = uniqueName('owned');
+    const view = uniqueName('emails');
+    const other = uniqueName('refs');
+    const made = await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: {
+        schema,
+        sql: `CREATE TABLE ${table} (id serial PRIMARY KEY, email text UNIQUE, code text, CHECK (email <> ''));
+              CREATE INDEX ${table}_lower ON ${table} (lower(email));
+              CREATE VIEW ${view} AS SELECT email FROM ${table};
+              CREATE TABLE ${other} (id int PRIMARY KEY, email text REFERENCES ${table} (email));`,
+      },
+    });
+    if (made.status !== 200) throw new Error(made.text);
+    return { table, view, other };
+  }
+  const dropPath = (table: string, column: string) => `/api/table/${table}/column/${column}`;
+
+  it('dryRun names what goes with it, and what only cascade drops, with the locks cascade takes', async () => {
+    const { table, view, other } = await withDependents();
+
+    const plain = await call(tables, {
+      method: 'DELETE',
+      path: dropPath(table, 'email'),
+      query: { schema, dryRun: 'true' },
+    });
+    const cascade = await call(tables, {
+      method: 'DELETE',
+      path: dropPath(table, 'email'),
+      query: { schema, dryRun: 'true', cascade: 'true' },
+    });
+
+    expect(plain.status).toBe(200);
+    const drops = plain.body.drops as { what: string; cascade: boolean }[];
+    expect(drops.filter((d) => !d.cascade).map((d) => d.what)).toEqual(
+      expect.arrayContaining([
+        `index ${schema}.${table}_lower`,
+        `constraint ${table}_email_key on table ${schema}.${table}`,
+        `constraint ${table}_email_check on table ${schema}.${table}`,
+      ]),
+    );
+    expect(drops.filter((d) => d.cascade).map((d) => d.what)).toEqual(
+      expect.arrayContaining([
+        `view ${schema}.${view}`,
+        `constraint ${other}_email_fkey on table ${schema}.${other}`,
+      ]),
+    );
+    expect(drops).toHaveLength(5);
+    expect(plain.body.locks).toEqual([expect.objectContaining({ table: `${schema}.${table}` })]);
+    expect(
+      cascade.body.locks.map((l: { table: string; level: string }) => `${l.table} ${l.level}`).sort(),
+    ).toEqual(
+      [`${schema}.${table}`, `${schema}.${view}`, `${schema}.${other}`]
+        .map((t) => `${t} ACCESS EXCLUSIVE`)
+        .sort(),
+    );
+
+    const refused = await call(tables, {
+      method: 'DELETE',
+      path: dropPath(table, 'email'),
+      query: { schema },
+    });
+    expect(refused.status).toBe(400);
+    expect((await columns(table)).map((c) => c.name)).toEqual(['id', 'email', 'code']);
+  });
+
+  it('a serial key takes its sequence with it, and a column nothing uses lists nothing', async () => {
+    const { table } = await withDependents();
+
+    const key = await call(tables, {
+      method: 'DELETE',
+      path: dropPath(table, 'id'),
+      query: { schema, dryRun: 'true' },
+    });
+    const code = await call(tables, {
+      method: 'DELETE',
+      path: dropPath(table, 'code'),
+      query: { schema, dryRun: 'true' },
+    });
+
+    expect(key.body.drops).toEqual(
+      expect.arrayContaining([
+        { what: `sequence ${schema}.${table}_id_seq`, cascade: false },
+        { what: `constraint ${table}_pkey on table ${schema}.${table}`, cascade: false },
+      ]),
+    );
+    expect(code.body.drops).toEqual([]);
+  });
+});
+
 describe('behind another session’s lock', () => {
   withSetting('SCHEMA_LOCK_TIMEOUT_MS', '400');
 

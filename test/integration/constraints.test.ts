@@ -232,6 +232,31 @@ describe('POST /api/table/:tableName/constraints', () => {
     expect(reply.body.message).toMatch(message);
     expect(await names(table)).toEqual([`${table}_pkey`]);
   });
+  it('an unknown column, its own or the referenced table’s, is a 400 before anything runs, dryRun too', async () => {
+    const { table, teams } = await people();
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ type: 'unique', columns: ['email', 'nope'] }, new RegExp(`table "${table}" has no column "nope"`)],
+      [
+        { type: 'foreign key', columns: ['nope'], references: { table: teams } },
+        new RegExp(`table "${table}" has no column "nope"`),
+      ],
+      [
+        { type: 'foreign key', columns: ['team'], references: { table: teams, columns: ['gone'] } },
+        new RegExp(`table "${teams}" has no column "gone"`),
+      ],
+    ];
+    for (const [body, message] of cases) {
+      for (const dryRun of [true, false]) {
+        const reply = await add(table, { ...body, dryRun });
+        expect({ status: reply.status, error: reply.body.error }).toEqual({
+          status: 400,
+          error: 'Unknown column',
+        });
+        expect(reply.body.message).toMatch(message);
+      }
+    }
+    expect(await names(table)).toEqual([`${table}_pkey`]);
+  });
 });
 
 describe('DELETE /api/table/:tableName/constraints/:constraintName', () => {

@@ -33,6 +33,8 @@ export interface Preview {
   locks: { table: string; level: string; blocks: string }[];
   rewrites: boolean;
   scans: boolean;
+  /** For a drop: what goes with it; `cascade`, only with cascade (else the drop fails). */
+  drops?: { what: string; cascade: boolean }[];
   tables: { table: string; sizeBytes: number; estimatedRows: number }[];
   blockers: Blocker[];
 }
@@ -104,6 +106,24 @@ export function Blockers({ blockers, waiting }: { blockers: Blocker[]; waiting: 
   );
 }
 
+/** What a drop takes with it; what only cascade drops is a warning, or a refusal to come without it. */
+function Drops({ drops, cascade }: { drops: { what: string; cascade: boolean }[]; cascade: boolean }) {
+  const auto = drops.filter((d) => !d.cascade);
+  const more = drops.filter((d) => d.cascade);
+  return (
+    <>
+      {auto.length > 0 && <p data-testid="change-drops">Also drops {auto.map((d) => d.what).join(', ')}.</p>}
+      {more.length > 0 && (
+        <p class="warning" data-testid="change-cascade">
+          {cascade
+            ? `Cascade also drops ${more.map((d) => d.what).join(', ')}, and what depends on them.`
+            : `${more.map((d) => d.what).join(', ')} depend${more.length === 1 ? 's' : ''} on it: without cascade the change fails.`}
+        </p>
+      )}
+    </>
+  );
+}
+
 /** The dry run's answer, in plain words. */
 export function PreviewText({ preview }: { preview: Preview }) {
   return (
@@ -125,6 +145,10 @@ export function PreviewText({ preview }: { preview: Preview }) {
         </ul>
       )}
       <p class={preview.rewrites || preview.scans ? 'warning' : ''}>{costInWords(preview)}</p>
+      <Drops
+        drops={preview.drops ?? []}
+        cascade={preview.sql.some((statement) => / CASCADE$/.test(statement))}
+      />
       <Blockers blockers={preview.blockers} waiting />
     </div>
   );
