@@ -14,7 +14,8 @@ const h = new ConsoleHarness();
 
 describeInBrowser('schema changes in the console', () => {
   beforeAll(async () => {
-    await h.start();
+    // Long enough that a test can watch a change wait for its lock, and then let it go.
+    await h.start({ SCHEMA_LOCK_TIMEOUT_MS: '30000' });
     // The screenshots show the product as a new user sees it: a running trial.
     expect((await h.api('POST', 'trial/start', { email: 'owner@example.com' })).status).toBe(200);
   }, 180_000);
@@ -40,7 +41,17 @@ describeInBrowser('schema changes in the console', () => {
 
   const columnMenu = async (page: Page, column: string, item: string) => {
     await page.getByLabel(`Change column ${column}`, { exact: true }).click();
-    await page.getByRole('menuitem', { name: item }).click();
+    const entry = page.getByRole('button', { name: item, exact: true });
+    // The menu shows above the table: its entry is what a click at its middle reaches.
+    expect(
+      await entry.evaluate((element) => {
+        const box = element.getBoundingClientRect();
+        return (
+          element.ownerDocument.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2) === element
+        );
+      }),
+    ).toBe(true);
+    await entry.click();
   };
 
   /** The columns of a table as the API reads them: name to type. */
@@ -57,10 +68,18 @@ describeInBrowser('schema changes in the console', () => {
     const schema = await schemaWithPrices();
     const { page, errors } = await h.signedIn(`#/s/${schema}/t/prices/structure`);
 
+    // The dry run answers late: meanwhile the inputs cannot change under it.
+    const sent: string[] = [];
+    await page.route('**/api/table/prices/column/label', async (route) => {
+      sent.push(route.request().postData() ?? '');
+      if (JSON.parse(route.request().postData() ?? '{}').dryRun) await new Promise((r) => setTimeout(r, 500));
+      await route.continue();
+    });
     await columnMenu(page, 'label', 'Rename…');
     const rename = page.getByRole('dialog', { name: 'Rename column label' });
     await rename.getByLabel('New name').fill('title');
     await rename.getByRole('button', { name: 'Review change' }).click();
+    expect(await rename.getByLabel('New name').isDisabled()).toBe(true);
     await expectText(
       rename.getByTestId('change-sql'),
       `ALTER TABLE "${schema}"."prices" RENAME COLUMN "label" TO "title";`,
@@ -71,6 +90,10 @@ describeInBrowser('schema changes in the console', () => {
     await h.screenshot(page, 'schema-change-preview');
     await rename.getByRole('button', { name: 'Run change' }).click();
     await page.getByRole('cell', { name: 'title', exact: true }).waitFor();
+    expect(sent.map((body) => JSON.parse(body))).toEqual([
+      { schema, rename: 'title', dryRun: true },
+      { schema, rename: 'title', dryRun: false },
+    ]);
     expect(Object.keys(await columnTypes(schema, 'prices'))).toEqual(['id', 'title', 'amount', 'owner']);
 
     await columnMenu(page, 'amount', 'Change type…');
@@ -82,6 +105,7 @@ describeInBrowser('schema changes in the console', () => {
     // PostgreSQL cannot cast text to numeric without USING: the answer says what to send.
     await expectText(retype.getByRole('alert'), 'Type needs a conversion');
     await retype.getByRole('button', { name: 'Back' }).click();
+    expect(await retype.getByRole('alert').count()).toBe(0);
     await retype.getByLabel('Using (optional)').fill('amount::numeric');
     await retype.getByRole('button', { name: 'Review change' }).click();
     await expectText(retype.getByTestId('change-sql'), 'USING amount::numeric');

@@ -49,7 +49,8 @@ export class ConsoleHarness {
   private database: Awaited<ReturnType<typeof licenseTestDatabase>> | undefined;
   private buildDir = `.esbuild-browser-${process.pid}`;
 
-  async start(): Promise<void> {
+  /** `env`: settings of the host beyond the harness's own. */
+  async start(env: NodeJS.ProcessEnv = {}): Promise<void> {
     this.licenseServer.sign(false);
     await this.licenseServer.start();
     this.database = await licenseTestDatabase();
@@ -59,8 +60,7 @@ export class ConsoleHarness {
       LICENSE_SERVER_URL: this.licenseServer.url,
       LICENSE_SERVER_CA_FILE: this.licenseServer.tls.caFile,
       DBADMIN_BUILD_DIR: this.buildDir,
-      // Long enough that a test can watch a change wait for its lock (and then let it go).
-      SCHEMA_LOCK_TIMEOUT_MS: '30000',
+      ...env,
     });
     this.browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
   }

@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, type Query } from '../api';
 import { Dialog, ErrorText, useAction } from '../ui';
 
@@ -154,10 +154,56 @@ export function PreviewText({ preview }: { preview: Preview }) {
   );
 }
 
+/** Cancel (Close while it runs), Back, Check again, and Review or Run. */
+function ChangeActions(props: {
+  reviewed: boolean;
+  canGoBack: boolean;
+  running: boolean;
+  reviewing: boolean;
+  danger: boolean;
+  onClose: () => void;
+  onBack: () => void;
+  onCheckAgain: () => void;
+}) {
+  const { reviewed, running, reviewing } = props;
+  return (
+    <div class="actions">
+      <button type="button" onClick={props.onClose}>
+        {running ? 'Close' : 'Cancel'}
+      </button>
+      {reviewed && props.canGoBack && (
+        <button type="button" onClick={props.onBack} disabled={running}>
+          Back
+        </button>
+      )}
+      {reviewed && (
+        <button type="button" onClick={props.onCheckAgain} disabled={running || reviewing}>
+          Check again
+        </button>
+      )}
+      <button
+        type="submit"
+        class={props.danger && reviewed ? 'danger' : 'primary'}
+        disabled={running || reviewing}
+      >
+        {reviewed ? 'Run change' : 'Review change'}
+      </button>
+    </div>
+  );
+}
+
+/** A preview and the very request it previewed: Run sends that one, whatever the inputs say since. */
+interface Reviewed {
+  request: ChangeRequest;
+  preview: Preview;
+}
+
 /**
  * A change in two steps: its inputs (children; none opens straight on the preview), then the
- * dry run's preview with Run. `request` builds the change from the inputs, throwing a message
- * while they are incomplete. `running` is shown while the change runs (an index build's progress).
+ * dry run's preview with Run, which sends exactly the request previewed. `request` builds the
+ * change from the inputs, throwing a message while they are incomplete. `running` is shown while
+ * the change runs (an index build's progress). Closed while it runs, the change goes on on the
+ * server: `onDone` still hears of it, told the dialog is gone.
  */
 export function ChangeDialog<T = unknown>({
   title,
@@ -171,62 +217,97 @@ export function ChangeDialog<T = unknown>({
   title: string;
   request: () => ChangeRequest;
   children?: ComponentChildren;
-  onDone: (answer: T) => void | Promise<void>;
+  onDone: (answer: T, request: ChangeRequest, stillOpen: boolean) => void | Promise<void>;
   onClose: () => void;
   running?: ComponentChildren;
   danger?: boolean;
 }) {
-  const [preview, setPreview] = useState<Preview | undefined>(undefined);
-  const review = useAction(async () => setPreview(await previewChange(request())));
-  const run = useAction(async () => {
-    await onDone(await send<T>(withDryRun(request(), false)));
-    onClose();
+  const [reviewed, setReviewed] = useState<Reviewed | undefined>(undefined);
+  const open = useRef(true);
+  const shown = useRef<HTMLDivElement>(null);
+  // Bumped by Back: a dry run answering after it is not shown over the inputs.
+  const generation = useRef(0);
+  useEffect(
+    () => () => {
+      open.current = false;
+    },
+    [],
+  );
+  const review = useAction(async () => {
+    const mine = ++generation.current;
+    run.setError(undefined);
+    const asked = request();
+    try {
+      const preview = await previewChange(asked);
+      if (mine === generation.current) setReviewed({ request: asked, preview });
+    } catch (error) {
+      // A failed Check again leaves nothing to run: Review again once the cause is gone.
+      if (mine === generation.current) setReviewed(undefined);
+      throw error;
+    }
   });
+  const run = useAction(async () => {
+    if (!reviewed) return;
+    const answer = await send<T>(withDryRun(reviewed.request, false));
+    await onDone(answer, reviewed.request, open.current);
+    if (open.current) onClose();
+  });
+  const back = () => {
+    generation.current++;
+    run.setError(undefined);
+    review.setError(undefined);
+    setReviewed(undefined);
+  };
   const hasInputs = children !== undefined && children !== null && children !== false;
   useEffect(() => {
     if (!hasInputs) review.run();
   }, []);
+  useEffect(() => {
+    if (reviewed) shown.current?.focus();
+  }, [reviewed]);
   const refused = run.error instanceof ApiError ? run.error : undefined;
   const held = (refused?.details.blockers as Blocker[] | undefined) ?? [];
+  const preview = reviewed?.preview;
   return (
     <Dialog title={title} onClose={onClose}>
       <form
         class="change"
         onSubmit={(event) => {
           event.preventDefault();
-          if (preview) run.run();
+          if (reviewed) run.run();
           else review.run();
         }}
       >
-        {!preview && children}
-        {preview && <PreviewText preview={preview} />}
-        {!preview && review.busy && <p class="muted">Checking what it would do…</p>}
+        {!preview && (
+          <fieldset class="plain" disabled={review.busy}>
+            {children}
+          </fieldset>
+        )}
+        {preview && (
+          <div ref={shown} tabIndex={-1} aria-live="polite" class="preview-box">
+            <PreviewText preview={preview} />
+          </div>
+        )}
+        {review.busy && <p class="muted">Checking what it would do…</p>}
         <ErrorText error={review.error} />
         <ErrorText error={run.error} />
         <Blockers blockers={held} waiting={false} />
+        {run.busy && (
+          <p class="muted" role="status">
+            Running… Closing this dialog leaves the change running on the server.
+          </p>
+        )}
         {run.busy && running}
-        <div class="actions">
-          <button type="button" onClick={onClose}>
-            Cancel
-          </button>
-          {preview && hasInputs && (
-            <button type="button" onClick={() => setPreview(undefined)} disabled={run.busy}>
-              Back
-            </button>
-          )}
-          {preview && (
-            <button type="button" onClick={() => review.run()} disabled={run.busy || review.busy}>
-              Check again
-            </button>
-          )}
-          <button
-            type="submit"
-            class={danger && preview ? 'danger' : 'primary'}
-            disabled={run.busy || review.busy || (!preview && !hasInputs)}
-          >
-            {preview ? 'Run change' : 'Review change'}
-          </button>
-        </div>
+        <ChangeActions
+          reviewed={!!preview}
+          canGoBack={hasInputs}
+          running={run.busy}
+          reviewing={review.busy}
+          danger={danger}
+          onClose={onClose}
+          onBack={back}
+          onCheckAgain={() => review.run()}
+        />
       </form>
     </Dialog>
   );

@@ -51,10 +51,17 @@ export function TablePage({
           tables={structure.data ?? []}
           view={view}
         />
+      ) : !mine ? (
+        structure.data && (
+          <p class="error" role="alert">
+            Schema {schema} has no table {table} (renamed or dropped?):{' '}
+            <a href={href({ page: 'tables', schema })}>its tables</a>.
+          </p>
+        )
       ) : tab === 'structure' ? (
-        mine && <Structure schema={schema} structure={mine} onChanged={structure.reload} />
+        <Structure schema={schema} structure={mine} onChanged={structure.reload} />
       ) : (
-        mine && <IndexesTab schema={schema} structure={mine} onChanged={structure.reload} />
+        <IndexesTab schema={schema} structure={mine} onChanged={structure.reload} />
       )}
     </section>
   );

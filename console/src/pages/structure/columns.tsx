@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ChangeDialog, type ChangeRequest } from '../../changes/preview';
 import { href } from '../../router';
 import type { Column, TableStructure } from '../../values';
@@ -13,12 +13,22 @@ import { COLUMN_TYPES } from '../tables';
 
 type ColumnChangeKind = 'rename' | 'type' | 'default' | 'nullable' | 'unique' | 'check' | 'comment' | 'drop';
 
-const MENU: { kind: ColumnChangeKind; label: (c: Column) => string }[] = [
+/** The column's menu; `offered` leaves out what the column cannot take. */
+const MENU: {
+  kind: ColumnChangeKind;
+  label: (c: Column) => string;
+  offered?: (c: Column, unique: boolean) => boolean;
+}[] = [
   { kind: 'rename', label: () => 'Rename…' },
   { kind: 'type', label: () => 'Change type…' },
   { kind: 'default', label: () => 'Default…' },
-  { kind: 'nullable', label: (c) => (c.nullable ? 'Make required (NOT NULL)' : 'Allow NULL') },
-  { kind: 'unique', label: () => 'Make unique' },
+  {
+    kind: 'nullable',
+    label: (c) => (c.nullable ? 'Make required (NOT NULL)' : 'Allow NULL'),
+    // A primary key's columns are NOT NULL for as long as it stands.
+    offered: (c) => !c.primaryKey,
+  },
+  { kind: 'unique', label: () => 'Make unique', offered: (c, unique) => !c.primaryKey && !unique },
   { kind: 'check', label: () => 'Add a check…' },
   { kind: 'comment', label: () => 'Comment…' },
   { kind: 'drop', label: () => 'Drop…' },
@@ -26,19 +36,46 @@ const MENU: { kind: ColumnChangeKind; label: (c: Column) => string }[] = [
 
 const e = encodeURIComponent;
 
-function ColumnMenu({ column, onPick }: { column: Column; onPick: (kind: ColumnChangeKind) => void }) {
+/** Closes the menu on a click elsewhere or Escape, as a menu does. */
+function useClosing(ref: { current: HTMLDetailsElement | null }) {
+  useEffect(() => {
+    const close = (event: Event) => {
+      const menu = ref.current;
+      if (!menu?.open) return;
+      if (event instanceof KeyboardEvent ? event.key === 'Escape' : !menu.contains(event.target as Node))
+        menu.open = false;
+    };
+    document.addEventListener('click', close);
+    document.addEventListener('keydown', close);
+    return () => {
+      document.removeEventListener('click', close);
+      document.removeEventListener('keydown', close);
+    };
+  }, []);
+}
+
+function ColumnMenu({
+  column,
+  unique,
+  onPick,
+}: {
+  column: Column;
+  unique: boolean;
+  onPick: (kind: ColumnChangeKind) => void;
+}) {
+  const ref = useRef<HTMLDetailsElement>(null);
+  useClosing(ref);
   return (
-    <details class="menu">
+    <details class="menu" ref={ref}>
       <summary aria-label={`Change column ${column.name}`}>Change ▾</summary>
-      <div class="menu-items" role="menu">
-        {MENU.map(({ kind, label }) => (
+      <div class="menu-items">
+        {MENU.filter((item) => item.offered?.(column, unique) ?? true).map(({ kind, label }) => (
           <button
             key={kind}
             type="button"
-            role="menuitem"
             class="menu-item"
-            onClick={(event) => {
-              event.currentTarget.closest('details')?.removeAttribute('open');
+            onClick={() => {
+              if (ref.current) ref.current.open = false;
               onPick(kind);
             }}
           >
@@ -53,6 +90,12 @@ function ColumnMenu({ column, onPick }: { column: Column; onPick: (kind: ColumnC
 const required = (value: string, what: string) => {
   if (!value.trim()) throw new Error(`${what} first`);
   return value.trim();
+};
+
+/** A default as typed: surrounding spaces are part of a literal, so only emptiness is refused. */
+const defaultValue = (value: string) => {
+  if (value === '') throw new Error('Type the default, or choose no default');
+  return value;
 };
 
 /** The dialog of one column change: its inputs (if it has any) and the request they make. */
@@ -88,7 +131,7 @@ function ColumnChange({
   const requests: Record<ColumnChangeKind, () => ChangeRequest> = {
     rename: () => patch({ rename: required(text, 'Type the new name') }),
     type: () => patch({ type: required(text, 'Type the new type'), ...(using.trim() ? { using } : {}) }),
-    default: () => patch({ default: flag ? null : required(text, 'Type the default, or choose none') }),
+    default: () => patch({ default: flag ? null : defaultValue(text) }),
     nullable: () => patch({ nullable: !column.nullable }),
     unique: () => constraint({ type: 'unique' }),
     check: () => constraint({ type: 'check', check: required(text, 'Type the check'), columns: undefined }),
@@ -102,6 +145,7 @@ function ColumnChange({
         value={text}
         placeholder={placeholder}
         list={list}
+        disabled={kind === 'default' && flag}
         onInput={(event) => setText(event.currentTarget.value)}
         autoFocus
       />
@@ -138,12 +182,21 @@ function ColumnChange({
     ),
     default: (
       <>
-        {input('Default', column.defaultValue ?? 'a literal, now(), gen_random_uuid()…')}
+        <p class="muted">
+          Now: <code>{column.defaultValue ?? 'no default'}</code>. A value is taken as a literal; now(),
+          CURRENT_TIMESTAMP, CURRENT_DATE, gen_random_uuid(), true and false as themselves.
+        </p>
+        {input('Default', 'a literal, now(), gen_random_uuid()…')}
         {checkbox('No default')}
       </>
     ),
     check: input('Check', `${column.name} > 0`),
-    comment: input('Comment'),
+    comment: (
+      <>
+        {input('Comment')}
+        <p class="muted">Left empty, the comment is removed.</p>
+      </>
+    ),
     drop: checkbox('Also drop what depends on it (cascade)'),
   };
   const titles: Record<ColumnChangeKind, string> = {
@@ -229,8 +282,12 @@ export function ColumnsTable({
                   )}
                 </td>
                 <td class="muted">{c.comment ?? ''}</td>
-                <td>
-                  <ColumnMenu column={c} onPick={(kind) => setOpen({ column: c, kind })} />
+                <td class="menu-cell">
+                  <ColumnMenu
+                    column={c}
+                    unique={unique.has(c.name)}
+                    onPick={(kind) => setOpen({ column: c, kind })}
+                  />
                 </td>
               </tr>
             );

@@ -26,6 +26,13 @@ interface Constraint {
 
 const e = encodeURIComponent;
 
+/** A table's primary key columns in key order (from its primary index; else the columns' order). */
+export const keyOf = (table: TableStructure): string[] => {
+  const primary = table.indexes?.find((index) => index.primary)?.columns;
+  if (primary?.every((c): c is string => c !== null)) return primary;
+  return table.columns.filter((c) => c.primaryKey).map((c) => c.name);
+};
+
 /** The referenced side of a foreign key: a schema, one of its tables, and its columns (default: its key). */
 function ReferenceFields({
   schema,
@@ -66,12 +73,21 @@ function ReferenceFields({
       </label>
       <ErrorText error={tables.error} />
       {target && (
-        <ColumnChoice
-          label="Referenced columns (none: its primary key)"
-          columns={target.columns.map((c) => c.name)}
-          chosen={value.columns}
-          onChange={(columns) => onChange({ ...value, columns })}
-        />
+        <>
+          <ColumnChoice
+            label="Referenced columns, paired in order with the columns above (none: its primary key)"
+            columns={target.columns.map((c) => c.name)}
+            chosen={value.columns}
+            onChange={(columns) => onChange({ ...value, columns })}
+            ordered
+          />
+          {value.columns.length === 0 && (
+            <p class="muted">
+              Its primary key, in key order: (
+              {keyOf(target).join(', ') || 'none: choose the referenced columns'})
+            </p>
+          )}
+        </>
       )}
     </>
   );
@@ -96,6 +112,12 @@ function target(schema: string, references: { schema: string; table: string; col
     ...(references.columns.length > 0 ? { columns: references.columns } : {}),
   };
 }
+
+/** ON DELETE and ON UPDATE as chosen; PostgreSQL's own default (no action) left unsaid. */
+const actions = (onDelete: string, onUpdate: string) => ({
+  ...(onDelete === 'no action' ? {} : { onDelete }),
+  ...(onUpdate === 'no action' ? {} : { onUpdate }),
+});
 
 function AddConstraint({
   schema,
@@ -125,7 +147,7 @@ function AddConstraint({
       ...(name.trim() ? { name: name.trim() } : {}),
       ...(type === 'check' ? checkBody(check, notValid) : { columns: chosen(columns) }),
       ...(type === 'foreign key'
-        ? { references: target(schema, references), onDelete, onUpdate, notValid }
+        ? { references: target(schema, references), ...actions(onDelete, onUpdate), notValid }
         : {}),
     },
   });
@@ -164,6 +186,7 @@ function AddConstraint({
           columns={structure.columns.map((c) => c.name)}
           chosen={columns}
           onChange={setColumns}
+          ordered
         />
       )}
       {type === 'foreign key' && (
@@ -214,9 +237,9 @@ export function ConstraintsList({
     [schema, structure],
   );
   const [dialog, setDialog] = useState<{ drop: Constraint } | 'add' | undefined>(undefined);
-  const changed = async () => {
-    await Promise.all([onChanged(), list.reload()]);
-  };
+  const [cascade, setCascade] = useState(false);
+  // The list reloads with the structure it depends on.
+  const changed = onChanged;
   return (
     <section aria-label="Constraints">
       <h2>Constraints</h2>
@@ -233,7 +256,10 @@ export function ConstraintsList({
               <button
                 type="button"
                 aria-label={`Drop constraint ${c.name}`}
-                onClick={() => setDialog({ drop: c })}
+                onClick={() => {
+                  setCascade(false);
+                  setDialog({ drop: c });
+                }}
               >
                 Drop
               </button>
@@ -260,11 +286,20 @@ export function ConstraintsList({
           request={() => ({
             method: 'DELETE',
             path: `table/${e(structure.table)}/constraints/${e(dialog.drop.name)}`,
-            query: { schema },
+            query: { schema, cascade },
           })}
           onClose={() => setDialog(undefined)}
           onDone={changed}
-        />
+        >
+          <label class="inline">
+            <input
+              type="checkbox"
+              checked={cascade}
+              onChange={(event) => setCascade(event.currentTarget.checked)}
+            />
+            Also drop the foreign keys that depend on it (cascade)
+          </label>
+        </ChangeDialog>
       )}
     </section>
   );

@@ -43,16 +43,23 @@ const e = encodeURIComponent;
 /** The index builds running on the table, read every half second while this is shown. */
 export function BuildProgress({ schema, table }: { schema: string; table: string }) {
   const [builds, setBuilds] = useState<Build[]>([]);
+  const [failure, setFailure] = useState<unknown>(undefined);
   useEffect(() => {
     let live = true;
+    let misses = 0;
     const read = async () => {
       try {
         const answer = await api<{ builds: Build[] }>('GET', `table/${e(table)}/indexes/progress`, {
           query: { schema },
         });
-        if (live) setBuilds(answer.builds);
-      } catch {
-        // A missed reading is shown by the next one.
+        misses = 0;
+        if (live) {
+          setBuilds(answer.builds);
+          setFailure(undefined);
+        }
+      } catch (error) {
+        // One missed reading is shown by the next; several in a row are said.
+        if (++misses >= 3 && live) setFailure(error);
       }
       if (live) timer = setTimeout(read, PROGRESS_EVERY_MS);
     };
@@ -62,9 +69,11 @@ export function BuildProgress({ schema, table }: { schema: string; table: string
       clearTimeout(timer);
     };
   }, [schema, table]);
+  if (failure) return <ErrorText error={failure} />;
   if (builds.length === 0) return <p class="muted">Building…</p>;
   return (
     <div role="status" aria-label="Index build progress">
+      <p class="muted">Every index build running on this table:</p>
       {builds.map((b) => (
         <div key={b.pid} class="build">
           <p>
@@ -104,7 +113,7 @@ function CreateIndex({
       body: {
         schema,
         columns,
-        unique,
+        unique: unique && method === 'btree',
         method,
         concurrently,
         ...(name.trim() ? { name: name.trim() } : {}),
@@ -150,10 +159,11 @@ function CreateIndex({
       <label class="inline">
         <input
           type="checkbox"
-          checked={unique}
+          checked={unique && method === 'btree'}
+          disabled={method !== 'btree'}
           onChange={(event) => setUnique(event.currentTarget.checked)}
         />
-        Unique
+        Unique (btree only)
       </label>
       <label class="inline">
         <input
@@ -186,9 +196,8 @@ export function IndexesTab({
   );
   const [dialog, setDialog] = useState<{ drop: Index } | 'create' | undefined>(undefined);
   const [dropConcurrently, setDropConcurrently] = useState(true);
-  const changed = async () => {
-    await Promise.all([onChanged(), list.reload()]);
-  };
+  // The list reloads with the structure it depends on.
+  const changed = onChanged;
   return (
     <section aria-label="Indexes">
       <ErrorText error={list.error} />

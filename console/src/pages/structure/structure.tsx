@@ -7,7 +7,7 @@ import type { TableStructure } from '../../values';
 import { ColumnFields, columnBody } from '../tables';
 import { ColumnChoice } from './column-choice';
 import { ColumnsTable } from './columns';
-import { ConstraintsList } from './constraints';
+import { ConstraintsList, keyOf } from './constraints';
 
 /**
  * The structure tab: the table's size and comment with its own changes (rename, comment, primary
@@ -32,7 +32,8 @@ function TableChange({
   onChanged: () => Promise<void>;
 }) {
   const [text, setText] = useState(kind === 'comment' ? (structure.comment ?? '') : '');
-  const [key, setKey] = useState(structure.columns.filter((c) => c.primaryKey).map((c) => c.name));
+  const current = keyOf(structure);
+  const [key, setKey] = useState(current);
   const body = (): Record<string, unknown> => {
     if (kind === 'rename') {
       if (!text.trim()) throw new Error('Type the new name first');
@@ -40,6 +41,8 @@ function TableChange({
     }
     if (kind === 'comment') return { comment: text.trim() ? text : null };
     if (key.length === 0) throw new Error('Choose the key’s columns first');
+    // The same key again would drop and rebuild it, scanning the table under ACCESS EXCLUSIVE.
+    if (key.join('\u0000') === current.join('\u0000')) throw new Error('That is the primary key already');
     return { primaryKey: key };
   };
   const titles: Record<TableChangeKind, string> = {
@@ -52,8 +55,11 @@ function TableChange({
       title={titles[kind]}
       request={() => ({ method: 'PATCH', path: `table/${e(structure.table)}`, body: { schema, ...body() } })}
       onClose={onClose}
-      onDone={async () => {
-        if (kind === 'rename') go({ page: 'table', schema, table: text.trim(), tab: 'structure' });
+      onDone={async (_answer, sent, stillOpen) => {
+        const renamed = sent.body?.rename;
+        // Closed while it ran, the admin has moved on: the page is not taken away from them.
+        if (typeof renamed === 'string' && stillOpen)
+          go({ page: 'table', schema, table: renamed, tab: 'structure' });
         await onChanged();
       }}
     >
