@@ -225,4 +225,38 @@ describeInBrowser('schema changes in the console', () => {
     expect(page.url()).toMatch(/#\/s\/[^/]+\/t\/tariffs\/structure$/);
     expect(errors).toEqual([]);
   });
+  it('creates an enum type and adds a value in its place, and shows the schema’s views with their definitions', async () => {
+    const schema = await schemaWithPrices();
+    await h.api('POST', 'query', {
+      schema,
+      sql: 'CREATE VIEW cheap AS SELECT label FROM prices WHERE owner = 1',
+    });
+    const { page, errors } = await h.signedIn(`#/s/${schema}`);
+
+    await page.getByRole('button', { name: 'Create an enum type' }).click();
+    const create = page.getByRole('dialog', { name: 'Create an enum type' });
+    await create.getByLabel('Name').fill('mood');
+    await create.getByLabel('Values, one a line, in their order').fill('sad\nhappy, very');
+    await create.getByRole('button', { name: 'Review change' }).click();
+    await expectText(
+      create.getByTestId('change-sql'),
+      `CREATE TYPE "${schema}"."mood" AS ENUM ('sad', 'happy, very');`,
+    );
+    await create.getByRole('button', { name: 'Run change' }).click();
+    const types = page.getByRole('region', { name: 'Enum types' });
+    await expectText(types, '"sad", "happy, very"');
+
+    await types.getByRole('button', { name: 'Add a value to mood' }).click();
+    const add = page.getByRole('dialog', { name: 'Add a value to mood' });
+    await add.getByLabel('Value').fill('ok');
+    await add.getByLabel('Sorts after').selectOption('sad');
+    await add.getByRole('button', { name: 'Review change' }).click();
+    await add.getByRole('button', { name: 'Run change' }).click();
+    await expectText(types, '"sad", "ok", "happy, very"');
+
+    const views = page.getByRole('region', { name: 'Views' });
+    await views.getByText('cheap').click();
+    await expectText(views, 'WHERE (owner = 1)');
+    expect(errors).toEqual([]);
+  });
 });

@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { href } from '../router';
 import { ConfirmByName, Dialog, ErrorText, useAction, useLoad } from '../ui';
+import { EnumTypes, Views } from './schema-objects';
 
 export const COLUMN_TYPES = [
   'SERIAL',
@@ -267,6 +268,8 @@ export function TablesPage({ schema }: { schema: string }) {
         {tables.data?.length === 0 && <li class="muted">No tables yet.</li>}
       </ul>
       <CreateTable schema={schema} onCreated={tables.reload} />
+      <EnumTypes schema={schema} />
+      <Views key={tables.data?.join('\u0000')} schema={schema} />
       {cloning && (
         <CloneTable
           schema={schema}
