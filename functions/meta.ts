@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { routes as constraintRoutes } from '#functions/constraints';
 import { routes as healthRoutes } from '#functions/health';
+import { routes as importRoutes } from '#functions/imports';
 import { routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
@@ -20,6 +21,7 @@ const apiRoutes: AnyRoute[] = [
   ...indexRoutes,
   ...constraintRoutes,
   ...rowRoutes,
+  ...importRoutes,
   ...queryRoutes,
   ...keyRoutes,
   ...licenseRoutes,

@@ -116,6 +116,10 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       SCHEMA_LOCK_TIMEOUT_MS: positiveInt.default(3_000),
       // What one response may carry. Lambda answers at most 6 MiB, and the body travels inside a
       // JSON envelope that may double its escaped characters: 3 MB of JSON always fits.
+      // An import in parts is staged in dbadmin's own tables until its commit: at most this many
+      // bytes each, and an import left this long without a part or a commit is deleted.
+      IMPORT_MAX_BYTES: positiveInt.default(1024 * 1024 * 1024),
+      IMPORT_SESSION_TTL_SECONDS: positiveInt.default(3600),
       QUERY_MAX_ROWS: positiveInt.default(10_000),
       QUERY_MAX_BYTES: positiveInt.default(3_000_000),
       // A Lambda container serves one request at a time and there may be many of them: each gets

@@ -55,18 +55,19 @@ export class MethodNotAllowed extends ApiError {
 }
 
 export class PayloadTooLarge extends ApiError {
-  constructor(limitBytes: number) {
-    super(413, 'Payload too large', `request body must be at most ${limitBytes} bytes`);
+  /** `hint`: what to do instead, after the limit. */
+  constructor(limitBytes: number, hint = '') {
+    super(413, 'Payload too large', `request body must be at most ${limitBytes} bytes${hint}`);
   }
 }
 
 export class UnsupportedMediaType extends ApiError {
-  constructor(contentType: string) {
-    super(
-      415,
-      'Unsupported media type',
-      `send Content-Type: application/json (and the body, if any, as JSON), not ${contentType}`,
-    );
+  /** `accepted`: what to send instead. */
+  constructor(
+    contentType: string,
+    accepted = 'Content-Type: application/json (and the body, if any, as JSON)',
+  ) {
+    super(415, 'Unsupported media type', `send ${accepted}, not ${contentType}`);
   }
 }
 

@@ -85,6 +85,30 @@ export const MIGRATIONS: readonly Migration[] = [
         window_ends timestamptz NOT NULL
       )`,
   },
+  {
+    id: 6,
+    name: 'import sessions',
+    // An import sent in parts (lib/admin/import-sessions), staged until its commit. Unlogged: a
+    // crash loses parts in flight, which their sender sends again, and no part waits on the WAL.
+    sql: `
+      CREATE UNLOGGED TABLE _dbadmin.import_sessions (
+        id          uuid PRIMARY KEY,
+        schema_name text NOT NULL,
+        table_name  text NOT NULL,
+        owner       text NOT NULL,
+        options     jsonb NOT NULL,
+        state       text NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'committing', 'committed')),
+        outcome     jsonb,
+        expires_at  timestamptz NOT NULL
+      );
+      CREATE INDEX ON _dbadmin.import_sessions (expires_at);
+      CREATE UNLOGGED TABLE _dbadmin.import_parts (
+        session_id uuid NOT NULL REFERENCES _dbadmin.import_sessions ON DELETE CASCADE,
+        part       integer NOT NULL,
+        bytes      bytea NOT NULL,
+        PRIMARY KEY (session_id, part)
+      )`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

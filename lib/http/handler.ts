@@ -16,6 +16,7 @@ import { type RouteContext, requestLog } from '#lib/http/request-log';
 import { download, type HttpResponse, json, jsonText } from '#lib/http/respond';
 import { responseLimit } from '#lib/http/response-limit';
 import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
+import { type Upload, uploadBody } from '#lib/http/upload';
 import { JsonText } from '#lib/json-text';
 import { startLicensing } from '#lib/license/index';
 
@@ -56,6 +57,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
   if (gated && behindLicenseGate(route)) chain.use(licenseGate());
   if (requiresJsonContentType(route)) chain.use(jsonContentType());
   if (route.body) chain.use(jsonBody());
+  if (route.upload) chain.use(uploadBody(route.upload));
   if (route.access !== 'public') chain.use(keyScope(route));
   return chain.handler(async (event, context, { signal }) => {
     const params = route.params?.parse(event.pathParameters ?? {});
@@ -69,6 +71,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
       principal: context.principal,
       signal,
       clientAddress: clientAddress(event),
+      upload: route.upload ? (event.body as Upload) : undefined,
     });
     if (result instanceof Download) return download(result);
     if (result instanceof JsonText) return jsonText(route.status ?? 200, result.body);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_BODY_BYTES } from '#lib/http/json-body';
 import { type Access, type AnyRoute, behindLicenseGate, requiresJsonContentType } from '#lib/http/route';
+import type { UploadRule } from '#lib/http/upload';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -57,6 +58,10 @@ export function errorReasons(route: AnyRoute): Map<number, string[]> {
     reasons.set(status, [...(reasons.get(status) ?? []), reason]);
   if (route.params || route.query || route.body) add(400, 'invalid input; the message names the field');
   if (route.body) add(413, `a request body over ${MAX_BODY_BYTES} bytes`);
+  if (route.upload) {
+    add(413, `a file (or part) over ${route.upload.maxBytes} bytes`);
+    add(415, `a body sent as another content type than ${route.upload.types.join(', ')}`);
+  }
   if (requiresJsonContentType(route))
     add(415, 'no Content-Type: application/json (required on every authenticated POST, body or not)');
   else if (route.body) add(415, 'a request body sent as another content type than application/json');
@@ -174,6 +179,32 @@ const SECURITY: Record<Access, unknown[] | undefined> = {
   write: undefined,
 };
 
+/** What a file route takes: the file's bytes as they are, in one of its content types. */
+function uploadBody(rule: UploadRule) {
+  const described: Record<string, string> = {
+    'text/csv': 'CSV, UTF-8: its options are query parameters',
+    'application/json': 'a JSON array of objects, one a row, keyed by column name',
+    'application/x-ndjson': 'one JSON object a line',
+    'application/ndjson': 'one JSON object a line',
+    'application/octet-stream': 'a part of the file, cut anywhere',
+  };
+  return {
+    required: true,
+    content: Object.fromEntries(
+      rule.types.map((type) => [
+        type,
+        {
+          schema: {
+            type: 'string',
+            description: described[type] ?? 'the file’s bytes',
+            maxLength: rule.maxBytes,
+          },
+        },
+      ]),
+    ),
+  };
+}
+
 function operation(route: AnyRoute) {
   const errors = [...errorReasons(route)].map(([status, reasons]) => [
     String(status),
@@ -193,6 +224,7 @@ function operation(route: AnyRoute) {
           },
         }
       : {}),
+    ...(route.upload ? { requestBody: uploadBody(route.upload) } : {}),
     responses: Object.fromEntries(
       [
         [String(route.status ?? 200), successResponse(route)],

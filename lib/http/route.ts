@@ -3,6 +3,7 @@ import type { CatalogRead } from '#lib/db/catalog-read';
 import type { Download } from '#lib/download';
 import type { Answer } from '#lib/http/answers';
 import type { Asset } from '#lib/http/asset';
+import type { Upload, UploadRule } from '#lib/http/upload';
 import type { JsonText } from '#lib/json-text';
 import type { Principal } from '#lib/principal';
 
@@ -25,6 +26,8 @@ export interface RouteInput<P, Q, B, C = undefined> {
   signal: AbortSignal | undefined;
   /** The caller's address as API Gateway saw it. */
   clientAddress: string | undefined;
+  /** The file a route with `upload` was sent. */
+  upload: Upload | undefined;
 }
 
 /**
@@ -40,6 +43,8 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown, C = u
   params?: z.ZodType<P>;
   query?: z.ZodType<Q>;
   body?: z.ZodType<B>;
+  /** The body is a file (or part of one), taken as bytes, rather than JSON. */
+  upload?: UploadRule;
   response: z.ZodType<R>;
   /** Status on success; 200 unless stated. */
   status?: number;
@@ -74,9 +79,12 @@ export type AnyRoute = Route<any, any, any, any, any>;
 /** Whether the license gate stands before the route: every authenticated one but those exempt. */
 export const behindLicenseGate = (route: AnyRoute) => route.access !== 'public' && !route.ungated;
 
-/** Authenticated POSTs must say they are JSON, body or not: see lib/http/json-body jsonContentType. */
+/**
+ * Authenticated POSTs must say they are JSON, body or not: see lib/http/json-body jsonContentType.
+ * An upload's own content types need the browser to ask first just the same (lib/http/upload).
+ */
 export const requiresJsonContentType = (route: AnyRoute) =>
-  route.method === 'POST' && route.access !== 'public';
+  route.method === 'POST' && route.access !== 'public' && !route.upload;
 
 /** Identity at run time; lets TypeScript infer the handler's input types from the schemas. */
 export const defineRoute = <P = undefined, Q = undefined, B = undefined, R = unknown, C = undefined>(

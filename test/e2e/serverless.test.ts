@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { routes as consoleRoutes } from '#functions/console';
 import { routes as constraintRoutes } from '#functions/constraints';
 import { routes as healthRoutes } from '#functions/health';
+import { routes as importRoutes } from '#functions/imports';
 import { routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
@@ -33,6 +34,7 @@ const byFunction = {
   constraints: constraintRoutes,
   indexes: indexRoutes,
   rows: rowRoutes,
+  imports: importRoutes,
   query: queryRoutes,
   keys: keyRoutes,
   license: licenseRoutes,

@@ -1,4 +1,5 @@
 import { routes as constraintRoutes, handler as constraints } from '#functions/constraints';
+import { routes as importRoutes, handler as imports } from '#functions/imports';
 import { handler as indexes, routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes, handler as keys } from '#functions/keys';
 import { handler as query, routes as queryRoutes } from '#functions/query';
@@ -206,8 +207,29 @@ function probes(h: string): Probe[] {
     [keys, 'POST', `/api/project/${p}/keys`, { body: { keyName: 'k' } }],
     [keys, 'GET', `/api/project/${p}/keys`],
     [keys, 'DELETE', `/api/project/${p}/keys/1`],
+    [imports, 'POST', `/api/table/${p}/import`, { query: { schema }, ...csv('a\nx\n') }],
+    [imports, 'POST', '/api/table/victim/import', { query: { schema: h }, ...csv('a\nx\n') }],
+    [imports, 'POST', '/api/table/victim/import', { query: { schema, columns: h }, ...csv('x\n') }],
+    [imports, 'POST', '/api/table/victim/import', { query: { schema }, ...csv(`${h}\nx\n`) }],
+    [imports, 'POST', '/api/table/victim/import', { query: { schema }, ...json([{ [h]: 'x' }]) }],
+    [imports, 'POST', `/api/table/${p}/imports`, { body: { schema, format: 'csv' } }],
+    [imports, 'POST', '/api/table/victim/imports', { body: { schema: h, format: 'csv' } }],
+    [imports, 'POST', '/api/table/victim/imports', { body: { schema, format: 'csv', columns: [h] } }],
+    [imports, 'PUT', `/api/table/${p}/imports/${p}/parts/1`, { query: { schema }, ...csv('a\n') }],
+    [imports, 'PUT', `/api/table/victim/imports/${SOME_ID}/parts/${p}`, { query: { schema }, ...csv('a\n') }],
+    [imports, 'GET', `/api/table/${p}/imports/${p}`, { query: { schema } }],
+    [imports, 'POST', `/api/table/${p}/imports/${p}/commit`, { body: { schema, parts: 1 } }],
+    [imports, 'DELETE', `/api/table/${p}/imports/${p}`, { query: { schema } }],
   ];
 }
+
+/** An import id of the right shape that no import has. */
+const SOME_ID = '00000000-0000-4000-8000-000000000000';
+const csv = (body: string) => ({ headers: { 'content-type': 'text/csv' }, body });
+const json = (value: unknown) => ({
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify(value),
+});
 
 const template = (path: string) => path.replace(/\{[^}]+\}/g, '[^/]+');
 
@@ -222,6 +244,7 @@ describe('hostile identifiers', () => {
       ...schemaRoutes,
       ...queryRoutes,
       ...keyRoutes,
+      ...importRoutes,
     ].filter((r) => r.path !== '/api/schemas');
 
     for (const route of routes) {

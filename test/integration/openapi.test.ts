@@ -2,6 +2,7 @@ import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import * as constraints from '#functions/constraints';
 import * as health from '#functions/health';
+import * as imports from '#functions/imports';
 import * as indexes from '#functions/indexes';
 import * as keys from '#functions/keys';
 import * as license from '#functions/license';
@@ -27,7 +28,7 @@ import { freshSchema } from '#test/support/tables';
  */
 
 type Handler = (typeof meta)['handler'];
-const GROUPS = [health, schemas, tables, constraints, indexes, rows, query, keys, license, meta];
+const GROUPS = [health, schemas, tables, constraints, indexes, rows, imports, query, keys, license, meta];
 const ROUTES: { route: AnyRoute; handler: Handler }[] = GROUPS.flatMap((group) =>
   (group.routes as readonly AnyRoute[]).map((route) => ({ route, handler: group.handler as Handler })),
 );
@@ -165,6 +166,8 @@ function pathOf(route: AnyRoute, values: Record<string, string> = {}): string {
     tableName: 'items',
     rowId: '1',
     keyId: '1',
+    importId: NO_IMPORT,
+    part: '1',
     ...values,
   };
   return route.path.replace(/\{(\w+)\}/g, (_, name: string) => defaults[name] ?? name);
@@ -182,6 +185,7 @@ function sample(route: AnyRoute, inSchema = schema): Call {
     ...(route.body ? { body: takes(route.body, 'schema') ? { schema: inSchema } : {} } : {}),
     // An authenticated POST without a body still says it is JSON (lib/http/json-body jsonContentType).
     ...(!route.body && requiresJsonContentType(route) ? { body: {} } : {}),
+    ...(route.upload ? { body: 'name\nsample\n', headers: { 'content-type': 'text/csv' } } : {}),
   };
 }
 
@@ -221,6 +225,31 @@ interface Case {
 }
 
 const NO_SCHEMA = 'no_such_schema';
+/** An import id no import has. */
+const NO_IMPORT = '00000000-0000-4000-8000-000000000000';
+
+/** An import of `items`, open, with part 1 sent when `part` is given. */
+async function openedImport(part?: string): Promise<string> {
+  const opened = await call(imports.handler, {
+    method: 'POST',
+    path: '/api/table/items/imports',
+    body: { schema, format: 'csv' },
+  });
+  if (opened.status !== 201) throw new Error(`import: ${opened.text}`);
+  const id = opened.body.id as string;
+  if (part !== undefined) {
+    await call(imports.handler, {
+      method: 'PUT',
+      path: `/api/table/items/imports/${id}/parts/1`,
+      query: { schema },
+      headers: { 'content-type': 'text/csv' },
+      body: part,
+    });
+  }
+  return id;
+}
+
+const importPath = (id: string, rest = '') => `/api/table/items/imports/${id}${rest}`;
 /** Per operation: its success, and what only this operation can answer. */
 const CASES: Record<string, Case[]> = {
   'GET /api/health': [
@@ -924,6 +953,114 @@ const CASES: Record<string, Case[]> = {
       }),
     },
   ],
+  'POST /api/table/{tableName}/import': [
+    {
+      status: 200,
+      why: 'imported',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/items/import',
+        query: { schema },
+        headers: { 'content-type': 'text/csv' },
+        body: 'name\nimported\n',
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/import',
+        query: { schema },
+        headers: { 'content-type': 'text/csv' },
+        body: 'name\nx\n',
+      }),
+    },
+  ],
+  'POST /api/table/{tableName}/imports': [
+    {
+      status: 201,
+      why: 'opened',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/items/imports',
+        body: { schema, format: 'ndjson' },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such table',
+      request: () => ({
+        method: 'POST',
+        path: '/api/table/missing/imports',
+        body: { schema, format: 'csv' },
+      }),
+    },
+  ],
+  'PUT /api/table/{tableName}/imports/{importId}/parts/{part}': [
+    {
+      status: 200,
+      why: 'a part',
+      request: async () => ({
+        method: 'PUT',
+        path: importPath(await openedImport(), '/parts/1'),
+        query: { schema },
+        headers: { 'content-type': 'text/csv' },
+        body: 'name\nin parts\n',
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such import',
+      request: () => ({
+        method: 'PUT',
+        path: importPath(NO_IMPORT, '/parts/1'),
+        query: { schema },
+        headers: { 'content-type': 'text/csv' },
+        body: 'name\n',
+      }),
+    },
+  ],
+  'GET /api/table/{tableName}/imports/{importId}': [
+    {
+      status: 200,
+      why: 'its state',
+      request: async () => ({ path: importPath(await openedImport('name\n')), query: { schema } }),
+    },
+    {
+      status: 404,
+      why: 'no such import',
+      request: () => ({ path: importPath(NO_IMPORT), query: { schema } }),
+    },
+  ],
+  'POST /api/table/{tableName}/imports/{importId}/commit': [
+    {
+      status: 200,
+      why: 'committed',
+      request: async () => ({
+        method: 'POST',
+        path: importPath(await openedImport('name\ncommitted\n'), '/commit'),
+        body: { schema, parts: 1 },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such import',
+      request: () => ({ method: 'POST', path: importPath(NO_IMPORT, '/commit'), body: { schema, parts: 1 } }),
+    },
+  ],
+  'DELETE /api/table/{tableName}/imports/{importId}': [
+    {
+      status: 200,
+      why: 'abandoned',
+      request: async () => ({ method: 'DELETE', path: importPath(await openedImport()), query: { schema } }),
+    },
+    {
+      status: 404,
+      why: 'no such import',
+      request: () => ({ method: 'DELETE', path: importPath(NO_IMPORT), query: { schema } }),
+    },
+  ],
   'GET /api/trial/status': [
     { status: 200, why: 'the status', request: () => ({ path: '/api/trial/status', auth: null }) },
   ],
@@ -942,9 +1079,14 @@ function badInput(route: AnyRoute): Call {
 
 /** What the route's access refuses: keys on admin routes, anon keys writing, any key elsewhere. */
 function refusedKey(route: AnyRoute): Call {
-  if (route.access === 'admin') return { ...sample(route), ...bearer(serviceKey) };
-  if (route.access === 'write') return { ...sample(route), ...bearer(anonKey) };
-  return { ...sample(route, otherSchema), ...bearer(anonKey) };
+  const as = (request: Call, key: string) => ({
+    ...request,
+    auth: null,
+    headers: { ...request.headers, ...bearer(key).headers },
+  });
+  if (route.access === 'admin') return as(sample(route), serviceKey);
+  if (route.access === 'write') return as(sample(route), anonKey);
+  return as(sample(route, otherSchema), anonKey);
 }
 
 /** The methods of every route whose template matches `path`, as API Gateway would match them. */
@@ -960,6 +1102,7 @@ const inputs = (route: AnyRoute) => Boolean(route.params || route.query || route
 const authenticated = ROUTES.filter(({ route }) => route.access !== 'public');
 const withBody = ROUTES.filter(({ route }) => route.body);
 const sayingJson = ROUTES.filter(({ route }) => route.body || requiresJsonContentType(route));
+const uploading = ROUTES.filter(({ route }) => route.upload);
 const named = (entries: typeof ROUTES) => entries.map((entry) => [operationOf(entry.route), entry] as const);
 
 // ---------------------------------------------------------------- setup
@@ -1034,6 +1177,16 @@ describe('answers of the chain, from the route table', () => {
     const body = JSON.stringify({ padding: 'x'.repeat(MAX_BODY_BYTES) });
     const headers = { 'content-type': 'application/json' };
     expectDocumented(entry.route, 413, await call(entry.handler, { ...sample(entry.route), body, headers }));
+  });
+
+  it.each(named(uploading))('%s: 413 for a file over its limit', async (_, entry) => {
+    const body = 'x'.repeat((entry.route.upload?.maxBytes ?? 0) + 1);
+    expectDocumented(entry.route, 413, await call(entry.handler, { ...sample(entry.route), body }));
+  });
+
+  it.each(named(uploading))('%s: 415 for a body of a type it does not take', async (_, entry) => {
+    const request = { ...sample(entry.route), body: 'a=1', headers: { 'content-type': 'text/plain' } };
+    expectDocumented(entry.route, 415, await call(entry.handler, request));
   });
 
   it.each(named(sayingJson))('%s: 415 for a body that is not JSON', async (_, entry) => {

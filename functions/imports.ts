@@ -1,0 +1,285 @@
+import { z } from 'zod';
+import { type ImportOptions, importRows } from '#lib/admin/import';
+import {
+  CSV_DEFAULTS,
+  checkCsvOptions,
+  FORMAT_OF_TYPE,
+  IMPORT_FORMATS,
+  IMPORT_MODES,
+} from '#lib/admin/import-format';
+import {
+  abandonImport,
+  commitImport,
+  importStatus,
+  MAX_PART_BYTES,
+  MAX_PARTS,
+  openImport,
+  putPart,
+  type SessionScope,
+} from '#lib/admin/import-sessions';
+import { getConfig } from '#lib/config';
+import { schemaAccess } from '#lib/db/executor';
+import { getDatabase } from '#lib/db/pool';
+import { type Answer, NO_TABLE, SCHEMA_SESSION } from '#lib/http/answers';
+import { httpHandler } from '#lib/http/handler';
+import { defineRoute } from '#lib/http/route';
+import type { Principal } from '#lib/principal';
+import { columnName, inSchema, queryBoolean, queryInt, tableName } from '#lib/validation';
+
+/**
+ * Bringing a file's rows into a table: in one request (up to 5 MiB), or opened, sent in parts and
+ * committed (lib/admin/import-sessions). CSV, a JSON array or NDJSON; insert, upsert or replace;
+ * all or nothing, as the schema's role.
+ */
+
+const TablePath = z.object({ tableName });
+const ImportPath = z.object({
+  tableName,
+  importId: z.uuid('an import id is a UUID, as POST .../imports answered'),
+});
+
+const FILE_TYPES = Object.keys(FORMAT_OF_TYPE);
+const mode = z
+  .enum(IMPORT_MODES, { message: `mode must be one of ${IMPORT_MODES.join(', ')}` })
+  .default('insert')
+  .meta({
+    description:
+      'insert adds the rows; upsert updates the rows whose primary key is in the file and adds the others; replace deletes every row first',
+  });
+const csvChar = (what: string, fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .meta({
+      description: `CSV: the ${what}, one single-byte character; default ${JSON.stringify(fallback)}`,
+    });
+
+/** The options of a file, as query parameters (one request) or in the JSON body (an import in parts). */
+const fileOptions = {
+  mode,
+  delimiter: csvChar('field delimiter', CSV_DEFAULTS.delimiter),
+  quote: csvChar('quote', CSV_DEFAULTS.quote),
+  null: z
+    .string()
+    .default('')
+    .meta({ description: 'CSV: the text of an unquoted field that means NULL; default empty' }),
+};
+
+const columnsList = z
+  .string()
+  .max(20_000)
+  .transform((list) => list.split(',').map((name) => name.trim()))
+  .pipe(z.array(columnName).min(1).max(1600))
+  .optional()
+  .meta({
+    description:
+      'the table’s columns in the file’s order (CSV), or the keys taken (JSON), comma-separated; default: the header, or the keys of the rows in the first part',
+    example: 'id,name,email',
+  });
+
+const Outcome = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  rows: z.number().meta({ description: 'rows written (upsert: inserted or updated)' }),
+  mode: z.enum(IMPORT_MODES),
+});
+
+const NO_IMPORT: Answer = {
+  status: 404,
+  why: 'no such import of the caller’s on this table (committed long ago, abandoned or expired)',
+};
+const IMPORT_STATE: Answer = {
+  status: 409,
+  why: 'the import is being committed, was committed, or the schema has 8 imports open already',
+};
+const BAD_FILE: Answer = {
+  status: 400,
+  why: 'a value the column refuses (the message names the line or row, the column and PostgreSQL’s reason; nothing is written), a column the table lacks, an empty file',
+};
+
+function options(input: {
+  format: ImportOptions['format'];
+  mode: ImportOptions['mode'];
+  header?: boolean | undefined;
+  delimiter: string;
+  quote: string;
+  null: string;
+  columns?: string[] | undefined;
+}): ImportOptions {
+  const csv = checkCsvOptions({
+    delimiter: input.delimiter,
+    quote: input.quote,
+    null: input.null,
+    header: input.header ?? true,
+  });
+  return { format: input.format, mode: input.mode, csv, columns: input.columns };
+}
+
+const scope = (schema: string, table: string, principal: Principal | undefined): SessionScope => ({
+  schema,
+  table,
+  principal,
+});
+
+async function* once(bytes: Buffer) {
+  yield bytes;
+}
+
+export const routes = [
+  defineRoute({
+    method: 'POST',
+    path: '/api/table/{tableName}/import',
+    summary: `Import a file of at most ${MAX_PART_BYTES} bytes (CSV, a JSON array, NDJSON: by its Content-Type) into the table, all or nothing`,
+    access: 'write',
+    params: TablePath,
+    query: z.strictObject({
+      schema: inSchema,
+      ...fileOptions,
+      header: queryBoolean.default(true).meta({ description: 'CSV: the first line names the columns' }),
+      columns: columnsList,
+    }),
+    upload: {
+      types: FILE_TYPES,
+      maxBytes: MAX_PART_BYTES,
+      tooLarge: ': send a larger file in parts (POST /api/table/{tableName}/imports)',
+    },
+    response: Outcome,
+    errors: [...SCHEMA_SESSION, NO_TABLE, BAD_FILE],
+    handler: async ({ params, query, upload, principal, signal }) => {
+      const file = upload as NonNullable<typeof upload>;
+      const format = FORMAT_OF_TYPE[file.contentType] ?? 'csv';
+      return importRows(
+        await schemaAccess(principal, query.schema, signal),
+        params.tableName,
+        options({ ...query, format }),
+        once(file.bytes),
+      );
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/table/{tableName}/imports',
+    summary: `Open an import sent in parts of at most ${MAX_PART_BYTES} bytes; it expires after IMPORT_SESSION_TTL_SECONDS without a part`,
+    access: 'write',
+    params: TablePath,
+    body: z.strictObject({
+      schema: inSchema,
+      format: z.enum(IMPORT_FORMATS, { message: `format must be one of ${IMPORT_FORMATS.join(', ')}` }),
+      ...fileOptions,
+      header: z.boolean().default(true).meta({ description: 'CSV: the first line names the columns' }),
+      columns: z.array(columnName).min(1).max(1600).optional(),
+    }),
+    response: z.object({
+      id: z.string(),
+      table: z.string(),
+      format: z.enum(IMPORT_FORMATS),
+      mode: z.enum(IMPORT_MODES),
+      maxPartBytes: z.number(),
+      expiresAt: z.string(),
+    }),
+    status: 201,
+    errors: [NO_TABLE, IMPORT_STATE],
+    handler: async ({ params, body, principal }) =>
+      openImport(
+        await getDatabase(),
+        scope(body.schema, params.tableName, principal),
+        options(body),
+        (await getConfig()).IMPORT_SESSION_TTL_SECONDS,
+      ),
+  }),
+  defineRoute({
+    method: 'PUT',
+    path: '/api/table/{tableName}/imports/{importId}/parts/{part}',
+    summary: 'Send part n of an import (from 1); sent again, a part replaces itself; any order',
+    access: 'write',
+    params: ImportPath.extend({ part: queryInt('part', 1, MAX_PARTS) }),
+    query: z.strictObject({ schema: inSchema }),
+    upload: {
+      types: [...FILE_TYPES, 'application/octet-stream'],
+      maxBytes: MAX_PART_BYTES,
+      tooLarge: ': split the file into more parts',
+    },
+    response: z.object({
+      part: z.number(),
+      bytes: z.number(),
+      parts: z.number().meta({ description: 'parts received so far' }),
+      totalBytes: z.number(),
+    }),
+    errors: [NO_IMPORT, IMPORT_STATE],
+    handler: async ({ params, query, upload, principal }) => {
+      const config = await getConfig();
+      return putPart(
+        await getDatabase(),
+        params.importId,
+        scope(query.schema, params.tableName, principal),
+        params.part,
+        (upload as NonNullable<typeof upload>).bytes,
+        { maxBytes: config.IMPORT_MAX_BYTES, ttlSeconds: config.IMPORT_SESSION_TTL_SECONDS },
+      );
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/table/{tableName}/imports/{importId}',
+    summary:
+      'An import’s state: the parts received, their bytes, when it expires, its outcome once committed',
+    access: 'write',
+    params: ImportPath,
+    query: z.strictObject({ schema: inSchema }),
+    response: z.object({
+      id: z.string(),
+      table: z.string(),
+      state: z.enum(['open', 'committing', 'committed']),
+      format: z.enum(IMPORT_FORMATS),
+      mode: z.enum(IMPORT_MODES),
+      parts: z.array(z.object({ part: z.number(), bytes: z.number() })),
+      totalBytes: z.number(),
+      expiresAt: z.string(),
+      outcome: Outcome.optional(),
+    }),
+    errors: [NO_IMPORT],
+    handler: async ({ params, query, principal }) =>
+      importStatus(await getDatabase(), params.importId, scope(query.schema, params.tableName, principal)),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/table/{tableName}/imports/{importId}/commit',
+    summary:
+      'Write an import’s parts 1..parts in order, all or nothing; sent again after it succeeded, answers the same',
+    access: 'write',
+    params: ImportPath,
+    body: z.strictObject({
+      schema: inSchema,
+      parts: z
+        .number()
+        .int()
+        .min(1)
+        .max(MAX_PARTS)
+        .meta({ description: 'how many parts were sent: a missing one is a 400' }),
+    }),
+    response: Outcome,
+    errors: [...SCHEMA_SESSION, NO_IMPORT, IMPORT_STATE, BAD_FILE],
+    handler: async ({ params, body, principal, signal }) =>
+      commitImport(
+        await schemaAccess(principal, body.schema, signal),
+        params.importId,
+        scope(body.schema, params.tableName, principal),
+        body.parts,
+        (await getConfig()).IMPORT_SESSION_TTL_SECONDS,
+      ),
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/api/table/{tableName}/imports/{importId}',
+    summary: 'Abandon an import: its parts are deleted',
+    access: 'write',
+    params: ImportPath,
+    query: z.strictObject({ schema: inSchema }),
+    response: z.object({ success: z.boolean(), message: z.string() }),
+    errors: [NO_IMPORT, IMPORT_STATE],
+    handler: async ({ params, query, principal }) =>
+      abandonImport(await getDatabase(), params.importId, scope(query.schema, params.tableName, principal)),
+  }),
+];
+
+export const handler = httpHandler(routes);

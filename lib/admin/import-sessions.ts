@@ -1,0 +1,262 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { type ImportOptions, type ImportOutcome, importRows } from '#lib/admin/import';
+import { tableInfo } from '#lib/db/catalog';
+import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
+import { INTERNAL_SCHEMA } from '#lib/db/migrations';
+import { withTransaction } from '#lib/db/pool';
+import { ApiError, BadRequest, NotFound, PayloadTooLarge } from '#lib/errors';
+import type { Principal } from '#lib/principal';
+
+/**
+ * An import too large for one request (Lambda takes 6 MB): opened, sent in numbered parts of at
+ * most MAX_PART_BYTES, in any order and as often as needed (a part sent again replaces itself),
+ * then committed, which streams the parts in order into one import (lib/admin/import), all or
+ * nothing. The parts wait in dbadmin's own tables, out of every tenant's reach, which every
+ * container and Lambda function shares. An import left alone past its expiry is deleted.
+ */
+
+/** The service's clock for expiry; tests move it (never a real wait). */
+export const importClock = { now: (): number => Date.now() };
+
+/** Under Lambda's 6 MB request, with room for the request's own envelope. */
+export const MAX_PART_BYTES = 5 * 1024 * 1024;
+export const MAX_PARTS = 10_000;
+/** Imports open at once in one schema: each may stage up to IMPORT_MAX_BYTES. */
+export const MAX_OPEN_PER_SCHEMA = 8;
+
+const SESSIONS = `${INTERNAL_SCHEMA}.import_sessions`;
+const PARTS = `${INTERNAL_SCHEMA}.import_parts`;
+
+export interface SessionScope {
+  schema: string;
+  table: string;
+  principal: Principal | undefined;
+}
+
+interface SessionRow {
+  id: string;
+  options: ImportOptions;
+  state: 'open' | 'committing' | 'committed';
+  outcome: ImportOutcome | null;
+  expires_at: Date;
+}
+
+/** Whose import it is: the admin's, or one key's (another key of the schema does not see it). */
+const ownerOf = (principal: Principal | undefined) =>
+  principal?.kind === 'key' ? `key:${principal.id}` : 'admin';
+
+const now = () => new Date(importClock.now());
+const expiry = (ttlSeconds: number) => new Date(importClock.now() + ttlSeconds * 1000);
+
+/** Deletes every import past its expiry (its parts go with it). */
+export async function removeExpired(db: pg.Pool | pg.ClientBase): Promise<number> {
+  const { rowCount } = await db.query(`DELETE FROM ${SESSIONS} WHERE expires_at < $1`, [now()]);
+  return rowCount ?? 0;
+}
+
+const notFound = (id: string) =>
+  new NotFound(
+    'Import not found',
+    `no import ${id} on this table: it was committed long ago, abandoned, expired, or never opened`,
+  );
+
+/** The import, when it is the caller's, on this table, and not expired; else 404. */
+async function session(db: pg.Pool | pg.ClientBase, id: string, scope: SessionScope, lock = false) {
+  const { rows } = await db.query<SessionRow>(
+    `SELECT id, options, state, outcome, expires_at FROM ${SESSIONS}
+      WHERE id = $1 AND schema_name = $2 AND table_name = $3 AND owner = $4 AND expires_at >= $5
+      ${lock ? 'FOR UPDATE' : ''}`,
+    [id, scope.schema, scope.table, ownerOf(scope.principal), now()],
+  );
+  const found = rows[0];
+  if (!found) throw notFound(id);
+  return found;
+}
+
+export async function openImport(
+  db: pg.Pool,
+  scope: SessionScope,
+  options: ImportOptions,
+  ttlSeconds: number,
+) {
+  assertTenantSchema(scope.schema);
+  await tableInfo(db, scope.schema, scope.table);
+  await removeExpired(db);
+  const id = randomUUID();
+  const expiresAt = expiry(ttlSeconds);
+  await withTransaction(db, async (client) => {
+    // Opens one at a time, so the count below cannot be raced past. A table lock rather than an
+    // advisory one, which any login could take and hold (lib/db/migrations says the same).
+    await client.query(`LOCK TABLE ${SESSIONS} IN SHARE ROW EXCLUSIVE MODE`);
+    const { rows } = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${SESSIONS} WHERE schema_name = $1 AND state <> 'committed'`,
+      [scope.schema],
+    );
+    if ((rows[0]?.n ?? 0) >= MAX_OPEN_PER_SCHEMA) {
+      throw new ApiError(
+        409,
+        'Too many imports',
+        `schema "${scope.schema}" has ${MAX_OPEN_PER_SCHEMA} imports open: commit or abandon one (DELETE .../imports/:id) first`,
+      );
+    }
+    await client.query(
+      `INSERT INTO ${SESSIONS} (id, schema_name, table_name, owner, options, expires_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+      [id, scope.schema, scope.table, ownerOf(scope.principal), JSON.stringify(options), expiresAt],
+    );
+  });
+  return {
+    id,
+    table: scope.table,
+    format: options.format,
+    mode: options.mode,
+    maxPartBytes: MAX_PART_BYTES,
+    expiresAt: expiresAt.toISOString(),
+  };
+}
+
+function assertOpen(found: SessionRow) {
+  if (found.state === 'open') return;
+  throw new ApiError(
+    409,
+    found.state === 'committing' ? 'Import committing' : 'Import committed',
+    found.state === 'committing'
+      ? `import ${found.id} is being committed; its parts can no longer change`
+      : `import ${found.id} was committed; open a new one to import more`,
+  );
+}
+
+export async function putPart(
+  db: pg.Pool,
+  id: string,
+  scope: SessionScope,
+  part: number,
+  bytes: Buffer,
+  limits: { maxBytes: number; ttlSeconds: number },
+) {
+  if (part > MAX_PARTS) throw new BadRequest('Too many parts', `parts are numbered 1 to ${MAX_PARTS}`);
+  return withTransaction(db, async (client) => {
+    assertOpen(await session(client, id, scope, true));
+    const { rows } = await client.query<{ others: string; n: number }>(
+      `SELECT coalesce(sum(pg_catalog.length(bytes)), 0) AS others, count(*)::int AS n
+         FROM ${PARTS} WHERE session_id = $1 AND part <> $2`,
+      [id, part],
+    );
+    const others = Number(rows[0]?.others ?? 0);
+    if (others + bytes.length > limits.maxBytes) {
+      throw new PayloadTooLarge(
+        limits.maxBytes,
+        ` in all its parts (IMPORT_MAX_BYTES); this part would make ${others + bytes.length}`,
+      );
+    }
+    await client.query(
+      `INSERT INTO ${PARTS} (session_id, part, bytes) VALUES ($1, $2, $3)
+       ON CONFLICT (session_id, part) DO UPDATE SET bytes = EXCLUDED.bytes`,
+      [id, part, bytes],
+    );
+    await client.query(`UPDATE ${SESSIONS} SET expires_at = $2 WHERE id = $1`, [
+      id,
+      expiry(limits.ttlSeconds),
+    ]);
+    return { part, bytes: bytes.length, parts: (rows[0]?.n ?? 0) + 1, totalBytes: others + bytes.length };
+  });
+}
+
+export async function importStatus(db: pg.Pool, id: string, scope: SessionScope) {
+  const found = await session(db, id, scope);
+  const { rows } = await db.query<{ part: number; bytes: number }>(
+    `SELECT part, pg_catalog.length(bytes) AS bytes FROM ${PARTS} WHERE session_id = $1 ORDER BY part`,
+    [id],
+  );
+  return {
+    id,
+    table: scope.table,
+    state: found.state,
+    format: found.options.format,
+    mode: found.options.mode,
+    parts: rows,
+    totalBytes: rows.reduce((sum, r) => sum + r.bytes, 0),
+    expiresAt: found.expires_at.toISOString(),
+    ...(found.outcome ? { outcome: found.outcome } : {}),
+  };
+}
+
+export async function abandonImport(db: pg.Pool, id: string, scope: SessionScope) {
+  const found = await session(db, id, scope);
+  if (found.state === 'committing') assertOpen(found);
+  await db.query(`DELETE FROM ${SESSIONS} WHERE id = $1`, [id]);
+  return { success: true, message: `import ${id} abandoned; its parts are deleted` };
+}
+
+/** Parts 1..count, each there once; 400 naming the first missing or the first beyond `count`. */
+async function checkParts(db: pg.Pool, id: string, count: number) {
+  const { rows } = await db.query<{ part: number }>(
+    `SELECT part FROM ${PARTS} WHERE session_id = $1 ORDER BY part`,
+    [id],
+  );
+  const beyond = rows.find((r) => r.part > count);
+  if (beyond) {
+    throw new BadRequest(
+      'Parts beyond',
+      `part ${beyond.part} was sent, but the commit says ${count} parts: send parts ${count + 1}… or commit with their number`,
+    );
+  }
+  const have = new Set(rows.map((r) => r.part));
+  for (let part = 1; part <= count; part++) {
+    if (!have.has(part))
+      throw new BadRequest(
+        'Part missing',
+        `part ${part} of ${count} was never received: send it, then commit again`,
+      );
+  }
+}
+
+/** The parts' bytes in order, one part in memory at a time. */
+async function* partsOf(db: pg.Pool, id: string, count: number): AsyncGenerator<Buffer> {
+  for (let part = 1; part <= count; part++) {
+    // In binary: bytea arrives as the bytes (the pools print it as text for JSON answers).
+    const { rows } = await db.query<{ bytes: Buffer }>({
+      text: `SELECT bytes FROM ${PARTS} WHERE session_id = $1 AND part = $2`,
+      values: [id, part],
+      binary: true,
+    } as pg.QueryConfig);
+    const bytes = rows[0]?.bytes;
+    if (!bytes) throw new BadRequest('Part missing', `part ${part} of ${count} is gone`);
+    yield bytes;
+  }
+}
+
+/**
+ * Writes the import: its parts, in order, as one file. Committed once: a commit sent again (its
+ * answer lost on the way) answers the same outcome. A failed commit leaves the import open, so a
+ * part can be sent again and the commit retried.
+ */
+export async function commitImport(
+  access: SchemaAccess,
+  id: string,
+  scope: SessionScope,
+  count: number,
+  ttlSeconds: number,
+): Promise<ImportOutcome> {
+  const db = access.catalog;
+  const found = await session(db, id, scope);
+  if (found.state === 'committed' && found.outcome) return found.outcome;
+  const { rowCount } = await db.query(
+    `UPDATE ${SESSIONS} SET state = 'committing', expires_at = $2 WHERE id = $1 AND state = 'open'`,
+    [id, expiry(ttlSeconds)],
+  );
+  if (rowCount !== 1) assertOpen({ ...found, state: 'committing' });
+  try {
+    await checkParts(db, id, count);
+    const outcome = await importRows(access, scope.table, found.options, partsOf(db, id, count));
+    await db.query(
+      `WITH done AS (UPDATE ${SESSIONS} SET state = 'committed', outcome = $2 WHERE id = $1)
+       DELETE FROM ${PARTS} WHERE session_id = $1`,
+      [id, JSON.stringify(outcome)],
+    );
+    return outcome;
+  } catch (error) {
+    await db.query(`UPDATE ${SESSIONS} SET state = 'open' WHERE id = $1`, [id]).catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,356 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { StringDecoder } from 'node:string_decoder';
+import type pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import {
+  type CsvOptions,
+  csvLine,
+  csvRecords,
+  type ImportFormat,
+  type ImportMode,
+  JsonRowSplitter,
+  type TargetColumn,
+} from '#lib/admin/import-format';
+import { qualified } from '#lib/admin/tables';
+import { schemaNotFound, tableNotFound } from '#lib/db/catalog';
+import type { SchemaAccess } from '#lib/db/executor';
+import { quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
+import { isPgError } from '#lib/db/pg-errors';
+import { BadRequest } from '#lib/errors';
+
+/**
+ * An import: a file's rows streamed into a table with COPY ... FROM STDIN, as the schema's role,
+ * in one transaction, so a bad value anywhere leaves nothing written and is a 400 naming its line
+ * and column. CSV goes to COPY as it is (PostgreSQL parses it); JSON and NDJSON rows are written
+ * as CSV lines as they arrive. `insert` adds the rows, `replace` deletes the table's rows first,
+ * `upsert` copies into a temporary table and merges on the primary key.
+ */
+
+export interface ImportOptions {
+  format: ImportFormat;
+  mode: ImportMode;
+  csv: CsvOptions;
+  /** The table's columns in the file's order (CSV), or the keys taken (JSON); default: the header, the first part's keys. */
+  columns?: string[] | undefined;
+}
+
+interface ImportColumn extends TargetColumn {
+  /** GENERATED ALWAYS (a stored expression or an identity): COPY cannot write it. */
+  generated: boolean;
+}
+
+interface ImportTable {
+  columns: ImportColumn[];
+  primaryKey: string[];
+}
+
+const IMPORT_TABLE = `
+  SELECT c.oid IS NOT NULL AS table_exists,
+         (SELECT coalesce(json_agg(json_build_object(
+                   'name', a.attname, 'array', t.typcategory = 'A',
+                   'generated', a.attgenerated <> '' OR a.attidentity = 'a') ORDER BY a.attnum), '[]')
+            FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+           WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
+         (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')
+            FROM pg_catalog.pg_index i
+            CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+            JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+           WHERE i.indrelid = c.oid AND i.indisprimary AND k.ord <= i.indnkeyatts) AS primary_key
+    FROM pg_catalog.pg_namespace n
+    LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = $2 AND c.relkind IN ('r', 'p')
+   WHERE n.nspname = $1`;
+
+async function importTable(catalog: pg.Pool, schema: string, table: string): Promise<ImportTable> {
+  const { rows } = await catalog.query<{
+    table_exists: boolean;
+    columns: ImportColumn[];
+    primary_key: string[];
+  }>(IMPORT_TABLE, [schema, table]);
+  const found = rows[0];
+  if (!found) throw schemaNotFound(schema);
+  if (!found.table_exists) throw tableNotFound(schema, table);
+  return { columns: found.columns, primaryKey: found.primary_key };
+}
+
+/** A name in the file as the table's column: exactly, else the one column it matches ignoring case. */
+function columnNamed(table: ImportTable, tableName: string, name: string, where: string): ImportColumn {
+  const exact = table.columns.find((c) => c.name === name);
+  const folded = table.columns.filter((c) => c.name.toLowerCase() === name.trim().toLowerCase());
+  const found = exact ?? (folded.length === 1 ? folded[0] : undefined);
+  if (!found) {
+    throw new BadRequest(
+      'Unknown column',
+      `${where} "${name}" is not a column of "${tableName}" (${table.columns.map((c) => c.name).join(', ')}); name the columns with columns=`,
+    );
+  }
+  if (found.generated) {
+    throw new BadRequest(
+      'Generated column',
+      `column "${found.name}" of "${tableName}" is GENERATED ALWAYS: leave it out of the file (or name the others with columns=)`,
+    );
+  }
+  return found;
+}
+
+/** The file's columns: named (`columns`), from the header or the first row, else every writable column. */
+function fileColumns(table: ImportTable, tableName: string, names: string[] | undefined, where: string) {
+  const columns = names
+    ? names.map((name) => columnNamed(table, tableName, name, where))
+    : table.columns.filter((c) => !c.generated);
+  const seen = new Set<string>();
+  for (const column of columns) {
+    if (seen.has(column.name))
+      throw new BadRequest('Duplicate column', `${where} names "${column.name}" twice`);
+    seen.add(column.name);
+  }
+  if (columns.length === 0) throw new BadRequest('No columns', 'the import names no column to write');
+  return columns;
+}
+
+/** The bytes of the file, one chunk at a time, with a first look at its start. */
+class Source {
+  private readonly iterator: AsyncIterator<Buffer>;
+  private first: Buffer | undefined;
+
+  constructor(chunks: AsyncIterable<Buffer>) {
+    this.iterator = chunks[Symbol.asyncIterator]();
+  }
+
+  /** The first chunk, without its byte order mark; 400 when the file is empty. */
+  async start(): Promise<Buffer> {
+    let { value, done } = await this.iterator.next();
+    while (!done && value.length === 0) ({ value, done } = await this.iterator.next());
+    if (done || !value) throw new BadRequest('Empty file', 'the file holds nothing to import');
+    const bom = value[0] === 0xef && value[1] === 0xbb && value[2] === 0xbf;
+    const first = bom ? value.subarray(3) : value;
+    this.first = first;
+    return first;
+  }
+
+  async *chunks(): AsyncGenerator<Buffer> {
+    if (this.first) yield this.first;
+    for (;;) {
+      const { value, done } = await this.iterator.next();
+      if (done) return;
+      yield value;
+    }
+  }
+}
+
+/** What a COPY error's `where` says: `COPY t, line 3, column age: "x"`. */
+function copyPosition(error: unknown): { line: number; column?: string } | undefined {
+  const where = isPgError(error) ? (error as { where?: unknown }).where : undefined;
+  if (typeof where !== 'string') return undefined;
+  const match = /\bline (\d+)(?:, column ([^:]+))?/.exec(where);
+  if (!match) return undefined;
+  return { line: Number(match[1]), ...(match[2] ? { column: match[2] } : {}) };
+}
+
+interface Plan {
+  columns: ImportColumn[];
+  /** COPY's options after FORMAT csv. */
+  copyOptions: string;
+  /** The bytes COPY reads. */
+  data: AsyncIterable<Buffer | string>;
+  /** A COPY line number as the caller counts: the file's line (CSV), the row and its line (JSON). */
+  where: (line: number) => string;
+}
+
+function csvPlan(
+  source: Source,
+  first: Buffer,
+  table: ImportTable,
+  tableName: string,
+  options: ImportOptions,
+): Plan {
+  const csv = options.csv;
+  let names = options.columns;
+  if (!names && csv.header) {
+    const [header] = csvRecords(first.toString('utf8'), csv, 1);
+    if (!header) throw new BadRequest('No header', 'the first part holds no whole header line');
+    names = header.map((name) => name ?? '');
+  }
+  const columns = fileColumns(table, tableName, names, options.columns ? 'columns=' : 'the header’s column');
+  return {
+    columns,
+    copyOptions: `, HEADER ${csv.header}, DELIMITER ${quoteLiteral(csv.delimiter)}, QUOTE ${quoteLiteral(csv.quote)}, NULL ${quoteLiteral(csv.null)}`,
+    data: source.chunks(),
+    where: (line) => `line ${line}`,
+  };
+}
+
+/** JSON rows as CSV lines, written as the bytes arrive. */
+async function* jsonLines(
+  source: Source,
+  decoder: StringDecoder,
+  splitter: JsonRowSplitter,
+  firstRows: unknown[],
+  columns: TargetColumn[],
+) {
+  let row = 0;
+  const lines = (rows: unknown[]) =>
+    rows.map((value) => csvLine(value as Record<string, unknown>, columns, `row ${++row}`)).join('');
+  yield lines(firstRows);
+  let started = false;
+  for await (const chunk of source.chunks()) {
+    // The first chunk was split already, for the column names.
+    if (!started) {
+      started = true;
+      continue;
+    }
+    yield lines(splitter.push(decoder.write(chunk)));
+  }
+  yield lines(splitter.push(decoder.end()));
+  yield lines(splitter.end());
+}
+
+async function jsonPlan(
+  source: Source,
+  first: Buffer,
+  table: ImportTable,
+  tableName: string,
+  options: ImportOptions,
+): Promise<Plan> {
+  const splitter = new JsonRowSplitter(options.format === 'ndjson' ? 'ndjson' : 'json');
+  // The first chunk's rows name the columns; a file of no rows at all imports nothing.
+  const decoder = new StringDecoder('utf8');
+  const firstRows = splitter.push(decoder.write(first));
+  // Every key of the rows in the first part (the whole file, sent in one request), as they come.
+  const keys = options.columns ?? [...new Set(firstRows.flatMap((row) => Object.keys(row as object)))];
+  const columns = fileColumns(
+    table,
+    tableName,
+    keys.length > 0 ? keys : undefined,
+    options.columns ? 'columns=' : 'the key',
+  );
+  const lineOf = (row: number) =>
+    options.format === 'ndjson' ? ` (line ${splitter.lines[row - 1] ?? '?'})` : '';
+  return {
+    columns,
+    copyOptions: '',
+    data: jsonLines(source, decoder, splitter, firstRows, columns),
+    where: (line) => `row ${line}${lineOf(line)}`,
+  };
+}
+
+export interface ImportOutcome {
+  success: true;
+  message: string;
+  rows: number;
+  mode: ImportMode;
+}
+
+/** COPY the plan's data into `into` (columns in the file's order); answers how many rows. */
+async function copyInto(client: pg.PoolClient, into: string, plan: Plan): Promise<number> {
+  const columns = plan.columns.map((c) => quoteCatalogName(c.name)).join(', ');
+  const stream = client.query(
+    copyFrom(`COPY ${into} (${columns}) FROM STDIN WITH (FORMAT csv${plan.copyOptions})`),
+  );
+  await pipeline(Readable.from(plan.data, { objectMode: false }), stream);
+  return stream.rowCount;
+}
+
+/** The upsert's merge: the staged rows into the table, each key's row updated where it exists. */
+function mergeSql(target: string, plan: Plan, primaryKey: string[]): string {
+  const names = plan.columns.map((c) => quoteCatalogName(c.name));
+  const others = plan.columns
+    .filter((c) => !primaryKey.includes(c.name))
+    .map((c) => quoteCatalogName(c.name));
+  const update =
+    others.length === 0
+      ? 'DO NOTHING'
+      : `DO UPDATE SET ${others.map((c) => `${c} = EXCLUDED.${c}`).join(', ')}`;
+  return `INSERT INTO ${target} (${names.join(', ')}) SELECT ${names.join(', ')} FROM pg_temp.dbadmin_import
+          ON CONFLICT (${primaryKey.map(quoteCatalogName).join(', ')}) ${update}`;
+}
+
+function assertUpsertable(table: ImportTable, tableName: string, plan: Plan) {
+  if (table.primaryKey.length === 0) {
+    throw new BadRequest(
+      'No primary key',
+      `upsert matches rows by primary key, and "${tableName}" has none: use insert or replace`,
+    );
+  }
+  const missing = table.primaryKey.filter((key) => !plan.columns.some((c) => c.name === key));
+  if (missing.length > 0) {
+    throw new BadRequest(
+      'Key missing',
+      `upsert matches rows by primary key: the file needs its column(s) ${missing.join(', ')}`,
+    );
+  }
+}
+
+async function write(
+  client: pg.PoolClient,
+  target: string,
+  table: ImportTable,
+  plan: Plan,
+  mode: ImportMode,
+) {
+  if (mode === 'replace') await client.query(`DELETE FROM ${target}`);
+  if (mode !== 'upsert') return copyInto(client, target, plan);
+  const names = plan.columns.map((c) => quoteCatalogName(c.name)).join(', ');
+  await client.query(
+    `CREATE TEMPORARY TABLE dbadmin_import ON COMMIT DROP AS SELECT ${names} FROM ${target} WITH NO DATA`,
+  );
+  await copyInto(client, 'pg_temp.dbadmin_import', plan);
+  return (await client.query(mergeSql(target, plan, table.primaryKey))).rowCount ?? 0;
+}
+
+/**
+ * Imports the file (its bytes as they arrive) into the table, all or nothing. A value PostgreSQL
+ * refuses is a 400 naming the line (CSV) or row (JSON), the column and its reason.
+ */
+export async function importRows(
+  access: SchemaAccess,
+  tableName: string,
+  options: ImportOptions,
+  chunks: AsyncIterable<Buffer>,
+): Promise<ImportOutcome> {
+  const table = await importTable(access.catalog, access.schema, tableName);
+  const source = new Source(chunks);
+  const first = await source.start();
+  const plan =
+    options.format === 'csv'
+      ? csvPlan(source, first, table, tableName, options)
+      : await jsonPlan(source, first, table, tableName, options);
+  if (options.mode === 'upsert') assertUpsertable(table, tableName, plan);
+  const target = qualified(access.schema, tableName);
+  const rows = await access.run(async (client) => {
+    await client.query('BEGIN');
+    try {
+      const count = await write(client, target, table, plan, options.mode);
+      await client.query('COMMIT');
+      return count;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw explained(error, plan);
+    }
+  });
+  const verb = {
+    insert: 'imported',
+    upsert: 'imported or updated',
+    replace: 'imported in place of the table’s rows',
+  };
+  return {
+    success: true,
+    message: `${rows} row${rows === 1 ? '' : 's'} ${verb[options.mode]} into "${tableName}"`,
+    rows,
+    mode: options.mode,
+  };
+}
+
+/** A database error during the import as a 400 that says where in the file; others as they are. */
+function explained(error: unknown, plan: Plan): unknown {
+  if (!isPgError(error)) return error;
+  const at = copyPosition(error);
+  if (!at) return error;
+  const column = at.column ? `, column ${at.column}` : '';
+  const detail = error.detail ? ` (${error.detail})` : '';
+  return new BadRequest(
+    'Import failed',
+    `${plan.where(at.line)}${column}: ${error.message}${detail}; nothing was imported`,
+    error,
+  );
+}

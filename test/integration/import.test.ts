@@ -1,0 +1,407 @@
+import { handler as imports } from '#functions/imports';
+import { handler as query } from '#functions/query';
+import { importClock } from '#lib/admin/import-sessions';
+import { closePool } from '#lib/db/pool';
+import { bearer, createKey } from '#test/security/tenant';
+import { withAdminClient } from '#test/support/db';
+import { call } from '#test/support/http';
+import { uniqueName } from '#test/support/names';
+import { freshSchema } from '#test/support/tables';
+
+/**
+ * Importing files through the real handlers into a real PostgreSQL: CSV with its options, JSON
+ * arrays and NDJSON, insert/upsert/replace, all or nothing with the failing line named, and
+ * imports in parts (out of order, sent twice, missing, too large, abandoned, expired).
+ */
+afterAll(closePool);
+
+let schema: string;
+beforeAll(async () => {
+  schema = await freshSchema('imp');
+});
+
+async function sql<T = Record<string, unknown>>(text: string): Promise<T[]> {
+  const reply = await call(query, { method: 'POST', path: '/api/query', body: { schema, sql: text } });
+  if (reply.status !== 200) throw new Error(reply.text);
+  return reply.body.rows as T[];
+}
+
+/** `people (id int primary key, name text, age int, tags text[], meta jsonb, born date)`. */
+async function people(): Promise<string> {
+  const table = uniqueName('people');
+  await sql(
+    `CREATE TABLE ${table} (id int PRIMARY KEY, name text, age int, tags text[], meta jsonb, born date)`,
+  );
+  return table;
+}
+
+const send = (table: string, body: string, contentType: string, query: Record<string, string> = {}) =>
+  call(imports, {
+    method: 'POST',
+    path: `/api/table/${table}/import`,
+    query: { schema, ...query },
+    headers: { 'content-type': contentType },
+    body,
+  });
+
+const all = (table: string) => sql(`SELECT * FROM ${table} ORDER BY id`);
+const count = async (table: string) =>
+  Number((await sql<{ n: string }>(`SELECT count(*) AS n FROM ${table}`))[0]?.n);
+
+describe('POST /api/table/:tableName/import: CSV', () => {
+  it('maps the header to columns (any case, any order), reads quotes, NULLs, arrays and jsonb', async () => {
+    const table = await people();
+    const csv = [
+      '\ufeffNAME,Id,tags,meta,born',
+      '"Smith, Ann",1,"{a,""b c""}","{""k"": [1]}",2001-02-03',
+      'Bo,2,,,',
+      '"line\nbreak",3,{},null,1999-12-31',
+    ].join('\r\n');
+
+    const reply = await send(table, csv, 'text/csv; charset=utf-8');
+
+    expect(reply.status).toBe(200);
+    expect(reply.body).toEqual({
+      success: true,
+      rows: 3,
+      mode: 'insert',
+      message: `3 rows imported into "${table}"`,
+    });
+    expect(await all(table)).toEqual([
+      { id: 1, name: 'Smith, Ann', age: null, tags: ['a', 'b c'], meta: { k: [1] }, born: '2001-02-03' },
+      { id: 2, name: 'Bo', age: null, tags: null, meta: null, born: null },
+      { id: 3, name: 'line\nbreak', age: null, tags: [], meta: null, born: '1999-12-31' },
+    ]);
+  });
+
+  it('takes a delimiter, a quote, a null string, no header and the columns named', async () => {
+    const table = await people();
+
+    const reply = await send(table, "1;'a;b';NA\n2;NA;40\n", 'text/csv', {
+      delimiter: ';',
+      quote: "'",
+      null: 'NA',
+      header: 'false',
+      columns: 'id,name,age',
+    });
+
+    expect(reply.status).toBe(200);
+    expect((await all(table)).map((r) => [r.id, r.name, r.age])).toEqual([
+      [1, 'a;b', null],
+      [2, null, 40],
+    ]);
+  });
+
+  it('a bad value on the last line of a large file is a 400 naming the line and column; nothing is written', async () => {
+    const table = await people();
+    const lines = ['id,name,age'];
+    for (let i = 1; i <= 50_000; i++) lines.push(`${i},person ${i},${i % 90}`);
+    lines.push('50001,late,old');
+
+    const reply = await send(table, `${lines.join('\n')}\n`, 'text/csv');
+
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({
+      error: 'Import failed',
+      message: 'line 50002, column age: invalid input syntax for type integer: "old"; nothing was imported',
+    });
+    expect(await count(table)).toBe(0);
+  });
+
+  it.each([
+    [
+      'a header column the table lacks',
+      'id,nmae\n1,x\n',
+      {},
+      /the header’s column "nmae" is not a column of/,
+    ],
+    ['a column named twice', 'id,id\n1,1\n', {}, /names "id" twice/],
+    ['an empty file', '', {}, /the file holds nothing to import/],
+    ['a bad delimiter', 'id\n1\n', { delimiter: ';;' }, /delimiter must be one single-byte character/],
+    ['too many fields', 'id,name\n1,a,extra\n', {}, /line 2: extra data after last expected column/],
+  ])('%s is a 400 that says what to fix', async (_what, csv, query, message) => {
+    const table = await people();
+
+    const reply = await send(table, csv, 'text/csv', query as Record<string, string>);
+
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toMatch(message);
+    expect(await count(table)).toBe(0);
+  });
+
+  it('refuses a generated column in the file, and a body of another type or over 5 MiB', async () => {
+    const table = uniqueName('gen');
+    await sql(`CREATE TABLE ${table} (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text)`);
+
+    const generated = await send(table, 'id,name\n1,a\n', 'text/csv');
+    const plain = await send(table, 'name\na\n', 'text/plain');
+    const big = await send(table, `name\n${'x'.repeat(6 * 1024 * 1024)}\n`, 'text/csv');
+    const fine = await send(table, 'name\na\n', 'text/csv');
+
+    expect(generated.status).toBe(400);
+    expect(generated.body.message).toMatch(
+      /column "id" of ".*" is GENERATED ALWAYS: leave it out of the file/,
+    );
+    expect(plain.status).toBe(415);
+    expect(plain.body.message).toMatch(/send Content-Type: text\/csv, or application\/json/);
+    expect(big.status).toBe(413);
+    expect(big.body.message).toMatch(/at most 5242880 bytes: send a larger file in parts/);
+    expect(fine.status).toBe(200);
+    expect(await sql(`SELECT id, name FROM ${table}`)).toEqual([{ id: 1, name: 'a' }]);
+  });
+});
+
+describe('POST /api/table/:tableName/import: JSON and NDJSON', () => {
+  it('imports a JSON array: arrays to array columns, objects to jsonb, a missing key NULL', async () => {
+    const table = await people();
+    const rows = [
+      { id: 1, name: 'a "q"', tags: ['x', 'y z'], meta: { deep: [1, { k: 'v' }] }, born: '2020-01-02' },
+      { id: 2, age: 30 },
+    ];
+
+    const reply = await send(table, JSON.stringify(rows), 'application/json');
+
+    expect(reply.status).toBe(200);
+    expect(await all(table)).toEqual([
+      {
+        id: 1,
+        name: 'a "q"',
+        age: null,
+        tags: ['x', 'y z'],
+        meta: { deep: [1, { k: 'v' }] },
+        born: '2020-01-02',
+      },
+      { id: 2, name: null, age: 30, tags: null, meta: null, born: null },
+    ]);
+  });
+
+  it('names the row (and the NDJSON line) of a bad value, and of a key the columns lack', async () => {
+    const table = await people();
+
+    const badValue = await send(table, '{"id":1,"age":2}\n\n{"id":2,"age":"x"}\n', 'application/x-ndjson');
+    const badKey = await send(table, JSON.stringify([{ id: 1 }, { id: 2, nmae: 'x' }]), 'application/json');
+
+    expect(badValue.status).toBe(400);
+    expect(badValue.body.message).toBe(
+      'row 2 (line 3), column age: invalid input syntax for type integer: "x"; nothing was imported',
+    );
+    expect(badKey.status).toBe(400);
+    expect(badKey.status).toBe(400);
+    expect(badKey.body.message).toMatch(/the key "nmae" is not a column of/);
+    expect(await count(table)).toBe(0);
+  });
+});
+
+describe('modes', () => {
+  it('upsert updates the rows whose key is in the file and adds the others; replace starts from nothing', async () => {
+    const table = await people();
+    await sql(`INSERT INTO ${table} (id, name, age) VALUES (1, 'old', 10), (2, 'kept', 20)`);
+
+    const upsert = await send(table, 'id,name\n1,new\n3,added\n', 'text/csv', { mode: 'upsert' });
+    const afterUpsert = (await all(table)).map((r) => [r.id, r.name, r.age]);
+    const replace = await send(table, 'id,name\n9,only\n', 'text/csv', { mode: 'replace' });
+
+    expect(upsert.body).toMatchObject({ rows: 2, mode: 'upsert' });
+    expect(afterUpsert).toEqual([
+      [1, 'new', 10],
+      [2, 'kept', 20],
+      [3, 'added', null],
+    ]);
+    expect(replace.body).toMatchObject({ rows: 1, mode: 'replace' });
+    expect((await all(table)).map((r) => r.id)).toEqual([9]);
+  });
+
+  it('upsert needs a primary key, and its columns in the file; a failed replace keeps the old rows', async () => {
+    const keyless = uniqueName('keyless');
+    await sql(`CREATE TABLE ${keyless} (name text)`);
+    const table = await people();
+    await sql(`INSERT INTO ${table} (id, name) VALUES (1, 'stays')`);
+
+    const noKey = await send(keyless, 'name\na\n', 'text/csv', { mode: 'upsert' });
+    const keyMissing = await send(table, 'name\na\n', 'text/csv', { mode: 'upsert' });
+    const badReplace = await send(table, 'id,age\n2,x\n', 'text/csv', { mode: 'replace' });
+
+    expect(noKey.body.message).toMatch(/has none: use insert or replace/);
+    expect(keyMissing.body.message).toMatch(/the file needs its column\(s\) id/);
+    expect(badReplace.status).toBe(400);
+    expect(await all(table)).toEqual([expect.objectContaining({ id: 1, name: 'stays' })]);
+  });
+});
+
+describe('an import in parts', () => {
+  const open = (table: string, body: Record<string, unknown> = {}) =>
+    call(imports, {
+      method: 'POST',
+      path: `/api/table/${table}/imports`,
+      body: { schema, format: 'csv', ...body },
+    });
+  const part = (table: string, id: string, n: number, bytes: string, contentType = 'text/csv') =>
+    call(imports, {
+      method: 'PUT',
+      path: `/api/table/${table}/imports/${id}/parts/${n}`,
+      query: { schema },
+      headers: { 'content-type': contentType },
+      body: bytes,
+    });
+  const commit = (table: string, id: string, parts: number) =>
+    call(imports, {
+      method: 'POST',
+      path: `/api/table/${table}/imports/${id}/commit`,
+      body: { schema, parts },
+    });
+  const status = (table: string, id: string) =>
+    call(imports, { path: `/api/table/${table}/imports/${id}`, query: { schema } });
+
+  it('takes parts in any order, a part sent twice once, cut anywhere, and writes them in order at commit', async () => {
+    const table = await people();
+    const csv = 'id,name\n1,Ann\n2,"B, ob"\n3,Cy\n';
+    const opened = await open(table);
+    const id = opened.body.id as string;
+
+    expect(opened.status).toBe(201);
+    expect(opened.body).toMatchObject({
+      table,
+      format: 'csv',
+      mode: 'insert',
+      maxPartBytes: 5 * 1024 * 1024,
+    });
+    expect((await part(table, id, 3, csv.slice(20))).status).toBe(200);
+    expect((await part(table, id, 1, 'id,name\n9,wrong\n')).status).toBe(200);
+    expect((await part(table, id, 1, csv.slice(0, 11))).body).toMatchObject({ part: 1, parts: 2 });
+    expect((await part(table, id, 2, csv.slice(11, 20), 'application/octet-stream')).body).toMatchObject({
+      parts: 3,
+    });
+    expect(await count(table)).toBe(0);
+    expect((await status(table, id)).body).toMatchObject({
+      state: 'open',
+      parts: [
+        { part: 1, bytes: 11 },
+        { part: 2, bytes: 9 },
+        { part: 3, bytes: csv.length - 20 },
+      ],
+      totalBytes: csv.length,
+    });
+
+    const done = await commit(table, id, 3);
+    const again = await commit(table, id, 3);
+
+    expect(done.body).toMatchObject({ success: true, rows: 3 });
+    expect(again.body).toEqual(done.body);
+    expect((await all(table)).map((r) => r.name)).toEqual(['Ann', 'B, ob', 'Cy']);
+    expect((await status(table, id)).body).toMatchObject({
+      state: 'committed',
+      parts: [],
+      outcome: done.body,
+    });
+    expect((await part(table, id, 4, 'x')).status).toBe(409);
+  });
+
+  it('a missing part is a 400 naming it and writes nothing; sent, the commit goes through', async () => {
+    const table = await people();
+    const id = (await open(table, { format: 'ndjson' })).body.id as string;
+    await part(table, id, 1, '{"id":1}\n{"id"', 'application/x-ndjson');
+    await part(table, id, 3, '{"id":3}\n', 'application/x-ndjson');
+
+    const missing = await commit(table, id, 3);
+    const beyond = await commit(table, id, 1);
+    await part(table, id, 2, ':2}\n', 'application/x-ndjson');
+    const done = await commit(table, id, 3);
+
+    expect(missing.status).toBe(400);
+    expect(missing.body.message).toBe('part 2 of 3 was never received: send it, then commit again');
+    expect(beyond.body.message).toMatch(/^part 3 was sent, but the commit says 1 parts/);
+    expect(done.body).toMatchObject({ rows: 3 });
+  });
+
+  it('a bad value in the last part fails the commit with its line, writes nothing, and the part can be sent again', async () => {
+    const table = await people();
+    const id = (await open(table)).body.id as string;
+    await part(table, id, 1, 'id,age\n1,10\n2,');
+    await part(table, id, 2, 'twenty\n');
+
+    const failed = await commit(table, id, 2);
+    await part(table, id, 2, '20\n');
+    const done = await commit(table, id, 2);
+
+    expect(failed.status).toBe(400);
+    expect(failed.body.message).toBe(
+      'line 3, column age: invalid input syntax for type integer: "twenty"; nothing was imported',
+    );
+    expect(done.body).toMatchObject({ rows: 2 });
+    expect((await all(table)).map((r) => r.age)).toEqual([10, 20]);
+  });
+
+  it('refuses a part over 5 MiB, saying to split it', async () => {
+    const table = await people();
+    const id = (await open(table)).body.id as string;
+
+    const big = await part(table, id, 1, 'x'.repeat(5 * 1024 * 1024 + 1));
+
+    expect(big.status).toBe(413);
+    expect(big.body.message).toBe(
+      'request body must be at most 5242880 bytes: split the file into more parts',
+    );
+  });
+
+  it('an import left past its expiry is gone, parts and all; abandoned, likewise', async () => {
+    const table = await people();
+    const stale = (await open(table)).body.id as string;
+    await part(table, stale, 1, 'id\n1\n');
+    const real = importClock.now;
+    try {
+      importClock.now = () => real() + 3601 * 1000;
+      // Any open sweeps what expired.
+      expect((await open(table)).status).toBe(201);
+      expect((await part(table, stale, 2, 'x')).status).toBe(404);
+      expect((await commit(table, stale, 1)).status).toBe(404);
+    } finally {
+      importClock.now = real;
+    }
+    const parts = await withAdminClient(
+      async (c) =>
+        (await c.query('SELECT count(*)::int AS n FROM _dbadmin.import_parts WHERE session_id = $1', [stale]))
+          .rows[0].n,
+    );
+    expect(parts).toBe(0);
+
+    const abandoned = (await open(table)).body.id as string;
+    expect(
+      (
+        await call(imports, {
+          method: 'DELETE',
+          path: `/api/table/${table}/imports/${abandoned}`,
+          query: { schema },
+        })
+      ).status,
+    ).toBe(200);
+    expect((await status(table, abandoned)).status).toBe(404);
+  });
+
+  it('is its opener’s alone: another key of the schema does not find it; anon keys may not import', async () => {
+    const table = await people();
+    const mine = await createKey(schema, 'service_role', uniqueName('k'));
+    const other = await createKey(schema, 'service_role', uniqueName('k'));
+    const anon = await createKey(schema, 'anon', uniqueName('a'));
+    const opened = await call(imports, {
+      method: 'POST',
+      path: `/api/table/${table}/imports`,
+      body: { format: 'csv' },
+      ...bearer(mine.key),
+    });
+    const id = opened.body.id as string;
+
+    const byOther = await call(imports, { path: `/api/table/${table}/imports/${id}`, ...bearer(other.key) });
+    const byAdmin = await status(table, id);
+    const byMine = await call(imports, { path: `/api/table/${table}/imports/${id}`, ...bearer(mine.key) });
+    const byAnon = await call(imports, {
+      method: 'POST',
+      path: `/api/table/${table}/import`,
+      headers: { ...bearer(anon.key).headers, 'content-type': 'text/csv' },
+      auth: null,
+      body: 'id\n1\n',
+    });
+
+    expect(opened.status).toBe(201);
+    expect([byOther.status, byAdmin.status, byMine.status, byAnon.status]).toEqual([404, 404, 200, 403]);
+  });
+});
