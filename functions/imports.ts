@@ -7,6 +7,7 @@ import {
   IMPORT_FORMATS,
   IMPORT_MODES,
 } from '#lib/admin/import-format';
+import { inferColumns, SAMPLE_ROWS } from '#lib/admin/import-infer';
 import {
   abandonImport,
   commitImport,
@@ -154,6 +155,47 @@ export const routes = [
         options({ ...query, format }),
         once(file.bytes),
       );
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/import/columns',
+    summary: `New table from a file: the columns the start of a file suggests (names, the narrowest types its first ${SAMPLE_ROWS} rows fit, nullability, a key), to correct before POST /api/table/create`,
+    access: 'write',
+    query: z.strictObject({
+      delimiter: fileOptions.delimiter,
+      quote: fileOptions.quote,
+      null: fileOptions.null,
+      header: queryBoolean.default(true).meta({ description: 'CSV: the first line names the columns' }),
+    }),
+    upload: {
+      types: FILE_TYPES,
+      maxBytes: MAX_PART_BYTES,
+      tooLarge: ': send the start of the file only (its first rows are enough)',
+    },
+    response: z.object({
+      columns: z.array(
+        z.object({
+          source: z.string().meta({ description: 'as the file names it' }),
+          name: z
+            .string()
+            .meta({ description: 'a name PostgreSQL takes unquoted; the import maps the source to it' }),
+          type: z.string(),
+          nullable: z.boolean(),
+          primaryKey: z.boolean(),
+        }),
+      ),
+      rows: z.array(z.array(z.unknown())).meta({ description: 'the first 10 rows, by column' }),
+      sampled: z.number().meta({ description: 'rows the types were inferred from' }),
+    }),
+    errors: [
+      { status: 400, why: 'a sample with no column, or that is not CSV, JSON or NDJSON as its type says' },
+    ],
+    handler: async ({ query, upload }) => {
+      const file = upload as NonNullable<typeof upload>;
+      const format = FORMAT_OF_TYPE[file.contentType] ?? 'csv';
+      const csv = checkCsvOptions({ ...query });
+      return inferColumns(format, file.bytes.toString('utf8'), csv);
     },
   }),
   defineRoute({

@@ -12,6 +12,7 @@ import {
   JsonRowSplitter,
   type TargetColumn,
 } from '#lib/admin/import-format';
+import { columnNameFor } from '#lib/admin/import-infer';
 import { qualified } from '#lib/admin/tables';
 import { schemaNotFound, tableNotFound } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
@@ -73,11 +74,17 @@ async function importTable(catalog: pg.Pool, schema: string, table: string): Pro
   return { columns: found.columns, primaryKey: found.primary_key };
 }
 
-/** A name in the file as the table's column: exactly, else the one column it matches ignoring case. */
+/**
+ * A name in the file as the table's column: exactly, else the one column it matches ignoring
+ * case, else the one named as lib/admin/import-infer would name it.
+ */
 function columnNamed(table: ImportTable, tableName: string, name: string, where: string): ImportColumn {
   const exact = table.columns.find((c) => c.name === name);
   const folded = table.columns.filter((c) => c.name.toLowerCase() === name.trim().toLowerCase());
-  const found = exact ?? (folded.length === 1 ? folded[0] : undefined);
+  // As "new table from a file" names a column for it: `First Name` is first_name.
+  const named = table.columns.filter((c) => c.name === columnNameFor(name));
+  const found =
+    exact ?? (folded.length === 1 ? folded[0] : undefined) ?? (named.length === 1 ? named[0] : undefined);
   if (!found) {
     throw new BadRequest(
       'Unknown column',

@@ -220,6 +220,7 @@ function probes(h: string): Probe[] {
     [imports, 'GET', `/api/table/${p}/imports/${p}`, { query: { schema } }],
     [imports, 'POST', `/api/table/${p}/imports/${p}/commit`, { body: { schema, parts: 1 } }],
     [imports, 'DELETE', `/api/table/${p}/imports/${p}`, { query: { schema } }],
+    [imports, 'POST', '/api/import/columns', { query: { delimiter: h }, ...csv('a\n1\n') }],
   ];
 }
 

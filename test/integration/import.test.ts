@@ -1,5 +1,6 @@
 import { handler as imports } from '#functions/imports';
 import { handler as query } from '#functions/query';
+import { handler as tables } from '#functions/tables';
 import { importClock } from '#lib/admin/import-sessions';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey } from '#test/security/tenant';
@@ -403,5 +404,54 @@ describe('an import in parts', () => {
 
     expect(opened.status).toBe(201);
     expect([byOther.status, byAdmin.status, byMine.status, byAnon.status]).toEqual([404, 404, 200, 403]);
+  });
+});
+
+describe('a new table from a file', () => {
+  it('suggests columns from the start of a file, makes the table from them, and imports the file into it', async () => {
+    const csv = 'id,First Name,joined,Score\n1,Ann,2024-01-02,1.5\n2,Bo,2024-02-03,\n';
+    const suggested = await call(imports, {
+      method: 'POST',
+      path: '/api/import/columns',
+      headers: { 'content-type': 'text/csv' },
+      body: csv,
+    });
+    expect(suggested.status).toBe(200);
+    const columns = suggested.body.columns as {
+      name: string;
+      type: string;
+      nullable: boolean;
+      primaryKey: boolean;
+    }[];
+    expect(columns.map((c) => `${c.name} ${c.type}${c.primaryKey ? ' key' : ''}`)).toEqual([
+      'id INTEGER key',
+      'first_name TEXT',
+      'joined DATE',
+      'score NUMERIC',
+    ]);
+
+    const table = uniqueName('fromfile');
+    const created = await call(tables, {
+      method: 'POST',
+      path: '/api/table/create',
+      body: {
+        schema,
+        tableName: table,
+        columns: columns.map(({ name, type, nullable, primaryKey }) => ({
+          name,
+          type,
+          nullable,
+          primaryKey,
+        })),
+      },
+    });
+    const imported = await send(table, csv, 'text/csv');
+
+    expect(created.status).toBe(201);
+    expect(imported.body).toMatchObject({ rows: 2 });
+    expect(await sql(`SELECT id, first_name, joined, score FROM ${table} ORDER BY id`)).toEqual([
+      { id: 1, first_name: 'Ann', joined: '2024-01-02', score: '1.5' },
+      { id: 2, first_name: 'Bo', joined: '2024-02-03', score: null },
+    ]);
   });
 });

@@ -977,6 +977,18 @@ const CASES: Record<string, Case[]> = {
       }),
     },
   ],
+  'POST /api/import/columns': [
+    {
+      status: 200,
+      why: 'the columns',
+      request: () => ({
+        method: 'POST',
+        path: '/api/import/columns',
+        headers: { 'content-type': 'text/csv' },
+        body: 'id,First Name,joined\n1,Ann,2024-01-02\n',
+      }),
+    },
+  ],
   'POST /api/table/{tableName}/imports': [
     {
       status: 201,
