@@ -263,9 +263,24 @@ export const routes = [
       schema: inSchema,
       format: z.enum(['json', 'csv'], { message: 'format must be json or csv' }).default('json'),
       limit: queryInt('limit', 1, 10_000).default(10_000),
+      after: z.string().min(1).max(10_000).optional().meta({
+        description:
+          'the nextCursor of the export’s previous page (same filters and order): the rows after it',
+      }),
+      header: queryBoolean.default(true).meta({
+        description: 'CSV: the header line; false for the pages after the first, to join them into one file',
+      }),
       ...RowSearchQuery,
     }),
-    response: z.object({ table: z.string(), count: z.number(), data: z.array(Row) }),
+    response: z.object({
+      table: z.string(),
+      count: z.number(),
+      nextCursor: z.string().optional().meta({
+        description:
+          'only when more rows follow: pass it as after for the next page (CSV: the X-Next-Cursor header); left out on the last page, and for a table without a primary key',
+      }),
+      data: z.array(Row),
+    }),
     alsoProduces: 'text/csv',
     errors: [
       ...SCHEMA_SESSION,
@@ -280,7 +295,10 @@ export const routes = [
         await schemaAccess(principal, query.schema, signal),
         read,
         resultLimits(await getConfig()),
-        query,
+        {
+          ...query,
+          cursorSecret: (await getConfig()).DBADMIN_SECRET,
+        },
       ),
   }),
   defineRoute({

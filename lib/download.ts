@@ -4,5 +4,7 @@ export class Download {
     readonly body: string,
     readonly contentType: string,
     readonly filename: string,
+    /** Further headers of the answer (an export's X-Next-Cursor). */
+    readonly headers: Record<string, string> = {},
   ) {}
 }

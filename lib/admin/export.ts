@@ -1,6 +1,14 @@
 import pg from 'pg';
 import { type RowSearch, searchWhere } from '#lib/admin/row-search';
-import { orderSql, parseOrder, parseSelect } from '#lib/admin/row-view';
+import {
+  afterSql,
+  decodeCursor,
+  encodeCursor,
+  orderSql,
+  parseOrder,
+  parseSelect,
+  type SortKey,
+} from '#lib/admin/row-view';
 import { qualified } from '#lib/admin/tables';
 import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
@@ -9,12 +17,18 @@ import { quoteCatalogName } from '#lib/db/identifiers';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { readText } from '#lib/db/text-result';
 import { Download } from '#lib/download';
-import { NotFound } from '#lib/errors';
+import { BadRequest, NotFound } from '#lib/errors';
 import { JsonText } from '#lib/json-text';
 
 export interface ExportInput extends RowSearch {
   format: 'json' | 'csv';
   limit: number;
+  /** A nextCursor of the same export: the rows after it (a whole table, page by page). */
+  after?: string | undefined;
+  /** Signs and checks cursors (DBADMIN_SECRET). */
+  cursorSecret: string;
+  /** CSV: the header line (left out of the pages after the first, to join them into one file). */
+  header?: boolean | undefined;
 }
 
 /** A column as the export renders it: by its type, a domain by the type under it. */
@@ -191,8 +205,10 @@ export async function exportTable(
     settings.push(Array.isArray(value) ? arrayLiteral(value.map(String)) : String(value));
     return `pg_catalog.current_setting('dbadmin.export_${settings.length}')`;
   };
-  const where = searchWhere(info, input, 'r', bind);
   const keys = parseOrder(input.order, info);
+  const where = [searchWhere(info, input, 'r', bind), after(info, keys, input, bind)]
+    .filter(Boolean)
+    .join(' AND ');
   const shown = parseSelect(input.select, info) ?? info.columns;
   // row_to_json's expressions, in the order selected.
   const columns = shown.map((c) => table.columns.find((e) => e.name === c.name) as ExportColumn);
@@ -206,20 +222,66 @@ export async function exportTable(
     .filter(Boolean)
     .join(' ');
   const csv = input.format === 'csv';
+  const header = !csv || input.header !== false;
   const sql = csv
-    ? `COPY (${rows}) TO STDOUT WITH (FORMAT csv, HEADER true)`
+    ? `COPY (${rows}) TO STDOUT WITH (FORMAT csv, HEADER ${header})`
     : `SELECT pg_catalog.row_to_json(r.*) FROM (SELECT ${columns
         .map((column) => `${jsonValue(column)} AS ${quoteCatalogName(column.name)}`)
         .join(', ')} FROM (${rows}) t) r`;
-  const { text, records } = await access.run(async (client) => {
+  const { text, records, last } = await access.run(async (client) => {
     if (settings.length > 0) await client.query(settingsSql(settings.length), settings);
-    return readText(client, sql, limits, () => access.cancel(client));
+    const boundary =
+      info.primaryKey.length > 0 ? await lastKeys(client, table, keys, where, input.limit) : undefined;
+    return { ...(await readText(client, sql, limits, () => access.cancel(client))), last: boundary };
   });
-  const count = csv ? records - 1 : records;
+  const count = csv && header ? records - 1 : records;
   if (count > limits.maxRows) throw new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows);
   if (count <= 0) throw noData(table.table, where !== '');
-  if (csv) return new Download(text, 'text/csv; charset=utf-8', `${table.table}.csv`);
-  return new JsonText(`{"table":${JSON.stringify(table.table)},"count":${count},"data":[${text}]}`);
+  const nextCursor = last ? encodeCursor(input.cursorSecret, info, keys, last) : null;
+  if (csv) {
+    const headers: Record<string, string> = nextCursor ? { 'x-next-cursor': nextCursor } : {};
+    return new Download(text, 'text/csv; charset=utf-8', `${table.table}.csv`, headers);
+  }
+  // SPEC's answer is {table, count, data}: nextCursor joins it only when more rows follow.
+  const next = nextCursor ? `"nextCursor":${JSON.stringify(nextCursor)},` : '';
+  return new JsonText(`{"table":${JSON.stringify(table.table)},"count":${count},${next}"data":[${text}]}`);
+}
+
+/** The rows after the cursor `after` names, in this order; none without a cursor. */
+function after(
+  info: TableInfo,
+  keys: SortKey[],
+  input: ExportInput,
+  bind: (value: unknown) => string,
+): string {
+  if (input.after === undefined) return '';
+  if (info.primaryKey.length === 0) {
+    throw new BadRequest(
+      'No primary key',
+      `table "${info.table}" has no primary key, so no row can be found again: export it in one go (limit)`,
+    );
+  }
+  return afterSql(keys, decodeCursor(input.cursorSecret, info, keys, input.after), 'r', bind);
+}
+
+/**
+ * The sort keys of the page's last row, when rows follow it (else undefined: the last page): read
+ * along the order's index before the page itself, as COPY's output has no room for them.
+ */
+async function lastKeys(
+  client: pg.ClientBase,
+  table: ExportTable,
+  keys: SortKey[],
+  where: string,
+  limit: number,
+): Promise<Array<string | null> | undefined> {
+  const values = keys.map((k) => `r.${quoteCatalogName(k.column.name)}::pg_catalog.text`);
+  const { rows } = await client.query<Array<string | null>>({
+    text: `SELECT ${values.join(', ')} FROM ${qualified(table.schema, table.table)} AS r
+            ${where ? `WHERE ${where}` : ''} ORDER BY ${orderSql(keys, 'r')} OFFSET ${Math.trunc(limit) - 1} LIMIT 2`,
+    rowMode: 'array',
+  } as pg.QueryConfig);
+  return rows.length === 2 ? rows[0] : undefined;
 }
 
 /** One statement that sets each value bound as `dbadmin.export_<n>` for the session. */

@@ -124,6 +124,10 @@ const COMPONENT_HEADERS = {
     description: 'On text/csv answers: an attachment, named after the table.',
     schema: { type: 'string' },
   },
+  'X-Next-Cursor': {
+    description: 'On text/csv answers, when more rows follow: the `after` of the next page.',
+    schema: { type: 'string' },
+  },
 };
 
 function errorResponse(status: number, reasons: string[]) {
@@ -137,7 +141,12 @@ function errorResponse(status: number, reasons: string[]) {
 function successResponse(route: AnyRoute) {
   const headers = {
     ...(behindLicenseGate(route) ? LICENSE_HEADERS : {}),
-    ...(route.alsoProduces ? { 'Content-Disposition': ref('headers', 'Content-Disposition') } : {}),
+    ...(route.alsoProduces
+      ? {
+          'Content-Disposition': ref('headers', 'Content-Disposition'),
+          'X-Next-Cursor': ref('headers', 'X-Next-Cursor'),
+        }
+      : {}),
   };
   return {
     description: 'Success',

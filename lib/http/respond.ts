@@ -36,6 +36,7 @@ export function download(file: Download): HttpResponse {
       'content-disposition': `attachment; filename="${file.filename.replace(/["\\\r\n]/g, '_')}"`,
       'cache-control': 'no-store',
       'x-content-type-options': 'nosniff',
+      ...file.headers,
     },
     body: file.body,
   };
