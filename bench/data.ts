@@ -19,7 +19,10 @@
  *  - the targets issue 13 set that still stand (issue 23 withdrew select 1's, structure's and the
  *    JSON export's), met or not, and the withdrawn ones shown.
  *
- * BENCH_ONLY=export seeds the 100,000-row table alone and measures only the exports (seconds, not
+ *  - a million rows in and out (bench/bulk.ts, issue 26): a 1M-row CSV imported in parts and the
+ *    1M-row table exported page by page, each next to PostgreSQL's own COPY.
+ *
+ * BENCH_ONLY=bulk measures that alone. BENCH_ONLY=export seeds the 100,000-row table alone and measures only the exports (seconds, not
  * the minutes of the 1M-row seed and the throughput rounds). BENCH_EXPORTS sets how many timed
  * exports each row's median is taken from (15).
  */
@@ -30,6 +33,7 @@ import { handler as tables } from '../functions/tables';
 import { closePool } from '../lib/db/pool';
 import { logger } from '../lib/log';
 import { httpEvent, lambdaContext } from '../test/support/http';
+import { bulk, bulkTargets, printBulk } from './bulk';
 import {
   AUTH,
   atLeast,
@@ -59,6 +63,8 @@ logger.setLogLevel('WARN');
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const EXPORTS = Number(process.env.BENCH_EXPORTS ?? 15);
 const ONLY_EXPORT = process.env.BENCH_ONLY === 'export';
+/** BENCH_ONLY=bulk: the 1M-row table and the import and full export of a million rows alone. */
+const ONLY_BULK = process.env.BENCH_ONLY === 'bulk';
 
 /** GET /api/table's default page size (functions/tables.ts): page 10000 starts after key 9999 x 50. */
 const PAGE_SIZE = 50;
@@ -156,15 +162,24 @@ runBench('bench-data', async (databaseUrl) => {
   const api = (path: string) => `${host.url}${path}`;
   const memory: MemorySample[] = [sampleMemory('idle, right after ready', host)];
   try {
-    const rows = ONLY_EXPORT ? [] : await throughput(api, headers);
-    if (!ONLY_EXPORT) memory.push(sampleMemory('after all throughput rounds', host));
-    const exported = await exports(api, headers, client);
+    const rows = ONLY_EXPORT || ONLY_BULK ? [] : await throughput(api, headers);
+    if (rows.length > 0) memory.push(sampleMemory('after all throughput rounds', host));
+    const exported = ONLY_BULK ? {} : await exports(api, headers, client);
     const exportsRun = `${EXPORTS + 1} x ${Object.keys(exported).length} exports`;
-    memory.push(sampleMemory(`after ${ONLY_EXPORT ? '' : 'the throughput rounds and '}${exportsRun}`, host));
+    if (!ONLY_BULK)
+      memory.push(
+        sampleMemory(`after ${ONLY_EXPORT ? '' : 'the throughput rounds and '}${exportsRun}`, host),
+      );
+    const moved = ONLY_EXPORT ? {} : await bulk(api, headers, client, host, memory);
     if (rows.length > 0) printThroughput(rows, ROUNDS);
     printMemory(memory);
-    printExports(exported);
-    printTargets([...throughputTargets(rows), ...exportTargets(exported)]);
+    if (!ONLY_BULK) printExports(exported);
+    if (!ONLY_EXPORT) printBulk(moved);
+    printTargets([
+      ...throughputTargets(rows),
+      ...(ONLY_BULK ? [] : exportTargets(exported)),
+      ...(ONLY_EXPORT ? [] : bulkTargets(moved)),
+    ]);
   } finally {
     await host.stop();
     await client.end();

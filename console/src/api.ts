@@ -56,11 +56,30 @@ export function apiUrl(path: string, query: Query = {}): string {
   return `api/${path}${text ? `?${text}` : ''}`;
 }
 
-async function send(method: string, url: string, body: unknown, token: string | null): Promise<Response> {
+/** A file (or part of one) sent as it is, in its own content type, rather than as JSON. */
+export interface FileBody {
+  blob: Blob;
+  contentType: string;
+}
+
+const isFile = (body: unknown): body is FileBody =>
+  typeof body === 'object' && body !== null && 'blob' in body && body.blob instanceof Blob;
+
+async function send(
+  method: string,
+  url: string,
+  body: unknown,
+  token: string | null,
+  signal?: AbortSignal,
+): Promise<Response> {
   const headers: Record<string, string> = { 'x-requested-with': 'dbadmin-console' };
   if (token) headers.authorization = `Basic ${token}`;
+  if (isFile(body)) {
+    headers['content-type'] = body.contentType;
+    return fetch(url, { method, headers, body: body.blob, signal });
+  }
   if (body !== undefined) headers['content-type'] = 'application/json';
-  return fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  return fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
 }
 
 async function failure(response: Response): Promise<ApiError> {
@@ -86,13 +105,23 @@ async function failure(response: Response): Promise<ApiError> {
 export async function api<T>(
   method: string,
   path: string,
-  options: { query?: Query; body?: unknown } = {},
+  options: { query?: Query; body?: unknown | FileBody; signal?: AbortSignal } = {},
 ): Promise<T> {
+  return (await answer(method, path, options)).json() as Promise<T>;
+}
+
+/** The API's answer as it came (an export page's text and headers); failures as api() throws them. */
+export async function answer(
+  method: string,
+  path: string,
+  options: { query?: Query; body?: unknown | FileBody; signal?: AbortSignal } = {},
+): Promise<Response> {
   const token = credentials.value;
   let response: Response;
   try {
-    response = await send(method, apiUrl(path, options.query), options.body, token);
+    response = await send(method, apiUrl(path, options.query), options.body, token, options.signal);
   } catch (error) {
+    if ((error as Error).name === 'AbortError') throw error;
     throw new ApiError(0, 'Network error', `the service did not answer (${(error as Error).message})`);
   }
   const reported = response.headers.get('x-license-status');
@@ -101,7 +130,17 @@ export async function api<T>(
     if (response.status === 401) expired(token);
     throw await failure(response);
   }
-  return (await response.json()) as T;
+  return response;
+}
+
+/** Hands a file made in the browser to the user as a download. */
+export function saveFile(blob: Blob, filename: string): void {
+  const url = URL.createObjectURL(blob);
+  const link = Object.assign(document.createElement('a'), { href: url, download: filename });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
 /** Checks credentials without keeping them: true when the API accepts them. */
@@ -111,20 +150,4 @@ export async function checkCredentials(token: string): Promise<boolean> {
   // 402 (strict license) still proves the credentials: the license page is the way back.
   if (response.ok || response.status === 402) return true;
   throw await failure(response);
-}
-
-/** Fetches an export with the admin's credentials and hands it to the browser as a download. */
-export async function download(path: string, query: Query, filename: string): Promise<void> {
-  const token = credentials.value;
-  const response = await send('GET', apiUrl(path, query), undefined, token);
-  if (!response.ok) {
-    if (response.status === 401) expired(token);
-    throw await failure(response);
-  }
-  const url = URL.createObjectURL(await response.blob());
-  const link = Object.assign(document.createElement('a'), { href: url, download: filename });
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }

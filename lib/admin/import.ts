@@ -224,19 +224,21 @@ async function jsonPlan(
   const decoder = new StringDecoder('utf8');
   const firstRows = splitter.push(decoder.write(first));
   // Every key of the rows in the first part (the whole file, sent in one request), as they come.
-  const keys = options.columns ?? [...new Set(firstRows.flatMap((row) => Object.keys(row as object)))];
+  const found = options.columns ?? [...new Set(firstRows.flatMap((row) => Object.keys(row as object)))];
   const columns = fileColumns(
     table,
     tableName,
-    keys.length > 0 ? keys : undefined,
+    found.length > 0 ? found : undefined,
     options.columns ? 'columns=' : 'the key',
   );
+  // Each row's key as the file writes it (`Full Name`), for the column it goes to (full_name).
+  const keys = columns.map((column, i) => ({ name: found[i] ?? column.name, array: column.array }));
   const lineOf = (row: number) =>
     options.format === 'ndjson' ? ` (line ${splitter.lines[row - 1] ?? '?'})` : '';
   return {
     columns,
     copyOptions: '',
-    data: jsonLines(source, decoder, splitter, firstRows, columns),
+    data: jsonLines(source, decoder, splitter, firstRows, keys),
     where: (line) => `row ${line}${lineOf(line)}`,
   };
 }

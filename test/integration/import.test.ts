@@ -176,6 +176,16 @@ describe('POST /api/table/:tableName/import: JSON and NDJSON', () => {
     ]);
   });
 
+  it('takes a key as new table from a file names its column (`Full Name` is full_name)', async () => {
+    const table = uniqueName('named');
+    await sql(`CREATE TABLE ${table} (id int PRIMARY KEY, full_name text)`);
+
+    const reply = await send(table, JSON.stringify([{ id: 1, 'Full Name': 'Ann' }]), 'application/json');
+
+    expect(reply.status).toBe(200);
+    expect(await sql(`SELECT * FROM ${table}`)).toEqual([{ id: 1, full_name: 'Ann' }]);
+  });
+
   it('names the row (and the NDJSON line) of a bad value, and of a key the columns lack', async () => {
     const table = await people();
 

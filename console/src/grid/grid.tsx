@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
-import { api, download } from '../api';
+import { api } from '../api';
 import { go } from '../router';
+import { DropZone, ExportButtons, FileButton, useImport } from '../transfer/transfer-buttons';
 import { Dialog, ErrorText, useAction } from '../ui';
 import { cellText, primaryKeyOf, readOnlyReason, type TableStructure } from '../values';
 import { BulkEdit } from './bulk-edit';
@@ -13,9 +14,6 @@ import { PasteRows } from './paste-rows';
 import { RowsTable } from './rows-table';
 import { rowsText } from './selection';
 import { firstPage, type GridView, nextSort, PAGE_SIZES, readView, rowsQuery, writeView } from './view';
-
-/** The export endpoint's most rows per file. */
-const EXPORT_LIMIT = 10_000;
 
 /**
  * The rows of a table as the view in the URL asks (console/src/grid/view.ts): filtered, searched,
@@ -59,13 +57,7 @@ export function Grid({
       (shown) => shown && { ...shown, data: shown.data.map((row) => (idOf(row) === id ? answer.row : row)) },
     );
   };
-  const exporting = useAction(async (format: 'csv' | 'json') => {
-    await download(
-      `table/${encodeURIComponent(table)}/export`,
-      { schema, format, limit: EXPORT_LIMIT, ...rowsQuery(view, columns, { keepKey: false }) },
-      `${table}.${format}`,
-    );
-  });
+  const importing = useImport(schema, structure, recount);
   // maxAffected is the count the confirmation showed: past it, the server deletes nothing (409).
   const remove = useAction(async () => {
     await api('POST', `table/${encodeURIComponent(table)}/rows/delete`, {
@@ -97,7 +89,7 @@ export function Grid({
   const turn = (to: number) => show(page.turn(to));
   const onSearch = useCallback((q: string) => show(firstPage(view, { q }), { replace: true }), [show, view]);
   return (
-    <div>
+    <DropZone label={`Drop a file to import into ${table}`} onFile={importing.open}>
       <div class="toolbar">
         <button type="button" class="primary" disabled={!structure} onClick={() => setDialog('insert')}>
           Insert row
@@ -116,15 +108,13 @@ export function Grid({
         >
           Delete selected ({selected.size})
         </button>
-        <button type="button" onClick={() => exporting.run('csv')}>
-          Export CSV
-        </button>
-        <button type="button" onClick={() => exporting.run('json')}>
-          Export JSON
-        </button>
-        {data && data.total > EXPORT_LIMIT && (
-          <span class="muted">exports hold the first {EXPORT_LIMIT.toLocaleString()} rows</span>
-        )}
+        <FileButton label="Import a file" onFile={importing.open} />
+        <ExportButtons
+          schema={schema}
+          table={table}
+          query={rowsQuery(view, columns, { keepKey: false })}
+          total={data?.total ?? 0}
+        />
         <span class="spacer" />
         <SearchBox q={view.q} onSearch={onSearch} />
         <ColumnsMenu
@@ -151,7 +141,7 @@ export function Grid({
         onChange={(filters) => show(firstPage(view, { filters }))}
       />
       {reason && <p class="warning">Read-only: {reason}.</p>}
-      <ErrorText error={page.error ?? exporting.error} />
+      <ErrorText error={page.error} />
       {data && (
         <RowsTable
           schema={schema}
@@ -227,6 +217,7 @@ export function Grid({
           </div>
         </Dialog>
       )}
-    </div>
+      {importing.dialog}
+    </DropZone>
   );
 }

@@ -1,6 +1,8 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { href } from '../router';
+import { NewTableFromFile } from '../transfer/new-table';
+import { DropZone, FileButton } from '../transfer/transfer-buttons';
 import { ConfirmByName, Dialog, ErrorText, useAction, useLoad } from '../ui';
 import { EnumTypes, Views } from './schema-objects';
 
@@ -244,6 +246,7 @@ export function TablesPage({ schema }: { schema: string }) {
   const [cloning, setCloning] = useState<string | undefined>(undefined);
   const [deleting, setDeleting] = useState<string | undefined>(undefined);
   const [cascade, setCascade] = useState(false);
+  const [fromFile, setFromFile] = useState<File | undefined>(undefined);
   return (
     <section class="page">
       <h1>
@@ -267,6 +270,22 @@ export function TablesPage({ schema }: { schema: string }) {
         ))}
         {tables.data?.length === 0 && <li class="muted">No tables yet.</li>}
       </ul>
+      <DropZone label="Drop a file to make a new table of it" onFile={setFromFile}>
+        <p class="muted drop-hint">
+          New table from a file: drop a CSV, JSON or NDJSON file here, or{' '}
+          <FileButton label="New table from a file" onFile={setFromFile} />
+        </p>
+      </DropZone>
+      {fromFile && (
+        <NewTableFromFile
+          schema={schema}
+          file={fromFile}
+          onClose={() => {
+            setFromFile(undefined);
+            tables.reload();
+          }}
+        />
+      )}
       <CreateTable schema={schema} onCreated={tables.reload} />
       <EnumTypes schema={schema} />
       <Views key={tables.data?.join('\u0000')} schema={schema} />

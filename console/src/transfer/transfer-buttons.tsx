@@ -1,0 +1,156 @@
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { type Query, saveFile } from '../api';
+import { Dialog, ErrorText, useAction } from '../ui';
+import type { TableStructure } from '../values';
+import { ImportDialog, Progress } from './import-dialog';
+import { exportAll } from './transfer';
+
+/**
+ * The grid's file buttons: Export CSV or JSON of every row the view finds (page after page, with
+ * a progress bar and Stop), Import a file (also dropped anywhere on the grid).
+ */
+
+function ExportDialog({
+  schema,
+  table,
+  format,
+  query,
+  total,
+  onClose,
+}: {
+  schema: string;
+  table: string;
+  format: 'csv' | 'json';
+  query: Query;
+  /** The rows the view finds (maybe the planner's estimate), for the progress bar. */
+  total: number;
+  onClose: () => void;
+}) {
+  const [rows, setRows] = useState(0);
+  const stop = useRef(new AbortController());
+  const run = useAction(async () => {
+    const file = await exportAll({ schema, table }, format, query, setRows, stop.current.signal);
+    saveFile(file, `${table}.${format}`);
+    onClose();
+  });
+  useEffect(() => {
+    run.run();
+    return () => stop.current.abort();
+  }, []);
+  const stopped = stop.current.signal.aborted;
+  return (
+    <Dialog title={`Export ${table} as ${format.toUpperCase()}`} onClose={onClose}>
+      <Progress done={rows} total={Math.max(total, rows)} what="Export" />
+      <p class="muted" data-testid="export-rows">
+        {rows.toLocaleString()} of {total > rows ? `about ${total.toLocaleString()}` : rows.toLocaleString()}{' '}
+        rows
+      </p>
+      {!stopped && <ErrorText error={run.error} />}
+      <div class="actions">
+        <button
+          type="button"
+          onClick={() => {
+            stop.current.abort();
+            onClose();
+          }}
+        >
+          {run.busy ? 'Stop' : 'Close'}
+        </button>
+      </div>
+    </Dialog>
+  );
+}
+
+export function ExportButtons(props: { schema: string; table: string; query: Query; total: number }) {
+  const [format, setFormat] = useState<'csv' | 'json' | undefined>(undefined);
+  return (
+    <>
+      <button type="button" onClick={() => setFormat('csv')}>
+        Export CSV
+      </button>
+      <button type="button" onClick={() => setFormat('json')}>
+        Export JSON
+      </button>
+      {format && <ExportDialog {...props} format={format} onClose={() => setFormat(undefined)} />}
+    </>
+  );
+}
+
+/** A file input behind a button: the file chosen goes to `onFile`. */
+export function FileButton({ label, onFile }: { label: string; onFile: (file: File) => void }) {
+  const input = useRef<HTMLInputElement>(null);
+  return (
+    <>
+      <button type="button" onClick={() => input.current?.click()}>
+        {label}
+      </button>
+      <input
+        ref={input}
+        type="file"
+        accept=".csv,.tsv,.json,.ndjson,.jsonl,text/csv,application/json"
+        hidden
+        aria-label={label}
+        onChange={(event) => {
+          const file = event.currentTarget.files?.[0];
+          event.currentTarget.value = '';
+          if (file) onFile(file);
+        }}
+      />
+    </>
+  );
+}
+
+/** Where a file may be dropped: `onFile` gets it; the area says so while one is dragged over it. */
+export function DropZone({
+  onFile,
+  label,
+  children,
+}: {
+  onFile: (file: File) => void;
+  label: string;
+  children: ComponentChildren;
+}) {
+  const [over, setOver] = useState(false);
+  return (
+    <section
+      class={`drop-zone${over ? ' over' : ''}`}
+      aria-label={label}
+      onDragOver={(event) => {
+        if (!event.dataTransfer?.types.includes('Files')) return;
+        event.preventDefault();
+        setOver(true);
+      }}
+      onDragLeave={() => setOver(false)}
+      onDrop={(event) => {
+        const file = event.dataTransfer?.files[0];
+        setOver(false);
+        if (!file) return;
+        event.preventDefault();
+        onFile(file);
+      }}
+    >
+      {children}
+    </section>
+  );
+}
+
+/** Import into the table: a file chosen or dropped opens the import dialog. */
+export function useImport(
+  schema: string,
+  structure: TableStructure | undefined,
+  onImported: () => Promise<void>,
+) {
+  const [file, setFile] = useState<File | undefined>(undefined);
+  const dialog =
+    file && structure ? (
+      <ImportDialog
+        schema={schema}
+        structure={structure}
+        file={file}
+        onClose={() => setFile(undefined)}
+        onImported={onImported}
+      />
+    ) : null;
+  return { open: setFile, dialog };
+}
