@@ -116,6 +116,33 @@ export function csvRecords(text: string, options: CsvOptions, most = Infinity, c
   return reader.records;
 }
 
+/** A JSON string, a bracket, or a number outside strings. */
+const JSON_TOKEN = /"(?:[^"\\]|\\.)*"|[{}[\]]|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?/g;
+
+/** JSON.parse gives this number as the file writes it (no 64-bit id past 2^53, no 1e400). */
+const keepsItsDigits = (token: string) => {
+  const value = Number(token);
+  return (
+    Number.isFinite(value) && !/\d{16}/.test(token) && (Number.isSafeInteger(value) || !/^-?\d+$/.test(token))
+  );
+};
+
+/**
+ * A row's value JSON.parse would round quoted, so that it reaches PostgreSQL as the digits the
+ * file holds, which the column's type then reads exactly. Only the row's own values: a number
+ * nested in a json value stays a number there. Text without a long number is left as it is.
+ */
+export function exactNumbers(text: string): string {
+  if (!/\d{16}|[eE][-+]?\d{3}/.test(text)) return text;
+  let depth = 0;
+  return text.replace(JSON_TOKEN, (token) => {
+    if (token === '{' || token === '[') depth++;
+    else if (token === '}' || token === ']') depth--;
+    else if (depth === 1 && !token.startsWith('"') && !keepsItsDigits(token)) return `"${token}"`;
+    return token;
+  });
+}
+
 /**
  * Rows of a JSON array or of NDJSON, as their text arrives in pieces: `push` answers the rows
  * completed so far, `end` those left and checks the file ended where a file may. `row` counts
@@ -157,7 +184,7 @@ export class JsonRowSplitter {
   private parse(text: string, where: string): unknown {
     let value: unknown;
     try {
-      value = JSON.parse(text);
+      value = JSON.parse(exactNumbers(text));
     } catch (error) {
       throw new BadRequest('Import failed', `${where} is not valid JSON: ${(error as Error).message}`);
     }
@@ -266,8 +293,6 @@ export interface TargetColumn {
   array: boolean;
 }
 
-const quoted = (text: string) => `"${text.replaceAll('"', '""')}"`;
-
 /** A JS array as PostgreSQL's array text: `{1,"a b",NULL,{2,3}}`. */
 export function arrayText(items: unknown[]): string {
   const item = (value: unknown): string => {
@@ -279,21 +304,29 @@ export function arrayText(items: unknown[]): string {
   return `{${items.map(item).join(',')}}`;
 }
 
-/** One field of COPY's CSV (delimiter `,`, quote `"`, NULL an empty unquoted field). */
+const TEXT_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * One field of COPY's text format: backslash, line breaks and tabs escaped, so that a row is
+ * exactly one line and COPY's line number is the row's; NULL is `\N`.
+ */
 function field(value: unknown, column: TargetColumn): string {
-  if (value === null || value === undefined) return '';
-  if (typeof value === 'string') return quoted(value);
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
-    return String(value);
-  if (Array.isArray(value) && column.array) return quoted(arrayText(value));
-  return quoted(JSON.stringify(value));
+  if (value === null || value === undefined) return '\\N';
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  const text =
+    typeof value === 'string'
+      ? value
+      : Array.isArray(value) && column.array
+        ? arrayText(value)
+        : JSON.stringify(value);
+  return text.replace(/[\\\n\r\t]/g, (c) => TEXT_ESCAPES[c] as string);
 }
 
 /**
- * A row of JSON as a CSV line of the columns, in their order: a missing key is NULL; a key that is
- * not one of the columns is a 400 naming the row, so a typo is never dropped silently.
+ * A row of JSON as a line of COPY's text format, the columns in their order: a missing key is
+ * NULL; a key that is not one of the columns is a 400 naming the row, so a typo is never dropped.
  */
-export function csvLine(row: Record<string, unknown>, columns: TargetColumn[], where: string): string {
+export function rowLine(row: Record<string, unknown>, columns: TargetColumn[], where: string): string {
   for (const key of Object.keys(row)) {
     if (!columns.some((c) => c.name === key)) {
       throw new BadRequest(
@@ -302,5 +335,7 @@ export function csvLine(row: Record<string, unknown>, columns: TargetColumn[], w
       );
     }
   }
-  return `${columns.map((c) => field(row[c.name], c)).join(',')}\n`;
+  // Own keys only: a column named constructor or __proto__ is not found on Object's prototype.
+  const value = (c: TargetColumn) => (Object.hasOwn(row, c.name) ? row[c.name] : undefined);
+  return `${columns.map((c) => field(value(c), c)).join('\t')}\n`;
 }

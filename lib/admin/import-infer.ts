@@ -26,7 +26,10 @@ export function columnNameFor(source: string): string {
 type Value = string | number | boolean | object;
 
 const INTEGER = /^[-+]?\d+$/;
-const NUMBER = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+// No nested quantifiers over the same digits: linear on any text.
+const NUMBER = /^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$/;
+/** Longer values are text: no type test runs over a 5 MB field. */
+const MAX_TYPED_LENGTH = 100;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(?<zone>Z|[+-]\d{2}(:?\d{2})?)?$/i;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -76,6 +79,9 @@ const CANDIDATES: [string, (value: Value) => boolean][] = [
 /** The narrowest type all values fit; TEXT when none (or no value at all). */
 export function typeFor(values: Value[]): string {
   if (values.length === 0) return 'TEXT';
+  if (values.some((v) => typeof v === 'string' && v.length > MAX_TYPED_LENGTH)) {
+    return values.every((v) => typeof v === 'string' && isJsonText(v.trim())) ? 'JSONB' : 'TEXT';
+  }
   return CANDIDATES.find(([, fits]) => values.every(fits))?.[0] ?? 'TEXT';
 }
 

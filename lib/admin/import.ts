@@ -5,11 +5,11 @@ import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import {
   type CsvOptions,
-  csvLine,
   csvRecords,
   type ImportFormat,
   type ImportMode,
   JsonRowSplitter,
+  rowLine,
   type TargetColumn,
 } from '#lib/admin/import-format';
 import { columnNameFor } from '#lib/admin/import-infer';
@@ -149,19 +149,80 @@ class Source {
 function copyPosition(error: unknown): { line: number; column?: string } | undefined {
   const where = isPgError(error) ? (error as { where?: unknown }).where : undefined;
   if (typeof where !== 'string') return undefined;
-  const match = /\bline (\d+)(?:, column ([^:]+))?/.exec(where);
+  // The COPY's own line: a trigger's error puts its function's context (with its line) first.
+  const copying = where.split('\n').findLast((line) => line.startsWith('COPY '));
+  const match = copying ? /, line (\d+)(?:, column ([^:]+))?/.exec(copying) : null;
   if (!match) return undefined;
   return { line: Number(match[1]), ...(match[2] ? { column: match[2] } : {}) };
 }
 
 interface Plan {
   columns: ImportColumn[];
-  /** COPY's options after FORMAT csv. */
+  /** COPY's format: CSV as the file is, or text (a JSON row a line, escaped). */
+  format: 'csv' | 'text';
+  /** COPY's options after FORMAT. */
   copyOptions: string;
   /** The bytes COPY reads. */
   data: AsyncIterable<Buffer | string>;
   /** A COPY line number as the caller counts: the file's line (CSV), the row and its line (JSON). */
   where: (line: number) => string;
+}
+
+const BACKSLASH = 0x5c;
+const DOT = 0x2e;
+const LF = 0x0a;
+const CR = 0x0d;
+
+/** Where a CSV's bytes stand: in quotes or not, on which line, and how much of `\.` a line starts with. */
+class EndMarkerWatch {
+  private inQuotes = false;
+  line = 1;
+  /** 1: at a line's start; 2: after a `\` there; 3: after `\.` there; 0: elsewhere. */
+  private state = 1;
+
+  constructor(private readonly quote: number) {}
+
+  /** Reads one byte; false when it ends a line that was `\.` alone. */
+  step(byte: number): boolean {
+    if (byte === LF || byte === CR) return this.lineEnds(byte);
+    if (byte === this.quote) {
+      this.inQuotes = !this.inQuotes;
+      this.state = 0;
+    } else if (this.state === 1 && byte === BACKSLASH) this.state = 2;
+    else this.state = this.state === 2 && byte === DOT ? 3 : 0;
+    return true;
+  }
+
+  private lineEnds(byte: number): boolean {
+    if (this.state === 3) return false;
+    if (byte === LF) this.line++;
+    this.state = this.inQuotes ? 0 : 1;
+    return true;
+  }
+
+  /** The data ended: false when its last line was `\.` alone. */
+  end(): boolean {
+    return this.state !== 3;
+  }
+}
+
+/**
+ * The CSV's bytes as they are, with one check on the way: COPY (PostgreSQL 13 to 17) takes a line
+ * that is `\.` alone, outside quotes, for the end of the data and drops whatever follows, which
+ * would import part of the file as if it were all of it. Such a line is a 400 naming it.
+ */
+async function* withoutEndMarker(chunks: AsyncIterable<Buffer>, quote: number): AsyncGenerator<Buffer> {
+  const watch = new EndMarkerWatch(quote);
+  const refuse = () =>
+    new BadRequest(
+      'Import failed',
+      `line ${watch.line} is \\. alone, which COPY reads as the end of the data: quote it ("\\.") to import it as a value; nothing was imported`,
+    );
+  for await (const chunk of chunks) {
+    for (const byte of chunk) if (!watch.step(byte)) throw refuse();
+    yield chunk;
+  }
+  if (!watch.end()) throw refuse();
 }
 
 function csvPlan(
@@ -181,8 +242,9 @@ function csvPlan(
   const columns = fileColumns(table, tableName, names, options.columns ? 'columns=' : 'the header’s column');
   return {
     columns,
+    format: 'csv',
     copyOptions: `, HEADER ${csv.header}, DELIMITER ${quoteLiteral(csv.delimiter)}, QUOTE ${quoteLiteral(csv.quote)}, NULL ${quoteLiteral(csv.null)}`,
-    data: source.chunks(),
+    data: withoutEndMarker(source.chunks(), csv.quote.charCodeAt(0)),
     where: (line) => `line ${line}`,
   };
 }
@@ -197,7 +259,7 @@ async function* jsonLines(
 ) {
   let row = 0;
   const lines = (rows: unknown[]) =>
-    rows.map((value) => csvLine(value as Record<string, unknown>, columns, `row ${++row}`)).join('');
+    rows.map((value) => rowLine(value as Record<string, unknown>, columns, `row ${++row}`)).join('');
   yield lines(firstRows);
   let started = false;
   for await (const chunk of source.chunks()) {
@@ -237,6 +299,7 @@ async function jsonPlan(
     options.format === 'ndjson' ? ` (line ${splitter.lines[row - 1] ?? '?'})` : '';
   return {
     columns,
+    format: 'text',
     copyOptions: '',
     data: jsonLines(source, decoder, splitter, firstRows, keys),
     where: (line) => `row ${line}${lineOf(line)}`,
@@ -254,7 +317,7 @@ export interface ImportOutcome {
 async function copyInto(client: pg.PoolClient, into: string, plan: Plan): Promise<number> {
   const columns = plan.columns.map((c) => quoteCatalogName(c.name)).join(', ');
   const stream = client.query(
-    copyFrom(`COPY ${into} (${columns}) FROM STDIN WITH (FORMAT csv${plan.copyOptions})`),
+    copyFrom(`COPY ${into} (${columns}) FROM STDIN WITH (FORMAT ${plan.format}${plan.copyOptions})`),
   );
   await pipeline(Readable.from(plan.data, { objectMode: false }), stream);
   return stream.rowCount;

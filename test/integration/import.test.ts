@@ -203,6 +203,64 @@ describe('POST /api/table/:tableName/import: JSON and NDJSON', () => {
   });
 });
 
+describe('what the review found', () => {
+  it('refuses a CSV line that is . alone (COPY would end there and drop the rest), naming it', async () => {
+    const table = await people();
+
+    const reply = await send(table, 'id,name\n1,a\n\\.\n2,b\n3,"\\."\n', 'text/csv');
+    const quoted = await send(table, 'id,name\n1,"a\n\\.\nb"\n2,"\\."\n', 'text/csv');
+
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toMatch(/^line 3 is \\\. alone, which COPY reads as the end of the data/);
+    expect(quoted.status).toBe(200);
+    expect((await all(table)).map((r) => r.name)).toEqual(['a\n\\.\nb', '\\.']);
+  });
+
+  it('keeps a 64-bit id and a long number exact, and takes columns named like Object’s own properties', async () => {
+    const table = uniqueName('odd');
+    await sql(
+      `CREATE TABLE ${table} (id bigint PRIMARY KEY, amount numeric, "constructor" text, "__proto__" text)`,
+    );
+
+    const reply = await send(
+      table,
+      '[{"id": 9007199254740993, "amount": 1.00000000000000000001, "constructor": "x"}, {"id": 2}]',
+      'application/json',
+    );
+
+    expect(reply.status).toBe(200);
+    expect(
+      await sql(`SELECT id::text, amount::text, "constructor", "__proto__" FROM ${table} ORDER BY id`),
+    ).toEqual([
+      // A computed key: in a literal, __proto__: would set the prototype rather than a property.
+      { id: '2', amount: null, constructor: null, ['__proto__']: null },
+      { id: '9007199254740993', amount: '1.00000000000000000001', constructor: 'x', ['__proto__']: null },
+    ]);
+  });
+
+  it('names the row of a bad value after rows holding line breaks, and the COPY line when a trigger refuses', async () => {
+    const table = await people();
+    await sql(`CREATE FUNCTION ${table}_no() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN IF NEW.id = 8 THEN RAISE EXCEPTION 'no %', NEW.id; END IF; RETURN NEW; END $$;
+               CREATE TRIGGER no BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION ${table}_no();`);
+
+    const json = await send(
+      table,
+      JSON.stringify([{ id: 1 }, { id: 2, name: 'a\nb\nc' }, { id: 3 }, { id: 'bad' }]),
+      'application/json',
+    );
+    const csv = await send(
+      table,
+      `id\n${Array.from({ length: 9 }, (_, i) => i + 1).join('\n')}\n`,
+      'text/csv',
+    );
+
+    expect(json.body.message).toMatch(/^row 4, column id: invalid input syntax for type integer/);
+    expect(csv.status).toBe(400);
+    expect(csv.body.message).toBe('line 9: no 8; nothing was imported');
+  });
+});
+
 describe('modes', () => {
   it('upsert updates the rows whose key is in the file and adds the others; replace starts from nothing', async () => {
     const table = await people();

@@ -2,9 +2,10 @@ import {
   arrayText,
   CSV_DEFAULTS,
   checkCsvOptions,
-  csvLine,
   csvRecords,
+  exactNumbers,
   JsonRowSplitter,
+  rowLine,
 } from '#lib/admin/import-format';
 
 /** The file side of an import: CSV records, JSON rows split as their bytes arrive, COPY lines. */
@@ -102,7 +103,7 @@ describe('JsonRowSplitter', () => {
   });
 });
 
-describe('csvLine', () => {
+describe('rowLine', () => {
   const columns = [
     { name: 'id', array: false },
     { name: 'name', array: false },
@@ -110,15 +111,30 @@ describe('csvLine', () => {
     { name: 'meta', array: false },
   ];
 
-  it('writes each value as COPY reads it: NULL unquoted, text quoted, arrays as PostgreSQL’s, objects as JSON', () => {
+  it('writes a row as one line of COPY text: NULL as N, breaks, tabs and backslashes escaped', () => {
     expect(
-      csvLine({ id: 1, name: 'say "x", y', tags: ['a b', null, 'q"'], meta: { k: [1] } }, columns, 'row 1'),
-    ).toBe('1,"say ""x"", y","{""a b"",NULL,""q\\""""}","{""k"":[1]}"\n');
-    expect(csvLine({ id: 2, name: '' }, columns, 'row 2')).toBe('2,"",,\n');
+      rowLine(
+        { id: 1, name: 'say "x",\ty\nz \\ w', tags: ['a b', null, 'q"'], meta: { k: [1] } },
+        columns,
+        'row 1',
+      ),
+    ).toBe('1\tsay "x",\\ty\\nz \\\\ w\t{"a b",NULL,"q\\\\""}\t{"k":[1]}\n');
+    expect(rowLine({ id: 2, name: '' }, columns, 'row 2')).toBe('2\t\t\\N\t\\N\n');
+  });
+
+  it('takes own keys only: a column named constructor or __proto__ is NULL when the row lacks it', () => {
+    const odd = [
+      { name: 'constructor', array: false },
+      { name: '__proto__', array: false },
+      { name: 'toString', array: false },
+    ];
+
+    expect(rowLine({}, odd, 'row 1')).toBe('\\N\t\\N\t\\N\n');
+    expect(rowLine(JSON.parse('{"constructor": "x", "__proto__": "y"}'), odd, 'row 1')).toBe('x\ty\t\\N\n');
   });
 
   it('refuses a key that is not one of the columns, naming the row', () => {
-    expect(() => csvLine({ id: 1, nmae: 'x' }, columns, 'row 7')).toThrow(
+    expect(() => rowLine({ id: 1, nmae: 'x' }, columns, 'row 7')).toThrow(
       /row 7 has "nmae", which is not one of/,
     );
   });
@@ -131,5 +147,22 @@ describe('csvLine', () => {
       ]),
     ).toBe('{{"1","2"},{"3",NULL}}');
     expect(arrayText([{ a: 1 }])).toBe('{"{\\"a\\":1}"}');
+  });
+});
+
+describe('exactNumbers', () => {
+  it('quotes a row’s number JSON.parse would round, and nothing else', () => {
+    const text =
+      '{"id": 9007199254740993, "big": 1e400, "ok": 12.5, "s": "9007199254740993", "deep": {"n": 9007199254740993}}';
+
+    expect(JSON.parse(exactNumbers(text))).toEqual({
+      id: '9007199254740993',
+      big: '1e400',
+      ok: 12.5,
+      s: '9007199254740993',
+      // Nested, it stays a number, as JSON.parse reads it.
+      deep: { n: 2 ** 53 },
+    });
+    expect(exactNumbers('{"id": 1}')).toBe('{"id": 1}');
   });
 });
