@@ -11,6 +11,7 @@ import { inferColumns, SAMPLE_ROWS } from '#lib/admin/import-infer';
 import {
   abandonImport,
   commitImport,
+  importCommitLimit,
   importStatus,
   MAX_PART_BYTES,
   MAX_PARTS,
@@ -114,6 +115,13 @@ function options(input: {
     header: input.header ?? true,
   });
   return { format: input.format, mode: input.mode, csv, columns: input.columns };
+}
+
+/** The settings, with how long a commit may run before it counts as one that never reported back. */
+async function settings() {
+  const config = await getConfig();
+  importCommitLimit.ms = config.QUERY_TIMEOUT_MS + 30_000;
+  return config;
 }
 
 const scope = (schema: string, table: string, principal: Principal | undefined): SessionScope => ({
@@ -226,7 +234,7 @@ export const routes = [
         await getDatabase(),
         scope(body.schema, params.tableName, principal),
         options(body),
-        (await getConfig()).IMPORT_SESSION_TTL_SECONDS,
+        (await settings()).IMPORT_SESSION_TTL_SECONDS,
       ),
   }),
   defineRoute({
@@ -249,7 +257,7 @@ export const routes = [
     }),
     errors: [NO_IMPORT, IMPORT_STATE],
     handler: async ({ params, query, upload, principal }) => {
-      const config = await getConfig();
+      const config = await settings();
       return putPart(
         await getDatabase(),
         params.importId,
@@ -280,8 +288,14 @@ export const routes = [
       outcome: Outcome.optional(),
     }),
     errors: [NO_IMPORT],
-    handler: async ({ params, query, principal }) =>
-      importStatus(await getDatabase(), params.importId, scope(query.schema, params.tableName, principal)),
+    handler: async ({ params, query, principal }) => {
+      await settings();
+      return importStatus(
+        await getDatabase(),
+        params.importId,
+        scope(query.schema, params.tableName, principal),
+      );
+    },
   }),
   defineRoute({
     method: 'POST',
@@ -307,7 +321,7 @@ export const routes = [
         params.importId,
         scope(body.schema, params.tableName, principal),
         body.parts,
-        (await getConfig()).IMPORT_SESSION_TTL_SECONDS,
+        (await settings()).IMPORT_SESSION_TTL_SECONDS,
       ),
   }),
   defineRoute({
@@ -319,8 +333,14 @@ export const routes = [
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ success: z.boolean(), message: z.string() }),
     errors: [NO_IMPORT, IMPORT_STATE],
-    handler: async ({ params, query, principal }) =>
-      abandonImport(await getDatabase(), params.importId, scope(query.schema, params.tableName, principal)),
+    handler: async ({ params, query, principal }) => {
+      await settings();
+      return abandonImport(
+        await getDatabase(),
+        params.importId,
+        scope(query.schema, params.tableName, principal),
+      );
+    },
   }),
 ];
 

@@ -19,6 +19,9 @@ export interface CsvOptions {
   header: boolean;
 }
 
+/** One row of JSON at most: a file whose element never ends is refused, not buffered. */
+export const MAX_ROW_CHARS = 16 * 1024 * 1024;
+
 export const CSV_DEFAULTS: CsvOptions = { delimiter: ',', quote: '"', null: '', header: true };
 
 /** The content types a file may be sent as, and the format each means. */
@@ -161,8 +164,9 @@ export class JsonRowSplitter {
   private scanned = 0;
   private rows = 0;
   private line = 0;
-  /** NDJSON: the source line of each row pushed since the last `take`. */
-  readonly lines: number[] = [];
+  /** NDJSON: where blank lines moved rows off their line numbers, as [row, line]. */
+  private readonly marks: [number, number][] = [];
+  private blankLines = 0;
 
   constructor(private readonly format: 'json' | 'ndjson') {}
 
@@ -198,14 +202,19 @@ export class JsonRowSplitter {
     const rows: unknown[] = [];
     let from = 0;
     for (;;) {
-      const at = this.pending.indexOf('\n', from);
+      // The unfinished line's start was searched already: a long line is not searched again.
+      const at = this.pending.indexOf('\n', Math.max(from, this.scanned));
+      this.scanned = 0;
       if (at < 0 && !last) break;
       const end = at < 0 ? this.pending.length : at;
       const text = this.pending.slice(from, end).trim();
       this.line++;
       if (text !== '') {
         this.rows++;
-        this.lines.push(this.line);
+        if (this.line - this.rows !== this.blankLines) {
+          this.blankLines = this.line - this.rows;
+          this.marks.push([this.rows, this.line]);
+        }
         rows.push(this.parse(text, `line ${this.line}`));
       }
       if (at < 0) {
@@ -215,7 +224,25 @@ export class JsonRowSplitter {
       from = at + 1;
     }
     this.pending = this.pending.slice(from);
+    this.scanned = this.pending.length;
+    this.holdsNoGiant(`line ${this.line + 1}`);
     return rows;
+  }
+
+  /** The unfinished row is already over MAX_ROW_CHARS: a 400, before it takes all the memory. */
+  private holdsNoGiant(where: string) {
+    if (this.pending.length > MAX_ROW_CHARS) {
+      throw new BadRequest(
+        'Import failed',
+        `${where} is over ${MAX_ROW_CHARS} characters: one row is at most that; nothing was imported`,
+      );
+    }
+  }
+
+  /** The NDJSON line of row `row` (from 1), blank lines counted. */
+  lineOf(row: number): number {
+    const mark = this.marks.findLast(([from]) => from <= row) ?? [1, 1];
+    return mark[1] + (row - mark[0]);
   }
 
   /** Scans for the array's top-level elements; keeps only the unfinished one. */
@@ -233,6 +260,7 @@ export class JsonRowSplitter {
     this.pending = this.start < 0 ? '' : text.slice(this.start);
     this.scanned = this.pending.length;
     if (this.start >= 0) this.start = 0;
+    this.holdsNoGiant(`row ${this.rows + 1}`);
     return rows;
   }
 
@@ -258,7 +286,11 @@ export class JsonRowSplitter {
 
   /** Between elements: whether `char` starts one (else it is space, a comma, or the array's end). */
   private elementStarts(char: string, i: number): boolean {
-    if (/\s/.test(char) || (char === ',' && this.rows > 0)) return false;
+    if (/\s/.test(char)) return false;
+    // The comma after an element ended it: another one is an element left out.
+    if (char === ',' && this.rows > 0) {
+      throw new BadRequest('Import failed', `two commas after row ${this.rows}: an element is missing`);
+    }
     if (char === ']') {
       this.finished = true;
       return false;

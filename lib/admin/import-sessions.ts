@@ -40,7 +40,13 @@ interface SessionRow {
   state: 'open' | 'committing' | 'committed';
   outcome: ImportOutcome | null;
   expires_at: Date;
+  /** A commit that began before this and is still committing never reported back. */
+  stale: boolean;
 }
+
+/** How long a commit may run before it counts as one that never reported back. */
+export const importCommitLimit = { ms: 0 };
+const staleSince = () => new Date(importClock.now() - importCommitLimit.ms);
 
 /** Whose import it is: the admin's, or one key's (another key of the schema does not see it). */
 const ownerOf = (principal: Principal | undefined) =>
@@ -64,10 +70,10 @@ const notFound = (id: string) =>
 /** The import, when it is the caller's, on this table, and not expired; else 404. */
 async function session(db: pg.Pool | pg.ClientBase, id: string, scope: SessionScope, lock = false) {
   const { rows } = await db.query<SessionRow>(
-    `SELECT id, options, state, outcome, expires_at FROM ${SESSIONS}
+    `SELECT id, options, state, outcome, expires_at, committing_since < $6 AS stale FROM ${SESSIONS}
       WHERE id = $1 AND schema_name = $2 AND table_name = $3 AND owner = $4 AND expires_at >= $5
       ${lock ? 'FOR UPDATE' : ''}`,
-    [id, scope.schema, scope.table, ownerOf(scope.principal), now()],
+    [id, scope.schema, scope.table, ownerOf(scope.principal), now(), staleSince()],
   );
   const found = rows[0];
   if (!found) throw notFound(id);
@@ -90,8 +96,9 @@ export async function openImport(
     // advisory one, which any login could take and hold (lib/db/migrations says the same).
     await client.query(`LOCK TABLE ${SESSIONS} IN SHARE ROW EXCLUSIVE MODE`);
     const { rows } = await client.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM ${SESSIONS} WHERE schema_name = $1 AND state <> 'committed'`,
-      [scope.schema],
+      `SELECT count(*)::int AS n FROM ${SESSIONS}
+        WHERE schema_name = $1 AND (state = 'open' OR (state = 'committing' AND committing_since >= $2))`,
+      [scope.schema, staleSince()],
     );
     if ((rows[0]?.n ?? 0) >= MAX_OPEN_PER_SCHEMA) {
       throw new ApiError(
@@ -117,12 +124,24 @@ export async function openImport(
 
 function assertOpen(found: SessionRow) {
   if (found.state === 'open') return;
+  if (found.state === 'committed') {
+    throw new ApiError(
+      409,
+      'Import committed',
+      `import ${found.id} was committed; open a new one to import more`,
+    );
+  }
+  if (found.stale) {
+    throw new ApiError(
+      409,
+      'Import interrupted',
+      `import ${found.id}'s commit never reported back, and may have written its rows: look at the table, then abandon this import (DELETE) and open a new one if they are not there`,
+    );
+  }
   throw new ApiError(
     409,
-    found.state === 'committing' ? 'Import committing' : 'Import committed',
-    found.state === 'committing'
-      ? `import ${found.id} is being committed; its parts can no longer change`
-      : `import ${found.id} was committed; open a new one to import more`,
+    'Import committing',
+    `import ${found.id} is being committed; its parts can no longer change`,
   );
 }
 
@@ -183,8 +202,12 @@ export async function importStatus(db: pg.Pool, id: string, scope: SessionScope)
 
 export async function abandonImport(db: pg.Pool, id: string, scope: SessionScope) {
   const found = await session(db, id, scope);
-  if (found.state === 'committing') assertOpen(found);
-  await db.query(`DELETE FROM ${SESSIONS} WHERE id = $1`, [id]);
+  // A commit running keeps its import; one that never reported back may be abandoned.
+  const { rowCount } = await db.query(
+    `DELETE FROM ${SESSIONS} WHERE id = $1 AND (state <> 'committing' OR committing_since < $2)`,
+    [id, staleSince()],
+  );
+  if (rowCount !== 1) assertOpen({ ...found, state: 'committing', stale: false });
   return { success: true, message: `import ${id} abandoned; its parts are deleted` };
 }
 
@@ -242,13 +265,16 @@ export async function commitImport(
   const found = await session(db, id, scope);
   if (found.state === 'committed' && found.outcome) return found.outcome;
   const { rowCount } = await db.query(
-    `UPDATE ${SESSIONS} SET state = 'committing', expires_at = $2 WHERE id = $1 AND state = 'open'`,
-    [id, expiry(ttlSeconds)],
+    `UPDATE ${SESSIONS} SET state = 'committing', committing_since = $3, expires_at = $2
+      WHERE id = $1 AND state = 'open'`,
+    [id, expiry(ttlSeconds), now()],
   );
-  if (rowCount !== 1) assertOpen({ ...found, state: 'committing' });
+  if (rowCount !== 1)
+    assertOpen(found.state === 'open' ? { ...found, state: 'committing', stale: false } : found);
+  let outcome: ImportOutcome | undefined;
   try {
     await checkParts(db, id, count);
-    const outcome = await importRows(access, scope.table, found.options, partsOf(db, id, count));
+    outcome = await importRows(access, scope.table, found.options, partsOf(db, id, count));
     await db.query(
       `WITH done AS (UPDATE ${SESSIONS} SET state = 'committed', outcome = $2 WHERE id = $1)
        DELETE FROM ${PARTS} WHERE session_id = $1`,
@@ -256,7 +282,10 @@ export async function commitImport(
     );
     return outcome;
   } catch (error) {
-    await db.query(`UPDATE ${SESSIONS} SET state = 'open' WHERE id = $1`, [id]).catch(() => undefined);
+    // Written but not recorded: left committing, never open again, so it is never written twice.
+    if (outcome === undefined) {
+      await db.query(`UPDATE ${SESSIONS} SET state = 'open' WHERE id = $1`, [id]).catch(() => undefined);
+    }
     throw error;
   }
 }

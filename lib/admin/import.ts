@@ -295,8 +295,7 @@ async function jsonPlan(
   );
   // Each row's key as the file writes it (`Full Name`), for the column it goes to (full_name).
   const keys = columns.map((column, i) => ({ name: found[i] ?? column.name, array: column.array }));
-  const lineOf = (row: number) =>
-    options.format === 'ndjson' ? ` (line ${splitter.lines[row - 1] ?? '?'})` : '';
+  const lineOf = (row: number) => (options.format === 'ndjson' ? ` (line ${splitter.lineOf(row)})` : '');
   return {
     columns,
     format: 'text',
@@ -416,6 +415,13 @@ export async function importRows(
 /** A database error during the import as a 400 that says where in the file; others as they are. */
 function explained(error: unknown, plan: Plan): unknown {
   if (!isPgError(error)) return error;
+  if (error.code === '21000') {
+    return new BadRequest(
+      'Import failed',
+      'the file holds a primary key more than once, and upsert can write each key once; nothing was imported',
+      error,
+    );
+  }
   const at = copyPosition(error);
   if (!at) return error;
   const column = at.column ? `, column ${at.column}` : '';

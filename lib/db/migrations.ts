@@ -109,6 +109,13 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (session_id, part)
       )`,
   },
+  {
+    id: 7,
+    name: 'import commits that did not report back',
+    // When a commit began: one that never reported back (its process killed) is told apart from
+    // one still running, and can be abandoned, never run twice (it may have written its rows).
+    sql: `ALTER TABLE _dbadmin.import_sessions ADD COLUMN committing_since timestamptz`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

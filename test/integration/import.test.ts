@@ -290,6 +290,8 @@ describe('modes', () => {
     const keyMissing = await send(table, 'name\na\n', 'text/csv', { mode: 'upsert' });
     const badReplace = await send(table, 'id,age\n2,x\n', 'text/csv', { mode: 'replace' });
 
+    const twice = await send(table, 'id,name\n5,a\n5,b\n', 'text/csv', { mode: 'upsert' });
+    expect(twice.body.message).toMatch(/holds a primary key more than once/);
     expect(noKey.body.message).toMatch(/has none: use insert or replace/);
     expect(keyMissing.body.message).toMatch(/the file needs its column\(s\) id/);
     expect(badReplace.status).toBe(400);
@@ -444,6 +446,34 @@ describe('an import in parts', () => {
       ).status,
     ).toBe(200);
     expect((await status(table, abandoned)).status).toBe(404);
+  });
+
+  it('a commit that never reported back may be abandoned, never committed again; one running may not be abandoned', async () => {
+    const table = await people();
+    const id = (await open(table)).body.id as string;
+    await part(table, id, 1, 'id\n1\n');
+    const committing = (since: string) =>
+      withAdminClient((c) =>
+        c.query(
+          `UPDATE _dbadmin.import_sessions SET state = 'committing', committing_since = now() - $2::interval WHERE id = $1`,
+          [id, since],
+        ),
+      );
+    const abandon = () =>
+      call(imports, { method: 'DELETE', path: `/api/table/${table}/imports/${id}`, query: { schema } });
+
+    await committing('1 second');
+    const running = await abandon();
+    await committing('2 hours');
+    const interrupted = await commit(table, id, 1);
+    const abandoned = await abandon();
+
+    expect(running.status).toBe(409);
+    expect(running.body.error).toBe('Import committing');
+    expect(interrupted.status).toBe(409);
+    expect(interrupted.body.message).toMatch(/never reported back, and may have written its rows/);
+    expect(abandoned.status).toBe(200);
+    expect(await count(table)).toBe(0);
   });
 
   it('is its opener’s alone: another key of the schema does not find it; anon keys may not import', async () => {

@@ -5,6 +5,7 @@ import {
   csvRecords,
   exactNumbers,
   JsonRowSplitter,
+  MAX_ROW_CHARS,
   rowLine,
 } from '#lib/admin/import-format';
 
@@ -78,6 +79,15 @@ describe('JsonRowSplitter', () => {
     expect(split(text, size).found).toEqual(rows);
   });
 
+  it('refuses a row over MAX_ROW_CHARS, JSON or NDJSON, before holding more of it', () => {
+    const giant = `[{"a": "${'x'.repeat(MAX_ROW_CHARS)}`;
+
+    expect(() => split(giant, 1024 * 1024)).toThrow(/row 1 is over 16777216 characters/);
+    expect(() => split(`{"a": 1}\n{"a": "${'x'.repeat(MAX_ROW_CHARS)}`, 1024 * 1024, 'ndjson')).toThrow(
+      /line 2 is over 16777216 characters/,
+    );
+  });
+
   it('takes an empty array', () => {
     expect(split(' [ ] ', 1).found).toEqual([]);
   });
@@ -87,6 +97,7 @@ describe('JsonRowSplitter', () => {
     ['[{"a": 1}, {"a": 2}', /ends without "\]" after row 1/],
     ['[{"a": 1}] x', /text after the JSON array/],
     ['[{"a": 1}, 5]', /row 2 is not an object/],
+    ['[{"a": 1},, {"a": 2}]', /two commas after row 1/],
     ['[{"a": 1}, {"a": }]', /row 2 is not valid JSON/],
     ['', /holds no "\["/],
   ])('refuses %j, naming the row', (source, message) => {
@@ -98,7 +109,7 @@ describe('JsonRowSplitter', () => {
     const { found, splitter } = split(ndjson, 4, 'ndjson');
 
     expect(found).toEqual([{ id: 1 }, { id: 2, s: 'a\nb' }, { id: 3 }]);
-    expect(splitter.lines).toEqual([1, 4, 5]);
+    expect([1, 2, 3].map((row) => splitter.lineOf(row))).toEqual([1, 4, 5]);
     expect(() => split('{"id":1}\n\n{"id":\n', 5, 'ndjson')).toThrow(/line 3 is not valid JSON/);
   });
 });
