@@ -228,23 +228,58 @@ export async function exportTable(
     : `SELECT pg_catalog.row_to_json(r.*) FROM (SELECT ${columns
         .map((column) => `${jsonValue(column)} AS ${quoteCatalogName(column.name)}`)
         .join(', ')} FROM (${rows}) t) r`;
-  const { text, records, last } = await access.run(async (client) => {
-    if (settings.length > 0) await client.query(settingsSql(settings.length), settings);
-    const boundary =
-      info.primaryKey.length > 0 ? await lastKeys(client, table, keys, where, input.limit) : undefined;
-    return { ...(await readText(client, sql, limits, () => access.cancel(client))), last: boundary };
-  });
+  const paged = info.primaryKey.length > 0;
+  const { text, records, last } = await access.run((client) =>
+    // The cursor and the page it ends are read in one snapshot: a write between them moves neither.
+    inOneSnapshot(client, access.readOnly, paged, async () => {
+      if (settings.length > 0) await client.query(settingsSql(settings.length), settings);
+      const boundary = paged ? await lastKeys(client, table, keys, where, input.limit) : undefined;
+      return { ...(await readText(client, sql, limits, () => access.cancel(client))), last: boundary };
+    }),
+  );
   const count = csv && header ? records - 1 : records;
   if (count > limits.maxRows) throw new ResultTooLarge('QUERY_MAX_ROWS', limits.maxRows);
-  if (count <= 0) throw noData(table.table, where !== '');
-  const nextCursor = last ? encodeCursor(input.cursorSecret, info, keys, last) : null;
+  // After a cursor, no rows is the end of the table (its last rows deleted meanwhile): a page of none.
+  if (count <= 0 && input.after === undefined) throw noData(table.table, where !== '');
+  const nextCursor = last ? encodeCursor(input.cursorSecret, info, keys, last) : undefined;
+  return exported(table.table, csv, text, Math.max(count, 0), nextCursor);
+}
+
+/** The page as its format answers it: CSV with X-Next-Cursor, or SPEC's JSON with nextCursor. */
+function exported(table: string, csv: boolean, text: string, count: number, nextCursor: string | undefined) {
   if (csv) {
     const headers: Record<string, string> = nextCursor ? { 'x-next-cursor': nextCursor } : {};
-    return new Download(text, 'text/csv; charset=utf-8', `${table.table}.csv`, headers);
+    return new Download(text, 'text/csv; charset=utf-8', `${table}.csv`, headers);
   }
   // SPEC's answer is {table, count, data}: nextCursor joins it only when more rows follow.
   const next = nextCursor ? `"nextCursor":${JSON.stringify(nextCursor)},` : '';
-  return new JsonText(`{"table":${JSON.stringify(table.table)},"count":${count},${next}"data":[${text}]}`);
+  return new JsonText(`{"table":${JSON.stringify(table)},"count":${count},${next}"data":[${text}]}`);
+}
+
+/**
+ * `work` in one REPEATABLE READ snapshot when `needed`: its own read-only transaction, or, for an
+ * anon key (whose work runs in a read-only transaction already open), that one's isolation.
+ */
+async function inOneSnapshot<T>(
+  client: pg.ClientBase,
+  inTransaction: boolean,
+  needed: boolean,
+  work: () => Promise<T>,
+) {
+  if (!needed) return work();
+  if (inTransaction) {
+    await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+    return work();
+  }
+  await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  try {
+    const result = await work();
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
 }
 
 /** The rows after the cursor `after` names, in this order; none without a cursor. */

@@ -4,9 +4,10 @@ import { ALLOWED_TYPES, columnTypeSql } from '#lib/db/column-types';
 import { schemaAccess } from '#lib/db/executor';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { closePool } from '#lib/db/pool';
-import { asTenant } from '#test/security/tenant';
+import { asTenant, bearer, createKey } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
+import { uniqueName } from '#test/support/names';
 import { freshSchema } from '#test/support/tables';
 
 /**
@@ -332,6 +333,28 @@ describe('a whole table, page by page', () => {
       Array.from({ length: 25 }, (_, i) => i + 1),
     );
     expect(third.headers['x-next-cursor']).toBeUndefined();
+  });
+
+  it('answers a page of none after a cursor whose rows were deleted meanwhile, for a key too', async () => {
+    await withAdminClient((c) =>
+      c.query(`CREATE TABLE "${schema}".shrinking AS SELECT g AS id FROM generate_series(1, 15) g;
+                                          ALTER TABLE "${schema}".shrinking ADD PRIMARY KEY (id)`),
+    );
+    const first = await page({}, 'shrinking');
+    await withAdminClient((c) => c.query(`DELETE FROM "${schema}".shrinking WHERE id > 10`));
+    const key = await createKey(schema, 'anon', uniqueName('reader'));
+
+    const json = await page({ after: first.body.nextCursor }, 'shrinking');
+    const csv = await call(tables, {
+      path: '/api/table/shrinking/export',
+      query: { format: 'csv', header: 'false', limit: '10', after: first.body.nextCursor },
+      ...bearer(key.key),
+    });
+
+    expect(json.status).toBe(200);
+    expect(json.body).toEqual({ table: 'shrinking', count: 0, data: [] });
+    expect(csv.status).toBe(200);
+    expect(csv.text).toBe('');
   });
 
   it('refuses a cursor altered or made for another order, and after on a table without a key', async () => {

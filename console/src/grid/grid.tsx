@@ -114,6 +114,7 @@ export function Grid({
           table={table}
           query={rowsQuery(view, columns, { keepKey: false })}
           total={data?.total ?? 0}
+          keyed={(structure?.columns ?? []).some((c) => c.primaryKey)}
         />
         <span class="spacer" />
         <SearchBox q={view.q} onSearch={onSearch} />

@@ -17,6 +17,7 @@ function ExportDialog({
   format,
   query,
   total,
+  keyed,
   onClose,
 }: {
   schema: string;
@@ -25,14 +26,19 @@ function ExportDialog({
   query: Query;
   /** The rows the view finds (maybe the planner's estimate), for the progress bar. */
   total: number;
+  /** Without a primary key the export has no cursor: it stops at its first 10,000 rows. */
+  keyed: boolean;
   onClose: () => void;
 }) {
   const [rows, setRows] = useState(0);
+  const [cut, setCut] = useState(false);
   const stop = useRef(new AbortController());
   const run = useAction(async () => {
     const file = await exportAll({ schema, table }, format, query, setRows, stop.current.signal);
     saveFile(file, `${table}.${format}`);
-    onClose();
+    // A table with no key and more rows than one page: the file holds the first page only; say so.
+    if (!keyed && total > 10_000) setCut(true);
+    else onClose();
   });
   useEffect(() => {
     run.run();
@@ -47,6 +53,12 @@ function ExportDialog({
         rows
       </p>
       {!stopped && <ErrorText error={run.error} />}
+      {cut && (
+        <p class="warning" role="alert">
+          {table} has no primary key, so no page can follow another: the file holds its first 10,000 rows
+          only. Add a key (Structure, Primary key…) to export every row.
+        </p>
+      )}
       <div class="actions">
         <button
           type="button"
@@ -62,7 +74,13 @@ function ExportDialog({
   );
 }
 
-export function ExportButtons(props: { schema: string; table: string; query: Query; total: number }) {
+export function ExportButtons(props: {
+  schema: string;
+  table: string;
+  query: Query;
+  total: number;
+  keyed: boolean;
+}) {
   const [format, setFormat] = useState<'csv' | 'json' | undefined>(undefined);
   return (
     <>
