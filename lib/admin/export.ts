@@ -257,8 +257,8 @@ function exported(table: string, csv: boolean, text: string, count: number, next
 }
 
 /**
- * `work` in one REPEATABLE READ snapshot when `needed`: its own read-only transaction, or, for an
- * anon key (whose work runs in a read-only transaction already open), that one's isolation.
+ * `work` in one REPEATABLE READ snapshot when `needed`: its own transaction, or, for an anon key
+ * (whose work runs in a read-only transaction already open), that one's isolation.
  */
 async function inOneSnapshot<T>(
   client: pg.ClientBase,
@@ -271,7 +271,8 @@ async function inOneSnapshot<T>(
     await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
     return work();
   }
-  await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  // Not READ ONLY: the export reads as the page read does, code a tenant planted there included.
+  await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
   try {
     const result = await work();
     await client.query('COMMIT');
