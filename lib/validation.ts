@@ -78,7 +78,7 @@ export const defaultValue = z
 
 export const columnType = z.string().min(1).max(100).meta({
   description:
-    'SMALLINT, INTEGER, BIGINT, SERIAL, BIGSERIAL, DECIMAL(p,s), NUMERIC(p,s), REAL, DOUBLE PRECISION, BOOLEAN, TEXT, VARCHAR(n), CHAR(n), DATE, TIME, TIMESTAMP, TIMESTAMPTZ, UUID, JSON, JSONB, BYTEA',
+    'SMALLINT, INTEGER, BIGINT, SERIAL, BIGSERIAL, DECIMAL(p,s), NUMERIC(p,s), REAL, DOUBLE PRECISION, BOOLEAN, TEXT, VARCHAR(n), CHAR(n), DATE, TIME, TIMESTAMP, TIMESTAMPTZ, UUID, JSON, JSONB, BYTEA, or the name of one of the schema’s enum types (POST /api/types)',
   example: 'VARCHAR(255)',
 });
 

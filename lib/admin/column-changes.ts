@@ -2,8 +2,9 @@ import type pg from 'pg';
 import { explainNulls, explainUnconvertible } from '#lib/admin/failing-rows';
 import type { Change, Dropped, TableLock } from '#lib/admin/schema-change';
 import { qualified } from '#lib/admin/tables';
+import { enumTypesAmong } from '#lib/admin/types';
 import { columnOf, tableInfo } from '#lib/db/catalog';
-import { columnTypeSql, defaultSql } from '#lib/db/column-types';
+import { columnTypeSql, defaultSql, type EnumTypes } from '#lib/db/column-types';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { BadRequest } from '#lib/errors';
@@ -35,12 +36,12 @@ export interface ColumnChangeInput {
 const column = columnOf;
 
 /** The ALTER TABLE subcommands of the change (type, default, nullability), and what they say. */
-function alterations(input: ColumnChangeInput, name: string) {
+function alterations(input: ColumnChangeInput, name: string, enums: EnumTypes) {
   const subcommands: string[] = [];
   const said: string[] = [];
   let newType: string | undefined;
   if (input.type !== undefined) {
-    newType = columnTypeSql(input.type, input.length);
+    newType = columnTypeSql(input.type, input.length, enums);
     const using = input.using !== undefined ? ` USING ${input.using}` : '';
     subcommands.push(`ALTER COLUMN ${name} TYPE ${newType}${using}`);
     said.push(`type ${newType}`);
@@ -75,7 +76,9 @@ export async function planColumnChange(catalog: pg.Pool, input: ColumnChangeInpu
   const target = column(info, input.column);
   const table = qualified(input.schema, input.table);
   const name = quoteCatalogName(target.name);
-  const { subcommands, said, newType, rewrites, scans } = alterations(input, name);
+  const enums =
+    input.type === undefined ? new Map() : await enumTypesAmong(catalog, input.schema, [input.type]);
+  const { subcommands, said, newType, rewrites, scans } = alterations(input, name, enums);
   const statements = subcommands.length > 0 ? [`ALTER TABLE ${table} ${subcommands.join(', ')}`] : [];
   if (input.comment !== undefined) {
     const text = input.comment === null ? 'NULL' : quoteLiteral(input.comment);

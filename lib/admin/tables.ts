@@ -1,7 +1,8 @@
 import type pg from 'pg';
+import { enumTypesAmong } from '#lib/admin/types';
 import { assertSchemaExists, schemaNotFound, type TableInfo, tableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
-import { columnTypeSql, defaultSql } from '#lib/db/column-types';
+import { columnTypeSql, defaultSql, type EnumTypes } from '#lib/db/column-types';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
@@ -213,8 +214,11 @@ export interface ColumnDefinition {
 }
 
 /** `"name" type [NOT NULL] [DEFAULT ...]`, from the allow-lists only. */
-export function columnSql(column: ColumnDefinition, { inPrimaryKey = false } = {}): string {
-  const parts = [quoteIdent(column.name, 'column name'), columnTypeSql(column.type, column.length)];
+export function columnSql(
+  column: ColumnDefinition,
+  { inPrimaryKey = false, enums }: { inPrimaryKey?: boolean; enums?: EnumTypes } = {},
+): string {
+  const parts = [quoteIdent(column.name, 'column name'), columnTypeSql(column.type, column.length, enums)];
   if (column.nullable === false || inPrimaryKey) parts.push('NOT NULL');
   if (column.defaultValue !== undefined && column.defaultValue !== null) {
     parts.push(`DEFAULT ${defaultSql(column.defaultValue)}`);
@@ -249,7 +253,12 @@ export async function createTable(access: SchemaAccess, { schema, tableName, col
     seen.add(column.name);
   }
   const primaryKey = columns.filter((c) => c.primaryKey).map((c) => quoteIdent(c.name, 'column name'));
-  const definitions = columns.map((c) => columnSql(c, { inPrimaryKey: Boolean(c.primaryKey) }));
+  const enums = await enumTypesAmong(
+    access.catalog,
+    schema,
+    columns.map((c) => c.type),
+  );
+  const definitions = columns.map((c) => columnSql(c, { inPrimaryKey: Boolean(c.primaryKey), enums }));
   if (primaryKey.length > 0) definitions.push(`PRIMARY KEY (${primaryKey.join(', ')})`);
 
   await assertSchemaExists(access.catalog, schema);
@@ -353,8 +362,9 @@ export async function addColumn(access: SchemaAccess, { schema, table, column }:
   if (info.columns.some((c) => c.name === column.name)) {
     throw new BadRequest('Column exists', `column "${column.name}" already exists in table "${table}"`);
   }
+  const enums = await enumTypesAmong(access.catalog, schema, [column.type]);
   await access.run((client) =>
-    client.query(`ALTER TABLE ${qualified(schema, table)} ADD COLUMN ${columnSql(column)}`),
+    client.query(`ALTER TABLE ${qualified(schema, table)} ADD COLUMN ${columnSql(column, { enums })}`),
   );
   return { success: true, message: `Column "${column.name}" added to table "${table}"` };
 }

@@ -1,8 +1,9 @@
 import type pg from 'pg';
 import type { Change } from '#lib/admin/schema-change';
 import { schemaNotFound } from '#lib/db/catalog';
+import { type EnumTypes, isAllowListed } from '#lib/db/column-types';
 import { assertTenantSchema } from '#lib/db/executor';
-import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /**
@@ -137,4 +138,20 @@ export async function planAddEnumValue(catalog: pg.Pool, input: AddEnumValueInpu
     rewrites: false,
     scans: false,
   };
+}
+
+/**
+ * The schema's enum types among `types` (those the allow-list does not name), as columnTypeSql
+ * takes them: one catalog query, only when some type is not the allow-list's.
+ */
+export async function enumTypesAmong(catalog: pg.Pool, schema: string, types: string[]): Promise<EnumTypes> {
+  const names = [...new Set(types.filter((type) => !isAllowListed(type)))];
+  if (names.length === 0) return new Map();
+  const { rows } = await catalog.query<{ name: string }>(
+    `SELECT t.typname::text AS name FROM pg_catalog.pg_type t
+       JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+      WHERE n.nspname = $1 AND t.typname = ANY($2::text[]) AND t.typtype = 'e'`,
+    [schema, names],
+  );
+  return new Map(rows.map((r) => [r.name, `${quoteCatalogName(schema)}.${quoteCatalogName(r.name)}`]));
 }

@@ -67,16 +67,35 @@ function withPrecision(name: string, sql: string, first?: number, second?: numbe
   return second === undefined ? `${sql}(${first})` : `${sql}(${first},${second})`;
 }
 
+/** The schema's own enum types a column may also be: the name as given → its SQL, schema-qualified. */
+export type EnumTypes = ReadonlyMap<string, string>;
+
+const NO_ENUMS: EnumTypes = new Map();
+
+/** Whether the type is one of the allow-list's (a schema's enum type is looked up apart). */
+export const isAllowListed = (type: string) => {
+  const match = TYPE_PATTERN.exec(type);
+  return !!match && TYPES[match[1]?.replace(/\s+/g, ' ').toUpperCase() ?? ''] !== undefined;
+};
+
 /**
- * `VARCHAR(255)`, `decimal(10, 2)`, `TEXT`... -> the SQL type, from the allow-list only.
- * `length` (SPEC.md's separate field) is accepted for VARCHAR/CHAR when the type has none.
+ * `VARCHAR(255)`, `decimal(10, 2)`, `TEXT`... -> the SQL type, from the allow-list, or one of the
+ * schema's enum types (`enums`, read from the catalog by the caller). `length` (SPEC.md's separate
+ * field) is accepted for VARCHAR/CHAR when the type has none.
  */
-export function columnTypeSql(type: string, length?: number): string {
+export function columnTypeSql(type: string, length?: number, enums: EnumTypes = NO_ENUMS): string {
+  const own = enums.get(type);
+  if (own !== undefined) {
+    if (length !== undefined) throw invalidType(`enum type ${type} takes no length`);
+    return own;
+  }
   const match = TYPE_PATTERN.exec(type);
   const name = match?.[1]?.replace(/\s+/g, ' ').toUpperCase() ?? '';
   const spec = TYPES[name];
   if (!match || !spec)
-    throw invalidType(`type "${type}" is not supported; use one of ${ALLOWED_TYPES.join(', ')}`);
+    throw invalidType(
+      `type "${type}" is not supported; use one of ${ALLOWED_TYPES.join(', ')}, or an enum type of the schema`,
+    );
   const [first, second] = [match[2], match[3]].map((n) => (n === undefined ? undefined : Number(n)));
   switch (spec.modifiers) {
     case 'length':

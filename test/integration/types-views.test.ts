@@ -1,4 +1,6 @@
 import { handler as constraints } from '#functions/constraints';
+import { handler as query } from '#functions/query';
+import { handler as tables } from '#functions/tables';
 import { closePool } from '#lib/db/pool';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
@@ -105,6 +107,71 @@ describe('enum types', () => {
 
     expect([missingType.status, missingType.body.error]).toEqual([404, 'Type not found']);
     expect(missingSchema.status).toBe(404);
+  });
+});
+
+describe('an enum type as a column’s type', () => {
+  it('is taken by create table, add column and a type change, by its name, as the schema’s own', async () => {
+    await createType({ name: 'state', values: ['new', 'done'] });
+
+    const created = await call(tables, {
+      method: 'POST',
+      path: '/api/table/create',
+      body: {
+        schema,
+        tableName: 'tasks',
+        columns: [
+          { name: 'id', type: 'INTEGER', primaryKey: true },
+          { name: 'state', type: 'state', defaultValue: 'new' },
+          { name: 'note', type: 'TEXT' },
+        ],
+      },
+    });
+    const added = await call(tables, {
+      method: 'POST',
+      path: '/api/table/tasks/column',
+      body: { schema, columnName: 'was', dataType: 'state' },
+    });
+    await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { schema, sql: "INSERT INTO tasks (id, note) VALUES (1, 'done')" },
+    });
+    const changed = await call(tables, {
+      method: 'PATCH',
+      path: '/api/table/tasks/column/note',
+      body: { schema, type: 'state', using: 'note::state' },
+    });
+    const unknown = await call(tables, {
+      method: 'PATCH',
+      path: '/api/table/tasks/column/note',
+      body: { schema, type: 'nosuch' },
+    });
+
+    expect([created.status, added.status, changed.status]).toEqual([201, 201, 200]);
+    expect(changed.body.sql).toEqual([
+      `ALTER TABLE "${schema}"."tasks" ALTER COLUMN "note" TYPE "${schema}"."state" USING note::state`,
+    ]);
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.message).toMatch(
+      /type "nosuch" is not supported; use one of .*, or an enum type of the schema/,
+    );
+    const types = await withAdminClient(
+      async (c) =>
+        (
+          await c.query(
+            `SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute
+            WHERE attrelid = $1::regclass AND attnum > 0 ORDER BY attnum`,
+            [`"${schema}".tasks`],
+          )
+        ).rows,
+    );
+    expect(types.map((t) => `${t.attname} ${t.type}`)).toEqual([
+      'id integer',
+      `state ${schema}.state`,
+      `note ${schema}.state`,
+      `was ${schema}.state`,
+    ]);
   });
 });
 
