@@ -257,6 +257,14 @@ describeInBrowser('schema changes in the console', () => {
     const views = page.getByRole('region', { name: 'Views' });
     await views.getByText('cheap').click();
     await expectText(views, 'WHERE (owner = 1)');
+
+    // The type is a column type at once: the add-column form offers it.
+    await page.goto(`${h.host.base}/#/s/${schema}/t/prices/structure`);
+    const form = page.getByRole('form', { name: 'Add a column' });
+    await form.getByLabel('Column name').fill('feeling');
+    await form.getByLabel('Column type').selectOption('mood');
+    await form.getByRole('button', { name: 'Add column' }).click();
+    await expectText(page.getByRole('row').filter({ hasText: 'feeling' }), `${schema}.mood`);
     expect(errors).toEqual([]);
   });
 });

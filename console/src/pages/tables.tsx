@@ -62,11 +62,14 @@ export function ColumnFields({
   index,
   onChange,
   withPrimaryKey,
+  enumTypes = [],
 }: {
   column: ColumnDraft;
   index: number;
   onChange: (column: ColumnDraft) => void;
   withPrimaryKey: boolean;
+  /** The schema's enum types, offered after the built-in types. */
+  enumTypes?: string[];
 }) {
   const set = (patch: Partial<ColumnDraft>) => onChange({ ...column, ...patch });
   return (
@@ -86,6 +89,15 @@ export function ColumnFields({
         {COLUMN_TYPES.map((type) => (
           <option key={type}>{type}</option>
         ))}
+        {enumTypes.length > 0 && (
+          <optgroup label="Enum types of the schema">
+            {enumTypes.map((type) => (
+              <option key={`enum:${type}`} value={type}>
+                {type}
+              </option>
+            ))}
+          </optgroup>
+        )}
       </select>
       <input
         aria-label="Length"

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../../api';
 import { ChangeDialog, formatBytes } from '../../changes/preview';
 import { go } from '../../router';
-import { ErrorText, useAction } from '../../ui';
+import { ErrorText, useAction, useLoad } from '../../ui';
 import type { TableStructure } from '../../values';
 import { ColumnFields, columnBody } from '../tables';
 import { ColumnChoice } from './column-choice';
@@ -98,6 +98,10 @@ function AddColumn({
     primaryKey: false,
     defaultValue: '',
   });
+  const enums = useLoad(
+    () => api<{ types: { name: string }[] }>('GET', 'types', { query: { schema } }),
+    [schema],
+  );
   const add = useAction(async () => {
     await api('POST', `table/${e(structure.table)}/column`, {
       body: { columnName: column.name, dataType: column.type, schema, ...columnBody(column) },
@@ -115,7 +119,13 @@ function AddColumn({
       }}
     >
       <h2>Add a column</h2>
-      <ColumnFields column={column} index={0} withPrimaryKey={false} onChange={setColumn} />
+      <ColumnFields
+        column={column}
+        index={0}
+        withPrimaryKey={false}
+        onChange={setColumn}
+        enumTypes={enums.data?.types.map((t) => t.name)}
+      />
       <ErrorText error={add.error} />
       <button type="submit" class="primary" disabled={add.busy}>
         Add column
