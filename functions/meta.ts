@@ -9,6 +9,7 @@ import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
 import { routes as tableRoutes } from '#functions/tables';
+import { routes as tenantRoutes } from '#functions/tenants';
 import { httpHandler } from '#lib/http/handler';
 import { openApiDocument } from '#lib/http/openapi';
 import { type AnyRoute, defineRoute } from '#lib/http/route';
@@ -24,6 +25,7 @@ const apiRoutes: AnyRoute[] = [
   ...importRoutes,
   ...queryRoutes,
   ...keyRoutes,
+  ...tenantRoutes,
   ...licenseRoutes,
 ];
 

@@ -15,6 +15,7 @@ import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
 import { routes as tableRoutes } from '#functions/tables';
+import { routes as tenantRoutes } from '#functions/tenants';
 import { SECRET_SETTINGS, SETTING_NAMES } from '#lib/config';
 import { type Host, startHost } from '#test/support/host';
 import { basic } from '#test/support/http';
@@ -37,6 +38,7 @@ const byFunction = {
   imports: importRoutes,
   query: queryRoutes,
   keys: keyRoutes,
+  tenants: tenantRoutes,
   license: licenseRoutes,
   meta: metaRoutes,
 };

@@ -6,6 +6,7 @@ import { handler as query, routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes, handler as rows } from '#functions/rows';
 import { routes as schemaRoutes, handler as schemas } from '#functions/schemas';
 import { routes as tableRoutes, handler as tables } from '#functions/tables';
+import { routes as tenantRoutes, handler as tenants } from '#functions/tenants';
 import { closePool } from '#lib/db/pool';
 import { withAdminClient } from '#test/support/db';
 import { type Call, call } from '#test/support/http';
@@ -221,6 +222,11 @@ function probes(h: string): Probe[] {
     [imports, 'POST', `/api/table/${p}/imports/${p}/commit`, { body: { schema, parts: 1 } }],
     [imports, 'DELETE', `/api/table/${p}/imports/${p}`, { query: { schema } }],
     [imports, 'POST', '/api/import/columns', { query: { delimiter: h }, ...csv('a\n1\n') }],
+    // Empty, the path is the list's (`/api/tenants/`), which answers it.
+    ...(h === '' ? [] : [[tenants, 'GET', `/api/tenants/${p}`] as Probe]),
+    [tenants, 'POST', `/api/tenants/${p}/sessions/1/cancel`, { body: {} }],
+    [tenants, 'POST', `/api/tenants/${p}/sessions/1/terminate`, { body: {} }],
+    [tenants, 'GET', '/api/tenants', { query: { sort: h } }],
   ];
 }
 
@@ -246,6 +252,7 @@ describe('hostile identifiers', () => {
       ...queryRoutes,
       ...keyRoutes,
       ...importRoutes,
+      ...tenantRoutes,
     ].filter((r) => r.path !== '/api/schemas');
 
     for (const route of routes) {

@@ -1,5 +1,6 @@
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
+import pg from 'pg';
 import * as constraints from '#functions/constraints';
 import * as health from '#functions/health';
 import * as imports from '#functions/imports';
@@ -11,6 +12,7 @@ import * as query from '#functions/query';
 import * as rows from '#functions/rows';
 import * as schemas from '#functions/schemas';
 import * as tables from '#functions/tables';
+import * as tenants from '#functions/tenants';
 import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
 import { RESPONSE_LIMIT } from '#lib/http/answers';
@@ -28,7 +30,20 @@ import { freshSchema } from '#test/support/tables';
  */
 
 type Handler = (typeof meta)['handler'];
-const GROUPS = [health, schemas, tables, constraints, indexes, rows, imports, query, keys, license, meta];
+const GROUPS = [
+  health,
+  schemas,
+  tables,
+  constraints,
+  indexes,
+  rows,
+  imports,
+  query,
+  keys,
+  tenants,
+  license,
+  meta,
+];
 const ROUTES: { route: AnyRoute; handler: Handler }[] = GROUPS.flatMap((group) =>
   (group.routes as readonly AnyRoute[]).map((route) => ({ route, handler: group.handler as Handler })),
 );
@@ -168,6 +183,7 @@ function pathOf(route: AnyRoute, values: Record<string, string> = {}): string {
     keyId: '1',
     importId: NO_IMPORT,
     part: '1',
+    pid: '999999',
     ...values,
   };
   return route.path.replace(/\{(\w+)\}/g, (_, name: string) => defaults[name] ?? name);
@@ -250,6 +266,29 @@ async function openedImport(part?: string): Promise<string> {
 }
 
 const importPath = (id: string, rest = '') => `/api/table/items/imports/${id}${rest}`;
+
+/** A login of the fixtures' tenant (`<schema>_user`), left open: its pid. */
+async function tenantSession(): Promise<number> {
+  const url = new URL(process.env.DATABASE_URL as string);
+  url.username = `${schema}_user`;
+  url.password = 'schema-pass-1';
+  const client = new pg.Client({ connectionString: url.toString() });
+  client.on('error', () => undefined);
+  await client.connect();
+  opened.push(client);
+  return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid as number;
+}
+const opened: pg.Client[] = [];
+
+/** The pid of the service's own pooled session of the schema's exec role (the admin's SQL there). */
+async function execSession(): Promise<number> {
+  const reply = await call(query.handler, {
+    method: 'POST',
+    path: '/api/query',
+    body: { schema, sql: 'SELECT pg_backend_pid() AS pid' },
+  });
+  return reply.body.rows[0].pid;
+}
 /** Per operation: its success, and what only this operation can answer. */
 const CASES: Record<string, Case[]> = {
   'GET /api/health': [
@@ -1073,6 +1112,58 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ method: 'DELETE', path: importPath(NO_IMPORT), query: { schema } }),
     },
   ],
+  'GET /api/tenants': [
+    {
+      status: 200,
+      why: 'the tenants',
+      request: () => ({ path: '/api/tenants', query: { sort: 'connections' } }),
+    },
+  ],
+  'GET /api/tenants/{schema}': [
+    { status: 200, why: 'the tenant', request: () => ({ path: `/api/tenants/${schema}` }) },
+    { status: 404, why: 'no such schema', request: () => ({ path: `/api/tenants/${NO_SCHEMA}` }) },
+  ],
+  'POST /api/tenants/{schema}/sessions/{pid}/cancel': [
+    {
+      status: 200,
+      why: 'cancelled',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/tenants/${schema}/sessions/${await tenantSession()}/cancel`,
+        body: {},
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such session',
+      request: () => ({ method: 'POST', path: `/api/tenants/${schema}/sessions/999999/cancel`, body: {} }),
+    },
+  ],
+  'POST /api/tenants/{schema}/sessions/{pid}/terminate': [
+    {
+      status: 200,
+      why: 'ended',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/tenants/${schema}/sessions/${await tenantSession()}/terminate`,
+        body: {},
+      }),
+    },
+    {
+      status: 403,
+      why: 'the service’s own session',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/tenants/${schema}/sessions/${await execSession()}/terminate`,
+        body: {},
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such session',
+      request: () => ({ method: 'POST', path: `/api/tenants/${schema}/sessions/999999/terminate`, body: {} }),
+    },
+  ],
   'GET /api/trial/status': [
     { status: 200, why: 'the status', request: () => ({ path: '/api/trial/status', auth: null }) },
   ],
@@ -1133,6 +1224,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  await Promise.all(opened.map((c) => c.end().catch(() => undefined)));
   await h.close();
   await closePool();
 });

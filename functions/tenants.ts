@@ -1,0 +1,115 @@
+import { z } from 'zod';
+import { describeTenant, listTenants, stopTenantSession, TENANT_SORTS } from '#lib/admin/tenants';
+import { getDatabase } from '#lib/db/pool';
+import { type Answer, NO_SCHEMA } from '#lib/http/answers';
+import { httpHandler } from '#lib/http/handler';
+import { defineRoute } from '#lib/http/route';
+import { queryInt, schemaRef } from '#lib/validation';
+
+/**
+ * The operator's view of the tenants (lib/admin/tenants), for the admin only: every schema side by
+ * side, one schema's sessions, locks and keys, and ending one of its sessions.
+ */
+
+const Figures = {
+  schema: z.string(),
+  tables: z.number(),
+  estimatedRows: z
+    .number()
+    .meta({ description: 'the planner’s estimate (reltuples), summed over its tables' }),
+  sizeBytes: z.number().meta({
+    description: 'tables, indexes and TOAST from the catalog (relpages), as of the last VACUUM or ANALYZE',
+  }),
+  connections: z.number().meta({ description: 'sessions of its roles in this database' }),
+  active: z.number().meta({ description: 'of those, running a statement' }),
+  activeSeconds: z
+    .number()
+    .meta({ description: 'the time the running statements have taken so far, summed' }),
+};
+
+const Lock = z.object({ mode: z.string(), relation: z.string().nullable() });
+
+const SessionPath = z.object({ schema: schemaRef, pid: queryInt('pid', 1, 2_147_483_647) });
+const NO_SESSION: Answer = {
+  status: 404,
+  why: 'no session of that pid among the schema’s roles in this database',
+};
+const NOT_ENDED: Answer = {
+  status: 403,
+  why: 'a superuser’s session, or (terminate) one of the service’s own pooled sessions, whose statement may be cancelled instead',
+};
+const Stopped = z.object({ success: z.boolean(), message: z.string() });
+
+export const routes = [
+  defineRoute({
+    method: 'GET',
+    path: '/api/tenants',
+    summary:
+      'Every tenant schema side by side: size, tables, rows, its roles’ connections and running statements',
+    access: 'admin',
+    query: z.strictObject({
+      sort: z
+        .enum(TENANT_SORTS, { message: `sort must be one of ${TENANT_SORTS.join(', ')}` })
+        .default('size')
+        .meta({ description: 'size, connections, active (time in running statements), or name' }),
+      limit: queryInt('limit', 1, 10_000).default(1000),
+    }),
+    response: z.object({ tenants: z.array(z.object(Figures)) }),
+    handler: async ({ query }) => listTenants(await getDatabase(), query),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/tenants/{schema}',
+    summary:
+      'One tenant: its figures, its sessions (statement, wait, locks held, blocked by), the sessions it blocks, its keys',
+    access: 'admin',
+    params: z.object({ schema: schemaRef }),
+    response: z.object({
+      ...Figures,
+      sessions: z.array(
+        z.object({
+          pid: z.number(),
+          role: z.string(),
+          application: z.string().nullable(),
+          state: z.string().nullable(),
+          transactionSeconds: z.number().nullable(),
+          querySeconds: z.number().nullable().meta({ description: 'how long its running statement has run' }),
+          wait: z.string().nullable().meta({ description: 'what it waits for (wait event type: event)' }),
+          query: z.string().nullable().meta({ description: 'the first 200 characters of its statement' }),
+          blockedBy: z.array(z.number()),
+          locks: z.array(Lock).meta({ description: 'the table locks it holds' }),
+        }),
+      ),
+      blocking: z
+        .array(z.object({ pid: z.number(), role: z.string(), blockedBy: z.array(z.number()) }))
+        .meta({ description: 'other sessions waiting for one of its sessions' }),
+      keys: z.array(
+        z.object({
+          name: z.string(),
+          type: z.string(),
+          active: z.boolean(),
+          lastUsedAt: z.string().nullable(),
+        }),
+      ),
+    }),
+    errors: [NO_SCHEMA],
+    handler: async ({ params }) => describeTenant(await getDatabase(), params.schema),
+  }),
+  ...(['cancel', 'terminate'] as const).map((how) =>
+    defineRoute({
+      method: 'POST',
+      path: `/api/tenants/{schema}/sessions/{pid}/${how}`,
+      summary:
+        how === 'cancel'
+          ? 'Cancel the statement one of the tenant’s sessions runs (pg_cancel_backend)'
+          : 'End one of the tenant’s own logins (pg_terminate_backend); never the service’s own sessions',
+      access: 'admin',
+      params: SessionPath,
+      response: Stopped,
+      errors: [NO_SESSION, NOT_ENDED],
+      handler: async ({ params }) => stopTenantSession(await getDatabase(), params.schema, params.pid, how),
+    }),
+  ),
+];
+
+export const handler = httpHandler(routes);

@@ -1,0 +1,216 @@
+import type pg from 'pg';
+import { schemaNotFound } from '#lib/db/catalog';
+import { assertTenantSchema } from '#lib/db/executor';
+import { INTERNAL_SCHEMA } from '#lib/db/migrations';
+import { ApiError, NotFound } from '#lib/errors';
+
+/**
+ * The operator's view of the tenants: every schema's size, tables, rows and sessions side by side
+ * (one catalog query, cheap enough to refresh every few seconds with a thousand schemas), one
+ * tenant's sessions with what they run, hold and block, and a way to cancel or end one of them.
+ * Sizes come from the catalog (relpages: as of the last VACUUM or ANALYZE), which takes no lock,
+ * where pg_total_relation_size would wait behind a tenant's ACCESS EXCLUSIVE.
+ */
+
+/** The suffixes of a schema's login roles (lib/db/schema-roles): a session's role names its tenant. */
+const ROLE_OF_SCHEMA = `pg_catalog.regexp_replace(a.usename::text, '_(user|exec|svc|anon)$', '')`;
+
+export const TENANT_SORTS = ['size', 'connections', 'active', 'name'] as const;
+export type TenantSort = (typeof TENANT_SORTS)[number];
+
+const ORDER: Record<TenantSort, string> = {
+  size: 'size_bytes DESC, schema',
+  connections: 'connections DESC, schema',
+  active: 'active_seconds DESC, schema',
+  name: 'schema',
+};
+
+/** Per schema: its relations' pages (heap, indexes, TOAST and TOAST index), tables and row estimate. */
+const SIZES = `
+  SELECT c.relnamespace,
+         pg_catalog.count(*) FILTER (WHERE c.relkind IN ('r', 'p')) AS tables,
+         pg_catalog.sum(greatest(c.reltuples, 0)) FILTER (WHERE c.relkind IN ('r', 'p'))::int8 AS rows,
+         pg_catalog.sum(c.relpages::int8 + coalesce(t.relpages, 0) + coalesce(ti.relpages, 0))
+           * pg_catalog.current_setting('block_size')::int8 AS size_bytes
+    FROM pg_catalog.pg_class c
+    LEFT JOIN pg_catalog.pg_class t ON t.oid = c.reltoastrelid
+    LEFT JOIN pg_catalog.pg_index x ON x.indrelid = t.oid
+    LEFT JOIN pg_catalog.pg_class ti ON ti.oid = x.indexrelid
+   WHERE c.relkind IN ('r', 'p', 'm', 'i')
+   GROUP BY c.relnamespace`;
+
+/** Per schema: its roles' sessions in this database, those running, and their statements' time so far. */
+const SESSIONS = `
+  SELECT ${ROLE_OF_SCHEMA} AS schema,
+         pg_catalog.count(*) AS connections,
+         pg_catalog.count(*) FILTER (WHERE a.state = 'active') AS active,
+         coalesce(pg_catalog.sum(pg_catalog.date_part('epoch', pg_catalog.now() - a.query_start))
+           FILTER (WHERE a.state = 'active'), 0)::float8 AS active_seconds
+    FROM pg_catalog.pg_stat_activity a
+   WHERE a.datname = pg_catalog.current_database() AND a.usename ~ '_(user|exec|svc|anon)$'
+     AND a.usename <> current_user AND a.pid <> pg_catalog.pg_backend_pid()
+   GROUP BY 1`;
+
+const TENANT_SCHEMAS = `
+  SELECT n.oid, n.nspname::text AS schema FROM pg_catalog.pg_namespace n
+   WHERE n.nspname !~ '^pg_' AND n.nspname NOT IN ('information_schema', '${INTERNAL_SCHEMA}')`;
+
+interface TenantRow {
+  schema: string;
+  tables: string;
+  rows: string | null;
+  size_bytes: string | null;
+  connections: string;
+  active: string;
+  active_seconds: number;
+}
+
+const tenant = (r: TenantRow) => ({
+  schema: r.schema,
+  tables: Number(r.tables),
+  estimatedRows: Number(r.rows ?? 0),
+  sizeBytes: Number(r.size_bytes ?? 0),
+  connections: Number(r.connections),
+  active: Number(r.active),
+  activeSeconds: Math.round(r.active_seconds * 10) / 10,
+});
+
+export async function listTenants(db: pg.Pool, input: { sort: TenantSort; limit: number; schema?: string }) {
+  const { rows } = await db.query<TenantRow>(
+    `SELECT s.schema, coalesce(z.tables, 0) AS tables, z.rows, z.size_bytes,
+            coalesce(a.connections, 0) AS connections, coalesce(a.active, 0) AS active,
+            coalesce(a.active_seconds, 0) AS active_seconds
+       FROM (${TENANT_SCHEMAS}) s
+       LEFT JOIN (${SIZES}) z ON z.relnamespace = s.oid
+       LEFT JOIN (${SESSIONS}) a ON a.schema = s.schema
+      WHERE $1::text IS NULL OR s.schema = $1
+      ORDER BY ${ORDER[input.sort]} LIMIT $2`,
+    [input.schema ?? null, input.limit],
+  );
+  return { tenants: rows.map(tenant) };
+}
+
+interface SessionRow {
+  pid: number;
+  role: string;
+  application: string | null;
+  state: string | null;
+  transaction_seconds: number | null;
+  query_seconds: number | null;
+  wait: string | null;
+  query: string | null;
+  blocked_by: number[];
+  locks: { mode: string; relation: string | null }[];
+}
+
+/** One tenant: its figures, its sessions (what each runs, waits for, holds, is blocked by), its keys. */
+export async function describeTenant(db: pg.Pool, schema: string) {
+  assertTenantSchema(schema);
+  const [figures] = (await listTenants(db, { sort: 'name', limit: 1, schema })).tenants;
+  if (!figures) throw schemaNotFound(schema);
+  const { rows } = await db.query<SessionRow>(
+    `SELECT a.pid, a.usename::text AS role, a.application_name AS application, a.state,
+            pg_catalog.date_part('epoch', pg_catalog.now() - a.xact_start)::float8 AS transaction_seconds,
+            CASE WHEN a.state = 'active' THEN pg_catalog.date_part('epoch', pg_catalog.now() - a.query_start)::float8 END
+              AS query_seconds,
+            nullif(concat_ws(': ', a.wait_event_type, a.wait_event), '') AS wait,
+            pg_catalog.left(a.query, 200) AS query,
+            pg_catalog.pg_blocking_pids(a.pid) AS blocked_by,
+            (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object('mode', l.mode,
+                      'relation', CASE WHEN c.oid IS NOT NULL THEN rn.nspname || '.' || c.relname END)
+                      ORDER BY l.mode, c.relname), '[]')
+               FROM pg_catalog.pg_locks l
+               LEFT JOIN pg_catalog.pg_class c ON c.oid = l.relation
+               LEFT JOIN pg_catalog.pg_namespace rn ON rn.oid = c.relnamespace
+              WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation') AS locks
+       FROM pg_catalog.pg_stat_activity a
+      WHERE a.datname = pg_catalog.current_database() AND ${ROLE_OF_SCHEMA} = $1
+        AND a.usename ~ '_(user|exec|svc|anon)$' AND a.usename <> current_user
+        AND a.pid <> pg_catalog.pg_backend_pid()
+      ORDER BY a.query_start NULLS LAST, a.pid`,
+    [schema],
+  );
+  const ours = new Set(rows.map((r) => r.pid));
+  const blocked = await db.query<{ pid: number; role: string; blocked_by: number[] }>(
+    `SELECT a.pid, a.usename::text AS role, pg_catalog.pg_blocking_pids(a.pid) AS blocked_by
+       FROM pg_catalog.pg_stat_activity a
+      WHERE a.datname = pg_catalog.current_database() AND pg_catalog.pg_blocking_pids(a.pid) && $1::int[]`,
+    [[...ours]],
+  );
+  const keys = await db.query<{ name: string; type: string; last_used_at: Date | null; active: boolean }>(
+    `SELECT key_name AS name, key_type AS type, last_used_at, is_active AS active
+       FROM ${INTERNAL_SCHEMA}.api_keys WHERE schema_name = $1 ORDER BY key_name`,
+    [schema],
+  );
+  return {
+    ...figures,
+    sessions: rows.map((r) => ({
+      pid: r.pid,
+      role: r.role,
+      application: r.application,
+      state: r.state,
+      transactionSeconds: r.transaction_seconds === null ? null : Math.round(r.transaction_seconds * 10) / 10,
+      querySeconds: r.query_seconds === null ? null : Math.round(r.query_seconds * 10) / 10,
+      wait: r.wait,
+      query: r.query,
+      blockedBy: r.blocked_by,
+      locks: r.locks,
+    })),
+    blocking: blocked.rows
+      .map((b) => ({ pid: b.pid, role: b.role, blockedBy: b.blocked_by.filter((pid) => ours.has(pid)) }))
+      .filter((b) => !ours.has(b.pid)),
+    keys: keys.rows.map((k) => ({
+      name: k.name,
+      type: k.type,
+      active: k.active,
+      lastUsedAt: k.last_used_at?.toISOString() ?? null,
+    })),
+  };
+}
+
+/**
+ * Cancels the statement of one of the tenant's sessions, or ends the session. Only the tenant's
+ * roles' sessions in this database: never the service's own (its own role, and the service's
+ * pooled sessions of the tenant's key and exec roles may be cancelled, not ended), never a
+ * superuser's, never another database's.
+ */
+export async function stopTenantSession(
+  db: pg.Pool,
+  schema: string,
+  pid: number,
+  how: 'cancel' | 'terminate',
+) {
+  assertTenantSchema(schema);
+  const { rows } = await db.query<{ role: string; superuser: boolean; application: string | null }>(
+    `SELECT a.usename::text AS role, r.rolsuper AS superuser, a.application_name AS application
+       FROM pg_catalog.pg_stat_activity a JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+      WHERE a.pid = $1 AND a.datname = pg_catalog.current_database() AND a.pid <> pg_catalog.pg_backend_pid()
+        AND ${ROLE_OF_SCHEMA} = $2 AND a.usename ~ '_(user|exec|svc|anon)$' AND a.usename <> current_user`,
+    [pid, schema],
+  );
+  const session = rows[0];
+  if (!session) {
+    throw new NotFound(
+      'Session not found',
+      `no session ${pid} of schema "${schema}"'s roles in this database`,
+    );
+  }
+  if (session.superuser) throw new ApiError(403, 'Forbidden', `session ${pid} is a superuser's`);
+  if (how === 'terminate' && session.role !== `${schema}_user`) {
+    throw new ApiError(
+      403,
+      'Forbidden',
+      `session ${pid} is the service's own (${session.role}, which runs the API's work in the schema): cancel its statement instead; only the tenant's own logins (${schema}_user) are ended`,
+    );
+  }
+  const { rows: done } = await db.query<{ ok: boolean }>(
+    how === 'cancel'
+      ? 'SELECT pg_catalog.pg_cancel_backend($1) AS ok'
+      : 'SELECT pg_catalog.pg_terminate_backend($1) AS ok',
+    [pid],
+  );
+  return {
+    success: done[0]?.ok === true,
+    message: `${how === 'cancel' ? 'cancelled the statement of' : 'ended'} session ${pid} (${session.role})`,
+  };
+}
