@@ -55,6 +55,7 @@ import {
   type Target,
   vsCeiling,
 } from './support';
+import { seedTenants, tenantsBench, tenantsTargets } from './tenants';
 
 // The export handler also runs in this process: its request lines would bury the tables (the
 // in-process figures then leave out the cost of writing them; the host's keep it).
@@ -65,6 +66,8 @@ const EXPORTS = Number(process.env.BENCH_EXPORTS ?? 15);
 const ONLY_EXPORT = process.env.BENCH_ONLY === 'export';
 /** BENCH_ONLY=bulk: the 1M-row table and the import and full export of a million rows alone. */
 const ONLY_BULK = process.env.BENCH_ONLY === 'bulk';
+/** BENCH_ONLY=tenants: the tenants view over a thousand schemas alone. */
+const ONLY_TENANTS = process.env.BENCH_ONLY === 'tenants';
 
 /** GET /api/table's default page size (functions/tables.ts): page 10000 starts after key 9999 x 50. */
 const PAGE_SIZE = 50;
@@ -161,6 +164,7 @@ runBench('bench-data', async (databaseUrl) => {
   const headers = { authorization: basicAuth, 'content-type': 'application/json' };
   const api = (path: string) => `${host.url}${path}`;
   const memory: MemorySample[] = [sampleMemory('idle, right after ready', host)];
+  if (ONLY_TENANTS) return tenantsOnly(client, host, api, headers);
   try {
     const rows = ONLY_EXPORT || ONLY_BULK ? [] : await throughput(api, headers);
     if (rows.length > 0) memory.push(sampleMemory('after all throughput rounds', host));
@@ -186,6 +190,25 @@ runBench('bench-data', async (databaseUrl) => {
     await closePool();
   }
 });
+
+/** BENCH_ONLY=tenants: a thousand schemas, and the tenants view read over them. */
+async function tenantsOnly(
+  client: pg.Client,
+  host: { stop: () => Promise<void> },
+  api: (path: string) => string,
+  headers: Record<string, string>,
+) {
+  try {
+    await seedTenants(client);
+    const rows = await tenantsBench(api, headers, ROUNDS);
+    printThroughput(rows, ROUNDS);
+    printTargets(tenantsTargets(rows));
+  } finally {
+    await host.stop();
+    await client.end();
+    await closePool();
+  }
+}
 
 /** The cursor that starts page `page`, as the API hands it: the previous page's nextCursor. */
 async function cursorOfPage(api: (path: string) => string, headers: Record<string, string>, page: number) {

@@ -8,6 +8,7 @@ import { SignIn } from './pages/signin';
 import { SqlPage } from './pages/sql';
 import { TablePage } from './pages/table';
 import { TablesPage } from './pages/tables';
+import { TenantsPage } from './pages/tenants';
 import { currentSchema, go, href, type Route, route } from './router';
 import { schemas } from './schemas';
 import { cycleTheme, theme } from './theme';
@@ -115,6 +116,9 @@ function Header({ onHelp }: { onHelp: () => void }) {
       </a>
       <SchemaPicker />
       {schema && <Sections schema={schema} />}
+      <a href={href({ page: 'tenants' })} aria-current={route.value.page === 'tenants' ? 'page' : undefined}>
+        Tenants
+      </a>
       <span class="spacer" />
       <a
         class={`badge ${status?.status ?? ''}`}
@@ -166,6 +170,8 @@ function Page() {
       return <SqlPage key={r.schema} schema={r.schema} />;
     case 'keys':
       return <KeysPage key={r.schema} schema={r.schema} />;
+    case 'tenants':
+      return <TenantsPage key={r.schema ?? ''} schema={r.schema} />;
   }
 }
 

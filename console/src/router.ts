@@ -2,7 +2,8 @@ import { signal } from '@preact/signals';
 
 /**
  * Hash routes, so the page works under any path prefix (an API Gateway stage):
- *   #/license  #/schemas  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure|/indexes]  #/s/SCHEMA/sql  #/s/SCHEMA/keys
+ *   #/license  #/schemas  #/tenants[/SCHEMA]  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure|/indexes]
+ *   #/s/SCHEMA/sql  #/s/SCHEMA/keys
  * A table's data tab keeps how it is viewed (filters, sort, search, page) in the hash's query:
  *   #/s/SCHEMA/t/TABLE?filter=age.gte.18&order=name.desc (console/src/grid/view.ts reads it).
  */
@@ -11,6 +12,7 @@ export type TableTab = 'data' | 'structure' | 'indexes';
 export type Route =
   | { page: 'license' }
   | { page: 'schemas' }
+  | { page: 'tenants'; schema?: string }
   | { page: 'tables'; schema: string }
   | { page: 'table'; schema: string; table: string; tab: TableTab; view?: string }
   | { page: 'sql'; schema: string }
@@ -35,6 +37,7 @@ export function parseRoute(hash: string): Route {
   const parts = path.split('/').filter(Boolean).map(decodePart);
   const [first, schema, kind, table, tab] = parts;
   if (first === 'license') return { page: 'license' };
+  if (first === 'tenants') return schema ? { page: 'tenants', schema } : { page: 'tenants' };
   if (first === 's' && schema) {
     if (kind === 't' && table) return tableRoute(schema, table, tab, view);
     if (kind === 'sql') return { page: 'sql', schema };
@@ -50,6 +53,8 @@ export function href(route: Route): string {
     case 'license':
     case 'schemas':
       return `#/${route.page}`;
+    case 'tenants':
+      return route.schema ? `#/tenants/${e(route.schema)}` : '#/tenants';
     case 'tables':
       return `#/s/${e(route.schema)}`;
     case 'table':

@@ -68,6 +68,10 @@ function alterations(input: ColumnChangeInput, name: string, enums: EnumTypes) {
   };
 }
 
+/** The schema's enum types the new type may name (none looked up without a type change). */
+const enumsFor = (catalog: pg.Pool, input: ColumnChangeInput): Promise<EnumTypes> =>
+  input.type === undefined ? Promise.resolve(new Map()) : enumTypesAmong(catalog, input.schema, [input.type]);
+
 export async function planColumnChange(catalog: pg.Pool, input: ColumnChangeInput): Promise<Change> {
   if (input.type === undefined && (input.using !== undefined || input.length !== undefined)) {
     throw new BadRequest('Type missing', 'using and length go with type: send the new type too');
@@ -76,9 +80,11 @@ export async function planColumnChange(catalog: pg.Pool, input: ColumnChangeInpu
   const target = column(info, input.column);
   const table = qualified(input.schema, input.table);
   const name = quoteCatalogName(target.name);
-  const enums =
-    input.type === undefined ? new Map() : await enumTypesAmong(catalog, input.schema, [input.type]);
-  const { subcommands, said, newType, rewrites, scans } = alterations(input, name, enums);
+  const { subcommands, said, newType, rewrites, scans } = alterations(
+    input,
+    name,
+    await enumsFor(catalog, input),
+  );
   const statements = subcommands.length > 0 ? [`ALTER TABLE ${table} ${subcommands.join(', ')}`] : [];
   if (input.comment !== undefined) {
     const text = input.comment === null ? 'NULL' : quoteLiteral(input.comment);

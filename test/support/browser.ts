@@ -73,6 +73,12 @@ export class ConsoleHarness {
     rmSync(this.buildDir, { recursive: true, force: true });
   }
 
+  /** The host's database, as the service's role reaches it. */
+  get databaseUrl(): string {
+    if (!this.database) throw new Error('ConsoleHarness.start() first');
+    return this.database.url;
+  }
+
   get db() {
     if (!this.database) throw new Error('ConsoleHarness.start() first');
     return this.database.db;
