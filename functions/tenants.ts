@@ -38,7 +38,22 @@ const NOT_ENDED: Answer = {
   status: 403,
   why: 'a superuser’s session, or (terminate) one of the service’s own pooled sessions, whose statement may be cancelled instead',
 };
+const NOT_NOW: Answer = {
+  status: 409,
+  why: 'cancel: the session runs no statement now; or the signal could not be sent',
+};
 const Stopped = z.object({ success: z.boolean(), message: z.string() });
+
+/** Which session (and statement) the page showed: a reused pid, or a statement run since, is not it. */
+const SessionBody = z.strictObject({
+  backendStart: z.string().min(1).max(100).meta({
+    description: 'the session’s backendStart as GET /api/tenants/{schema} showed it',
+  }),
+  queryStart: z.string().min(1).max(100).optional().meta({
+    description:
+      'cancel: its queryStart as shown, so a statement started since is not cancelled in its place',
+  }),
+});
 
 export const routes = [
   defineRoute({
@@ -69,6 +84,10 @@ export const routes = [
       sessions: z.array(
         z.object({
           pid: z.number(),
+          backendStart: z
+            .string()
+            .meta({ description: 'when the session began: with pid, what cancel and terminate name' }),
+          queryStart: z.string().nullable(),
           role: z.string(),
           application: z.string().nullable(),
           state: z.string().nullable(),
@@ -105,9 +124,11 @@ export const routes = [
           : 'End one of the tenant’s own logins (pg_terminate_backend); never the service’s own sessions',
       access: 'admin',
       params: SessionPath,
+      body: SessionBody,
       response: Stopped,
-      errors: [NO_SESSION, NOT_ENDED],
-      handler: async ({ params }) => stopTenantSession(await getDatabase(), params.schema, params.pid, how),
+      errors: [NO_SESSION, NOT_ENDED, NOT_NOW],
+      handler: async ({ params, body }) =>
+        stopTenantSession(await getDatabase(), params.schema, { pid: params.pid, ...body }, how),
     }),
   ),
 ];

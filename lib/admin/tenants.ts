@@ -25,17 +25,24 @@ const ORDER: Record<TenantSort, string> = {
   name: 'schema',
 };
 
-/** Per schema: its relations' pages (heap, indexes, TOAST and TOAST index), tables and row estimate. */
+/**
+ * Per schema: its relations' pages (heap, indexes, TOAST and TOAST's indexes, each counted once),
+ * its tables (a partitioned table once, not its partitions again), and its rows (the leaves', so a
+ * partitioned table's own estimate is not added; live tuples where never analyzed).
+ */
 const SIZES = `
   SELECT c.relnamespace,
-         pg_catalog.count(*) FILTER (WHERE c.relkind IN ('r', 'p')) AS tables,
-         pg_catalog.sum(greatest(c.reltuples, 0)) FILTER (WHERE c.relkind IN ('r', 'p'))::int8 AS rows,
-         pg_catalog.sum(c.relpages::int8 + coalesce(t.relpages, 0) + coalesce(ti.relpages, 0))
+         pg_catalog.count(*) FILTER (WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition) AS tables,
+         pg_catalog.sum(CASE WHEN c.reltuples >= 0 THEN c.reltuples
+                             ELSE pg_catalog.pg_stat_get_live_tuples(c.oid) END)
+           FILTER (WHERE c.relkind = 'r')::int8 AS rows,
+         pg_catalog.sum(c.relpages::int8 + coalesce(t.relpages, 0)
+           + coalesce((SELECT pg_catalog.sum(ti.relpages) FROM pg_catalog.pg_index x
+                         JOIN pg_catalog.pg_class ti ON ti.oid = x.indexrelid
+                        WHERE x.indrelid = c.reltoastrelid), 0))
            * pg_catalog.current_setting('block_size')::int8 AS size_bytes
     FROM pg_catalog.pg_class c
     LEFT JOIN pg_catalog.pg_class t ON t.oid = c.reltoastrelid
-    LEFT JOIN pg_catalog.pg_index x ON x.indrelid = t.oid
-    LEFT JOIN pg_catalog.pg_class ti ON ti.oid = x.indexrelid
    WHERE c.relkind IN ('r', 'p', 'm', 'i')
    GROUP BY c.relnamespace`;
 
@@ -49,11 +56,13 @@ const SESSIONS = `
     FROM pg_catalog.pg_stat_activity a
    WHERE a.datname = pg_catalog.current_database() AND a.usename ~ '_(user|exec|svc|anon)$'
      AND a.usename <> current_user AND a.pid <> pg_catalog.pg_backend_pid()
+     AND a.backend_type = 'client backend'
    GROUP BY 1`;
 
 const TENANT_SCHEMAS = `
   SELECT n.oid, n.nspname::text AS schema FROM pg_catalog.pg_namespace n
-   WHERE n.nspname !~ '^pg_' AND n.nspname NOT IN ('information_schema', '${INTERNAL_SCHEMA}')`;
+   WHERE n.nspname ~ '^[A-Za-z][A-Za-z0-9_]*$' AND n.nspname !~* '^pg_'
+     AND n.nspname <> 'information_schema'`;
 
 interface TenantRow {
   schema: string;
@@ -92,6 +101,8 @@ export async function listTenants(db: pg.Pool, input: { sort: TenantSort; limit:
 
 interface SessionRow {
   pid: number;
+  backend_start: string;
+  query_start: string | null;
   role: string;
   application: string | null;
   state: string | null;
@@ -109,7 +120,8 @@ export async function describeTenant(db: pg.Pool, schema: string) {
   const [figures] = (await listTenants(db, { sort: 'name', limit: 1, schema })).tenants;
   if (!figures) throw schemaNotFound(schema);
   const { rows } = await db.query<SessionRow>(
-    `SELECT a.pid, a.usename::text AS role, a.application_name AS application, a.state,
+    `SELECT a.pid, a.backend_start::text, a.query_start::text, a.usename::text AS role,
+            a.application_name AS application, a.state,
             pg_catalog.date_part('epoch', pg_catalog.now() - a.xact_start)::float8 AS transaction_seconds,
             CASE WHEN a.state = 'active' THEN pg_catalog.date_part('epoch', pg_catalog.now() - a.query_start)::float8 END
               AS query_seconds,
@@ -126,7 +138,7 @@ export async function describeTenant(db: pg.Pool, schema: string) {
        FROM pg_catalog.pg_stat_activity a
       WHERE a.datname = pg_catalog.current_database() AND ${ROLE_OF_SCHEMA} = $1
         AND a.usename ~ '_(user|exec|svc|anon)$' AND a.usename <> current_user
-        AND a.pid <> pg_catalog.pg_backend_pid()
+        AND a.pid <> pg_catalog.pg_backend_pid() AND a.backend_type = 'client backend'
       ORDER BY a.query_start NULLS LAST, a.pid`,
     [schema],
   );
@@ -146,6 +158,8 @@ export async function describeTenant(db: pg.Pool, schema: string) {
     ...figures,
     sessions: rows.map((r) => ({
       pid: r.pid,
+      backendStart: r.backend_start,
+      queryStart: r.query_start,
       role: r.role,
       application: r.application,
       state: r.state,
@@ -168,49 +182,68 @@ export async function describeTenant(db: pg.Pool, schema: string) {
   };
 }
 
+/** Which session, and (to cancel) which statement of it, as the tenant's page showed them. */
+export interface SessionTarget {
+  pid: number;
+  /** Its backend_start as the page showed it: a pid reused by a later session is not this one. */
+  backendStart: string;
+  /** Cancel only: its query_start, so a statement run since is not cancelled in its place. */
+  queryStart?: string | undefined;
+}
+
 /**
- * Cancels the statement of one of the tenant's sessions, or ends the session. Only the tenant's
- * roles' sessions in this database: never the service's own (its own role, and the service's
- * pooled sessions of the tenant's key and exec roles may be cancelled, not ended), never a
+ * Cancels the statement of one of the tenant's sessions, or ends the session: the one the page
+ * showed (pid, backend start and, to cancel, statement start), checked and signalled in one
+ * statement, so neither a reused pid nor a later statement is hit. Only the tenant's roles'
+ * client sessions in this database: the service's own role is not a tenant's, its pooled
+ * sessions of the tenant's roles may have their statement cancelled but are never ended; never a
  * superuser's, never another database's.
  */
 export async function stopTenantSession(
   db: pg.Pool,
   schema: string,
-  pid: number,
+  target: SessionTarget,
   how: 'cancel' | 'terminate',
 ) {
   assertTenantSchema(schema);
-  const { rows } = await db.query<{ role: string; superuser: boolean; application: string | null }>(
-    `SELECT a.usename::text AS role, r.rolsuper AS superuser, a.application_name AS application
+  const signal = how === 'cancel' ? 'pg_catalog.pg_cancel_backend' : 'pg_catalog.pg_terminate_backend';
+  const allowed = how === 'cancel' ? "a.state = 'active'" : `a.usename::text = $3 || '_user'`;
+  const { rows } = await db.query<{ role: string; superuser: boolean; allowed: boolean; ok: boolean | null }>(
+    `SELECT a.usename::text AS role, r.rolsuper AS superuser, ${allowed} AS allowed,
+            CASE WHEN ${allowed} AND NOT r.rolsuper THEN ${signal}(a.pid) END AS ok
        FROM pg_catalog.pg_stat_activity a JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
-      WHERE a.pid = $1 AND a.datname = pg_catalog.current_database() AND a.pid <> pg_catalog.pg_backend_pid()
-        AND ${ROLE_OF_SCHEMA} = $2 AND a.usename ~ '_(user|exec|svc|anon)$' AND a.usename <> current_user`,
-    [pid, schema],
+      WHERE a.pid = $1 AND a.backend_start::text = $2 AND ($4::text IS NULL OR a.query_start::text = $4)
+        AND a.datname = pg_catalog.current_database() AND a.backend_type = 'client backend'
+        AND a.pid <> pg_catalog.pg_backend_pid() AND a.usename <> current_user
+        AND ${ROLE_OF_SCHEMA} = $3 AND a.usename ~ '_(user|exec|svc|anon)$'`,
+    [target.pid, target.backendStart, schema, how === 'cancel' ? (target.queryStart ?? null) : null],
   );
   const session = rows[0];
   if (!session) {
     throw new NotFound(
       'Session not found',
-      `no session ${pid} of schema "${schema}"'s roles in this database`,
+      `no session ${target.pid} of schema "${schema}"'s roles started at ${target.backendStart}${target.queryStart ? ` running the statement started at ${target.queryStart}` : ''}: it ended, or moved on; read the tenant again`,
     );
   }
-  if (session.superuser) throw new ApiError(403, 'Forbidden', `session ${pid} is a superuser's`);
-  if (how === 'terminate' && session.role !== `${schema}_user`) {
+  if (session.superuser) throw new ApiError(403, 'Forbidden', `session ${target.pid} is a superuser's`);
+  if (!session.allowed) {
+    throw how === 'cancel'
+      ? new ApiError(409, 'Nothing to cancel', `session ${target.pid} runs no statement now`)
+      : new ApiError(
+          403,
+          'Forbidden',
+          `session ${target.pid} is the service's own (${session.role}, which runs the API's work in the schema): cancel its statement instead; only the tenant's own logins (${schema}_user) are ended`,
+        );
+  }
+  if (session.ok !== true) {
     throw new ApiError(
-      403,
-      'Forbidden',
-      `session ${pid} is the service's own (${session.role}, which runs the API's work in the schema): cancel its statement instead; only the tenant's own logins (${schema}_user) are ended`,
+      409,
+      'Not signalled',
+      `session ${target.pid} could not be signalled; read the tenant again`,
     );
   }
-  const { rows: done } = await db.query<{ ok: boolean }>(
-    how === 'cancel'
-      ? 'SELECT pg_catalog.pg_cancel_backend($1) AS ok'
-      : 'SELECT pg_catalog.pg_terminate_backend($1) AS ok',
-    [pid],
-  );
   return {
-    success: done[0]?.ok === true,
-    message: `${how === 'cancel' ? 'cancelled the statement of' : 'ended'} session ${pid} (${session.role})`,
+    success: true,
+    message: `${how === 'cancel' ? 'cancelled the statement of' : 'ended'} session ${target.pid} (${session.role})`,
   };
 }

@@ -267,8 +267,13 @@ async function openedImport(part?: string): Promise<string> {
 
 const importPath = (id: string, rest = '') => `/api/table/items/imports/${id}${rest}`;
 
-/** A login of the fixtures' tenant (`<schema>_user`), left open: its pid. */
-async function tenantSession(): Promise<number> {
+/**
+ * A login of the fixtures' tenant (`<schema>_user`), left open, running a long statement when
+ * `active`: how the tenants page names it (pid, backendStart, queryStart).
+ */
+async function tenantSession(
+  active = false,
+): Promise<{ pid: number; backendStart: string; queryStart: string }> {
   const url = new URL(process.env.DATABASE_URL as string);
   url.username = `${schema}_user`;
   url.password = 'schema-pass-1';
@@ -276,18 +281,34 @@ async function tenantSession(): Promise<number> {
   client.on('error', () => undefined);
   await client.connect();
   opened.push(client);
-  return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid as number;
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid as number;
+  if (active) client.query('SELECT pg_sleep(30)').catch(() => undefined);
+  for (let tries = 0; tries < 500; tries++) {
+    const { rows } = await h.db.query(
+      `SELECT backend_start::text AS "backendStart", query_start::text AS "queryStart", state
+         FROM pg_stat_activity WHERE pid = $1`,
+      [pid],
+    );
+    if (!active || rows[0]?.state === 'active')
+      return { pid, backendStart: rows[0].backendStart, queryStart: rows[0].queryStart };
+  }
+  throw new Error('the tenant’s statement never ran');
 }
 const opened: pg.Client[] = [];
 
 /** The pid of the service's own pooled session of the schema's exec role (the admin's SQL there). */
-async function execSession(): Promise<number> {
+async function execSession(): Promise<{ pid: number; backendStart: string }> {
   const reply = await call(query.handler, {
     method: 'POST',
     path: '/api/query',
     body: { schema, sql: 'SELECT pg_backend_pid() AS pid' },
   });
-  return reply.body.rows[0].pid;
+  const pid = reply.body.rows[0].pid as number;
+  const { rows } = await h.db.query(
+    'SELECT backend_start::text AS start FROM pg_stat_activity WHERE pid = $1',
+    [pid],
+  );
+  return { pid, backendStart: rows[0].start };
 }
 /** Per operation: its success, and what only this operation can answer. */
 const CASES: Record<string, Case[]> = {
@@ -1127,41 +1148,54 @@ const CASES: Record<string, Case[]> = {
     {
       status: 200,
       why: 'cancelled',
-      request: async () => ({
-        method: 'POST',
-        path: `/api/tenants/${schema}/sessions/${await tenantSession()}/cancel`,
-        body: {},
-      }),
+      request: async () => {
+        const { pid, ...named } = await tenantSession(true);
+        return { method: 'POST', path: `/api/tenants/${schema}/sessions/${pid}/cancel`, body: named };
+      },
     },
     {
       status: 404,
       why: 'no such session',
-      request: () => ({ method: 'POST', path: `/api/tenants/${schema}/sessions/999999/cancel`, body: {} }),
+      request: () => ({
+        method: 'POST',
+        path: `/api/tenants/${schema}/sessions/999999/cancel`,
+        body: { backendStart: '2000-01-01 00:00:00+00' },
+      }),
     },
   ],
   'POST /api/tenants/{schema}/sessions/{pid}/terminate': [
     {
       status: 200,
       why: 'ended',
-      request: async () => ({
-        method: 'POST',
-        path: `/api/tenants/${schema}/sessions/${await tenantSession()}/terminate`,
-        body: {},
-      }),
+      request: async () => {
+        const { pid, backendStart } = await tenantSession();
+        return {
+          method: 'POST',
+          path: `/api/tenants/${schema}/sessions/${pid}/terminate`,
+          body: { backendStart },
+        };
+      },
     },
     {
       status: 403,
       why: 'the service’s own session',
-      request: async () => ({
-        method: 'POST',
-        path: `/api/tenants/${schema}/sessions/${await execSession()}/terminate`,
-        body: {},
-      }),
+      request: async () => {
+        const { pid, backendStart } = await execSession();
+        return {
+          method: 'POST',
+          path: `/api/tenants/${schema}/sessions/${pid}/terminate`,
+          body: { backendStart },
+        };
+      },
     },
     {
       status: 404,
       why: 'no such session',
-      request: () => ({ method: 'POST', path: `/api/tenants/${schema}/sessions/999999/terminate`, body: {} }),
+      request: () => ({
+        method: 'POST',
+        path: `/api/tenants/${schema}/sessions/999999/terminate`,
+        body: { backendStart: '2000-01-01 00:00:00+00' },
+      }),
     },
   ],
   'GET /api/trial/status': [

@@ -3,7 +3,19 @@ import { handler as query } from '#functions/query';
 import { handler as tenants } from '#functions/tenants';
 import { closePool } from '#lib/db/pool';
 import { asTenant, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
+import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
+
+/** A session's start (and its statement's, to cancel), as GET /api/tenants/{schema} shows them. */
+const identity = (pid: number, how: 'cancel' | 'terminate') =>
+  withAdminClient(async (c) => {
+    const { rows } = await c.query(
+      'SELECT backend_start::text AS "backendStart", query_start::text AS "queryStart" FROM pg_stat_activity WHERE pid = $1',
+      [pid],
+    );
+    const found = rows[0] ?? { backendStart: '2000-01-01 00:00:00+00', queryStart: null };
+    return how === 'cancel' && found.queryStart ? found : { backendStart: found.backendStart };
+  });
 
 /**
  * The operator's view of the tenants, with several of them at work at once: the list side by side,
@@ -40,8 +52,13 @@ const list = async (sort = 'size') =>
     active: number;
   }[];
 const describe_ = (schema: string) => call(tenants, { path: `/api/tenants/${schema}` });
-const stop = (schema: string, pid: number, how: 'cancel' | 'terminate') =>
-  call(tenants, { method: 'POST', path: `/api/tenants/${schema}/sessions/${pid}/${how}`, body: {} });
+/** Stops the session as the page would: named by pid and its start (and its statement's, to cancel). */
+const stop = async (schema: string, pid: number, how: 'cancel' | 'terminate') =>
+  call(tenants, {
+    method: 'POST',
+    path: `/api/tenants/${schema}/sessions/${pid}/${how}`,
+    body: await identity(pid, how),
+  });
 
 /** Polls until `check` holds (a backend's state lands a moment after its statement starts). */
 async function until<T>(read: () => Promise<T>, check: (value: T) => boolean): Promise<T> {
@@ -135,6 +152,61 @@ describe('tenants at work', () => {
     expect(answered.body.message).toMatch(/cancel/i);
     const keys = (await describe_(quiet)).body.keys as { name: string; lastUsedAt: string | null }[];
     expect(keys.find((k) => k.name === 'slow')?.lastUsedAt).toEqual(expect.any(String));
+  });
+
+  it('names a session by its start: a stale statement is not cancelled in place of the one running', async () => {
+    const sleeper = await login(quiet);
+    const sleeping = sleeper.query('SELECT pg_sleep(30)').catch((e: Error) => e);
+    const pid = (
+      await until(
+        async () =>
+          ((await describe_(quiet)).body.sessions as Session[]).find((s) =>
+            s.query?.includes('pg_sleep(30)'),
+          ),
+        (s) => s?.state === 'active',
+      )
+    )?.pid as number;
+    const shown = await identity(pid, 'cancel');
+    const path = `/api/tenants/${quiet}/sessions/${pid}/cancel`;
+
+    const stale = await call(tenants, {
+      method: 'POST',
+      path,
+      body: { ...shown, queryStart: '2000-01-01 00:00:00+00' },
+    });
+    const reused = await call(tenants, {
+      method: 'POST',
+      path,
+      body: { backendStart: '2000-01-01 00:00:00+00' },
+    });
+    const current = await call(tenants, { method: 'POST', path, body: shown });
+
+    expect([stale.status, reused.status, current.status]).toEqual([404, 404, 200]);
+    expect(String(await sleeping)).toMatch(/canceling statement/);
+  });
+
+  it('counts a partitioned table once and its rows once, and lists only schemas the API can name', async () => {
+    await asTenant(
+      quiet,
+      `CREATE TABLE "${quiet}".parts (id int, at date) PARTITION BY RANGE (at);
+       CREATE TABLE "${quiet}".parts_a PARTITION OF "${quiet}".parts FOR VALUES FROM ('2000-01-01') TO ('2010-01-01');
+       CREATE TABLE "${quiet}".parts_b PARTITION OF "${quiet}".parts FOR VALUES FROM ('2010-01-01') TO ('2030-01-01');
+       INSERT INTO "${quiet}".parts SELECT g, DATE '2000-01-01' + g FROM generate_series(1, 1000) g;
+       ANALYZE "${quiet}".parts;`,
+    );
+    await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { runAs: 'admin', sql: 'CREATE SCHEMA IF NOT EXISTS "Odd-Name"' },
+    });
+
+    const figures = (await describe_(quiet)).body;
+    const schemas = (await list('name')).map((t) => t.schema);
+
+    expect(figures).toMatchObject({ tables: 3 });
+    expect(figures.estimatedRows).toBeGreaterThanOrEqual(1000);
+    expect(figures.estimatedRows).toBeLessThan(1010);
+    expect(schemas).not.toContain('Odd-Name');
   });
 
   it('answers 404 for a session not of the schema’s roles, and for a schema that is not there', async () => {

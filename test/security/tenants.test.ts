@@ -2,7 +2,19 @@ import { handler as query } from '#functions/query';
 import { handler as tenants } from '#functions/tenants';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
+import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
+
+/** A session's start (and its statement's, to cancel), as GET /api/tenants/{schema} shows them. */
+const identity = (pid: number, how: 'cancel' | 'terminate') =>
+  withAdminClient(async (c) => {
+    const { rows } = await c.query(
+      'SELECT backend_start::text AS "backendStart", query_start::text AS "queryStart" FROM pg_stat_activity WHERE pid = $1',
+      [pid],
+    );
+    const found = rows[0] ?? { backendStart: '2000-01-01 00:00:00+00', queryStart: null };
+    return how === 'cancel' && found.queryStart ? found : { backendStart: found.backendStart };
+  });
 
 /**
  * Ending sessions from the tenants view, as an attacker would steer it: the service's own sessions
@@ -19,8 +31,14 @@ beforeAll(async () => {
   other = await tenantSchema('tensec2');
 });
 
-const stop = (where: string, pid: number, how: 'cancel' | 'terminate', auth = {}) =>
-  call(tenants, { method: 'POST', path: `/api/tenants/${where}/sessions/${pid}/${how}`, body: {}, ...auth });
+/** Stops the session named by its real pid and start: what refuses it is the rule, not a stale name. */
+const stop = async (where: string, pid: number, how: 'cancel' | 'terminate', auth = {}) =>
+  call(tenants, {
+    method: 'POST',
+    path: `/api/tenants/${where}/sessions/${pid}/${how}`,
+    body: await identity(pid, how),
+    ...auth,
+  });
 
 const pidOf = async (reply: Promise<{ body: { rows: { pid: number }[] } }>) =>
   (await reply).body.rows[0]?.pid as number;

@@ -24,6 +24,8 @@ interface Figures {
 
 interface Session {
   pid: number;
+  backendStart: string;
+  queryStart: string | null;
   role: string;
   state: string | null;
   transactionSeconds: number | null;
@@ -40,13 +42,19 @@ interface Tenant extends Figures {
   keys: { name: string; type: string; active: boolean; lastUsedAt: string | null }[];
 }
 
-/** `load`, read again every few seconds while the page is shown. */
+/**
+ * `load`, read again a few seconds after each answer while the page is shown and its tab visible:
+ * a slow database gets one read at a time, not a pile of them that each supersede the last.
+ */
 function useRefreshed<T>(load: () => Promise<T>, deps: unknown[]) {
   const loaded = useLoad(load, deps);
   useEffect(() => {
-    const timer = setInterval(() => loaded.reload(), REFRESH_MS);
-    return () => clearInterval(timer);
-  }, [loaded.reload]);
+    if (loaded.loading) return;
+    const timer = setTimeout(() => {
+      if (!document.hidden) loaded.reload();
+    }, REFRESH_MS);
+    return () => clearTimeout(timer);
+  }, [loaded.loading, loaded.reload, loaded.data, loaded.error]);
   return loaded;
 }
 
@@ -103,8 +111,14 @@ function TenantList() {
 
 function SessionRow({ schema, session, onStop }: { schema: string; session: Session; onStop: () => void }) {
   const [ending, setEnding] = useState(false);
+  // Named as shown: a session or statement that moved on since is not hit in its place (404).
   const stop = useAction(async (how: 'cancel' | 'terminate') => {
-    await api('POST', `tenants/${encodeURIComponent(schema)}/sessions/${session.pid}/${how}`, { body: {} });
+    await api('POST', `tenants/${encodeURIComponent(schema)}/sessions/${session.pid}/${how}`, {
+      body: {
+        backendStart: session.backendStart,
+        ...(how === 'cancel' && session.queryStart ? { queryStart: session.queryStart } : {}),
+      },
+    });
     setEnding(false);
     onStop();
   });
@@ -134,17 +148,25 @@ function SessionRow({ schema, session, onStop }: { schema: string; session: Sess
           Cancel
         </button>
         {own && (
-          <button type="button" class="danger" onClick={() => setEnding(true)}>
+          <button
+            type="button"
+            class="danger"
+            onClick={() => {
+              stop.setError(undefined);
+              setEnding(true);
+            }}
+          >
             End
           </button>
         )}
-        <ErrorText error={stop.error} />
+        {!ending && <ErrorText error={stop.error} />}
         {ending && (
           <Dialog title={`End session ${session.pid}`} onClose={() => setEnding(false)}>
             <p>
               End {session.role}'s session {session.pid}? Its open transaction is rolled back and its client
               is disconnected.
             </p>
+            <ErrorText error={stop.error} />
             <div class="actions">
               <button type="button" onClick={() => setEnding(false)}>
                 Keep it
