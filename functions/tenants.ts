@@ -108,6 +108,10 @@ export const routes = [
           type: z.string(),
           active: z.boolean(),
           lastUsedAt: z.string().nullable(),
+          requests: z.number().meta({
+            description:
+              'requests it made, written at most once a minute per container: a floor, not an audit',
+          }),
         }),
       ),
     }),

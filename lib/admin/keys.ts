@@ -112,17 +112,42 @@ export async function deleteKey(db: pg.Pool, secret: string, schema: string, key
   return { success: true, message: `Key ${keyId} deleted` };
 }
 
-/** Records use in the background: at most once a minute per key, never on the request's path. */
+/**
+ * Records use in the background, never on the request's path: every request is counted in memory,
+ * and the count (with the time) is written at most once a minute per key and container. A
+ * container retired between writes loses its last minute's count: request counts are a floor.
+ */
 const lastTouched = new Map<number, number>();
+const unwritten = new Map<number, number>();
 const pendingTouches = new Set<Promise<unknown>>();
 export function touchKey(db: pg.Pool, id: number, now = Date.now()): void {
+  unwritten.set(id, (unwritten.get(id) ?? 0) + 1);
   if (now - (lastTouched.get(id) ?? 0) < 60_000) return;
   lastTouched.set(id, now);
+  writeUse(db, id);
+}
+
+function writeUse(db: pg.Pool, id: number): void {
+  const count = unwritten.get(id) ?? 0;
+  unwritten.delete(id);
   const write = db
-    .query('UPDATE _dbadmin.api_keys SET last_used_at = pg_catalog.now() WHERE id = $1', [id])
-    .catch(() => lastTouched.delete(id))
+    .query(
+      'UPDATE _dbadmin.api_keys SET last_used_at = pg_catalog.now(), request_count = request_count + $2 WHERE id = $1',
+      [id, count],
+    )
+    .catch(() => {
+      // Counted again with the next write.
+      lastTouched.delete(id);
+      unwritten.set(id, (unwritten.get(id) ?? 0) + count);
+    })
     .finally(() => pendingTouches.delete(write));
   pendingTouches.add(write);
+}
+
+/** Writes every count not written yet, whatever the minute (tests, a page that must be exact). */
+export async function flushKeyUse(db: pg.Pool): Promise<void> {
+  for (const id of [...unwritten.keys()]) writeUse(db, id);
+  await settleKeyTouches();
 }
 
 /** Resolves when the background last_used_at writes started so far are done (tests, shutdown). */

@@ -149,8 +149,14 @@ export async function describeTenant(db: pg.Pool, schema: string) {
       WHERE a.datname = pg_catalog.current_database() AND pg_catalog.pg_blocking_pids(a.pid) && $1::int[]`,
     [[...ours]],
   );
-  const keys = await db.query<{ name: string; type: string; last_used_at: Date | null; active: boolean }>(
-    `SELECT key_name AS name, key_type AS type, last_used_at, is_active AS active
+  const keys = await db.query<{
+    name: string;
+    type: string;
+    last_used_at: Date | null;
+    active: boolean;
+    requests: string;
+  }>(
+    `SELECT key_name AS name, key_type AS type, last_used_at, is_active AS active, request_count AS requests
        FROM ${INTERNAL_SCHEMA}.api_keys WHERE schema_name = $1 ORDER BY key_name`,
     [schema],
   );
@@ -178,6 +184,7 @@ export async function describeTenant(db: pg.Pool, schema: string) {
       type: k.type,
       active: k.active,
       lastUsedAt: k.last_used_at?.toISOString() ?? null,
+      requests: Number(k.requests),
     })),
   };
 }

@@ -116,6 +116,12 @@ export const MIGRATIONS: readonly Migration[] = [
     // one still running, and can be abandoned, never run twice (it may have written its rows).
     sql: `ALTER TABLE _dbadmin.import_sessions ADD COLUMN committing_since timestamptz`,
   },
+  {
+    id: 8,
+    name: 'key request counts',
+    // Written with last_used_at, in batches (lib/admin/keys touchKey): a floor, not an audit.
+    sql: `ALTER TABLE _dbadmin.api_keys ADD COLUMN request_count bigint NOT NULL DEFAULT 0`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { handler as query } from '#functions/query';
 import { handler as tenants } from '#functions/tenants';
-import { closePool } from '#lib/db/pool';
+import { flushKeyUse } from '#lib/admin/keys';
+import { closePool, getDatabase } from '#lib/db/pool';
 import { asTenant, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
@@ -150,8 +151,19 @@ describe('tenants at work', () => {
     const answered = await slow;
     expect(answered.status).toBe(400);
     expect(answered.body.message).toMatch(/cancel/i);
-    const keys = (await describe_(quiet)).body.keys as { name: string; lastUsedAt: string | null }[];
-    expect(keys.find((k) => k.name === 'slow')?.lastUsedAt).toEqual(expect.any(String));
+    await sqlAs(key.key, 'SELECT 1');
+    await sqlAs(key.key, 'SELECT 2');
+    await flushKeyUse(await getDatabase());
+    const keys = (await describe_(quiet)).body.keys as {
+      name: string;
+      lastUsedAt: string | null;
+      requests: number;
+    }[];
+    // The slow statement and the two after it.
+    expect(keys.find((k) => k.name === 'slow')).toMatchObject({
+      lastUsedAt: expect.any(String),
+      requests: 3,
+    });
   });
 
   it('names a session by its start: a stale statement is not cancelled in place of the one running', async () => {

@@ -39,7 +39,7 @@ interface Session {
 interface Tenant extends Figures {
   sessions: Session[];
   blocking: { pid: number; role: string; blockedBy: number[] }[];
-  keys: { name: string; type: string; active: boolean; lastUsedAt: string | null }[];
+  keys: { name: string; type: string; active: boolean; lastUsedAt: string | null; requests: number }[];
 }
 
 /**
@@ -235,7 +235,9 @@ function TenantDetail({ schema }: { schema: string }) {
         {(t?.keys ?? []).map((k) => (
           <li key={k.name}>
             <span class="mono">{k.name}</span>&nbsp;<span class="muted">{k.type}</span>
-            <span class="row-actions muted">last used {formatDate(k.lastUsedAt)}</span>
+            <span class="row-actions muted">
+              {k.requests.toLocaleString()} requests, last used {formatDate(k.lastUsedAt)}
+            </span>
           </li>
         ))}
         {t && t.keys.length === 0 && <li class="muted">No keys.</li>}
