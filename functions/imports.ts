@@ -11,7 +11,7 @@ import { inferColumns, SAMPLE_ROWS } from '#lib/admin/import-infer';
 import {
   abandonImport,
   commitImport,
-  importCommitLimit,
+  importLimits,
   importStatus,
   MAX_PART_BYTES,
   MAX_PARTS,
@@ -117,12 +117,8 @@ function options(input: {
   return { format: input.format, mode: input.mode, csv, columns: input.columns };
 }
 
-/** The settings, with how long a commit may run before it counts as one that never reported back. */
-async function settings() {
-  const config = await getConfig();
-  importCommitLimit.ms = config.QUERY_TIMEOUT_MS + 30_000;
-  return config;
-}
+/** The settings an import lives by. */
+const limits = async () => importLimits(await getConfig());
 
 const scope = (schema: string, table: string, principal: Principal | undefined): SessionScope => ({
   schema,
@@ -234,7 +230,7 @@ export const routes = [
         await getDatabase(),
         scope(body.schema, params.tableName, principal),
         options(body),
-        (await settings()).IMPORT_SESSION_TTL_SECONDS,
+        await limits(),
       ),
   }),
   defineRoute({
@@ -256,17 +252,15 @@ export const routes = [
       totalBytes: z.number(),
     }),
     errors: [NO_IMPORT, IMPORT_STATE],
-    handler: async ({ params, query, upload, principal }) => {
-      const config = await settings();
-      return putPart(
+    handler: async ({ params, query, upload, principal }) =>
+      putPart(
         await getDatabase(),
         params.importId,
         scope(query.schema, params.tableName, principal),
         params.part,
         (upload as NonNullable<typeof upload>).bytes,
-        { maxBytes: config.IMPORT_MAX_BYTES, ttlSeconds: config.IMPORT_SESSION_TTL_SECONDS },
-      );
-    },
+        await limits(),
+      ),
   }),
   defineRoute({
     method: 'GET',
@@ -288,14 +282,13 @@ export const routes = [
       outcome: Outcome.optional(),
     }),
     errors: [NO_IMPORT],
-    handler: async ({ params, query, principal }) => {
-      await settings();
-      return importStatus(
+    handler: async ({ params, query, principal }) =>
+      importStatus(
         await getDatabase(),
         params.importId,
         scope(query.schema, params.tableName, principal),
-      );
-    },
+        await limits(),
+      ),
   }),
   defineRoute({
     method: 'POST',
@@ -321,7 +314,7 @@ export const routes = [
         params.importId,
         scope(body.schema, params.tableName, principal),
         body.parts,
-        (await settings()).IMPORT_SESSION_TTL_SECONDS,
+        await limits(),
       ),
   }),
   defineRoute({
@@ -333,14 +326,13 @@ export const routes = [
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ success: z.boolean(), message: z.string() }),
     errors: [NO_IMPORT, IMPORT_STATE],
-    handler: async ({ params, query, principal }) => {
-      await settings();
-      return abandonImport(
+    handler: async ({ params, query, principal }) =>
+      abandonImport(
         await getDatabase(),
         params.importId,
         scope(query.schema, params.tableName, principal),
-      );
-    },
+        await limits(),
+      ),
   }),
 ];
 

@@ -263,7 +263,7 @@ export const routes = [
       schema: inSchema,
       format: z.enum(['json', 'csv'], { message: 'format must be json or csv' }).default('json'),
       limit: queryInt('limit', 1, 10_000).default(10_000),
-      after: z.string().min(1).max(10_000).optional().meta({
+      after: z.string().min(1).max(MAX_CURSOR_LENGTH).optional().meta({
         description:
           'the nextCursor of the export’s previous page (same filters and order): the rows after it',
       }),

@@ -141,7 +141,7 @@ function valuesList(rows: readonly Record<string, unknown>[], columns: TableInfo
   const values: unknown[] = [];
   if (columns.length === 0) {
     // No row names a column: every column takes its default, which a column list cannot say.
-    return { columns: '', rows: `SELECT FROM generate_series(1, ${rows.length})`, values, cells };
+    return { columns: '', rows: `SELECT FROM pg_catalog.generate_series(1, ${rows.length})`, values, cells };
   }
   const tuples = rows.map((row, index) => {
     const items = columns.map((c) => {

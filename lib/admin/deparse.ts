@@ -1,5 +1,6 @@
 import type { SchemaAccess } from '#lib/db/executor';
 import { isPgError } from '#lib/db/pg-errors';
+import { inTransaction } from '#lib/db/transaction';
 
 /**
  * Definitions PostgreSQL can only print by opening the tables they name (pg_get_viewdef,
@@ -13,15 +14,14 @@ export function printedInSchemaSession(
   values: unknown[],
 ): Promise<Map<string, string> | undefined> {
   return access.run(async (client) => {
-    // An anon key's work runs in its read-only transaction, already open (and rolled back).
-    const own = !access.readOnly;
+    const read = () => client.query<{ name: string; definition: string }>(sql, values);
     try {
-      await client.query(`${own ? 'BEGIN; ' : ''}SET LOCAL lock_timeout = '50ms'`);
-      const { rows } = await client.query<{ name: string; definition: string }>(sql, values);
-      if (own) await client.query('COMMIT');
+      // An anon key's work runs in its read-only transaction, already open (and rolled back).
+      const { rows } = access.readOnly
+        ? await client.query(`SET LOCAL lock_timeout = '50ms'`).then(read)
+        : await inTransaction(client, read, { lockTimeout: '50ms' });
       return new Map(rows.map((r) => [r.name, r.definition]));
     } catch (error) {
-      if (own) await client.query('ROLLBACK').catch(() => undefined);
       if (isPgError(error) && error.code === '55P03') return undefined;
       throw error;
     }

@@ -44,9 +44,27 @@ interface SessionRow {
   stale: boolean;
 }
 
-/** How long a commit may run before it counts as one that never reported back. */
-export const importCommitLimit = { ms: 0 };
-const staleSince = () => new Date(importClock.now() - importCommitLimit.ms);
+/** The settings an import lives by, from the service's (importLimits). */
+export interface ImportLimits {
+  /** An import this long without a part or a commit expires. */
+  ttlSeconds: number;
+  /** The most one import stages. */
+  maxBytes: number;
+  /** How long a commit may run before it counts as one that never reported back. */
+  commitLimitMs: number;
+}
+
+export const importLimits = (config: {
+  IMPORT_SESSION_TTL_SECONDS: number;
+  IMPORT_MAX_BYTES: number;
+  QUERY_TIMEOUT_MS: number;
+}): ImportLimits => ({
+  ttlSeconds: config.IMPORT_SESSION_TTL_SECONDS,
+  maxBytes: config.IMPORT_MAX_BYTES,
+  commitLimitMs: config.QUERY_TIMEOUT_MS + 30_000,
+});
+
+const staleSince = (limits: ImportLimits) => new Date(importClock.now() - limits.commitLimitMs);
 
 /** Whose import it is: the admin's, or one key's (another key of the schema does not see it). */
 const ownerOf = (principal: Principal | undefined) =>
@@ -68,12 +86,18 @@ const notFound = (id: string) =>
   );
 
 /** The import, when it is the caller's, on this table, and not expired; else 404. */
-async function session(db: pg.Pool | pg.ClientBase, id: string, scope: SessionScope, lock = false) {
+async function session(
+  db: pg.Pool | pg.ClientBase,
+  id: string,
+  scope: SessionScope,
+  limits: ImportLimits,
+  lock = false,
+) {
   const { rows } = await db.query<SessionRow>(
     `SELECT id, options, state, outcome, expires_at, committing_since < $6 AS stale FROM ${SESSIONS}
       WHERE id = $1 AND schema_name = $2 AND table_name = $3 AND owner = $4 AND expires_at >= $5
       ${lock ? 'FOR UPDATE' : ''}`,
-    [id, scope.schema, scope.table, ownerOf(scope.principal), now(), staleSince()],
+    [id, scope.schema, scope.table, ownerOf(scope.principal), now(), staleSince(limits)],
   );
   const found = rows[0];
   if (!found) throw notFound(id);
@@ -84,21 +108,21 @@ export async function openImport(
   db: pg.Pool,
   scope: SessionScope,
   options: ImportOptions,
-  ttlSeconds: number,
+  limits: ImportLimits,
 ) {
   assertTenantSchema(scope.schema);
   await tableInfo(db, scope.schema, scope.table);
-  await removeExpired(db);
   const id = randomUUID();
-  const expiresAt = expiry(ttlSeconds);
+  const expiresAt = expiry(limits.ttlSeconds);
   await withTransaction(db, async (client) => {
-    // Opens one at a time, so the count below cannot be raced past. A table lock rather than an
-    // advisory one, which any login could take and hold (lib/db/migrations says the same).
+    // Opens one at a time, so the count below cannot be raced past (nor the sweep run twice). A
+    // table lock rather than an advisory one, which any login could take and hold.
     await client.query(`LOCK TABLE ${SESSIONS} IN SHARE ROW EXCLUSIVE MODE`);
+    await removeExpired(client);
     const { rows } = await client.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM ${SESSIONS}
         WHERE schema_name = $1 AND (state = 'open' OR (state = 'committing' AND committing_since >= $2))`,
-      [scope.schema, staleSince()],
+      [scope.schema, staleSince(limits)],
     );
     if ((rows[0]?.n ?? 0) >= MAX_OPEN_PER_SCHEMA) {
       throw new ApiError(
@@ -151,21 +175,26 @@ export async function putPart(
   scope: SessionScope,
   part: number,
   bytes: Buffer,
-  limits: { maxBytes: number; ttlSeconds: number },
+  limits: ImportLimits,
 ) {
   if (part > MAX_PARTS) throw new BadRequest('Too many parts', `parts are numbered 1 to ${MAX_PARTS}`);
   return withTransaction(db, async (client) => {
-    assertOpen(await session(client, id, scope, true));
-    const { rows } = await client.query<{ others: string; n: number }>(
-      `SELECT coalesce(sum(pg_catalog.length(bytes)), 0) AS others, count(*)::int AS n
-         FROM ${PARTS} WHERE session_id = $1 AND part <> $2`,
-      [id, part],
+    assertOpen(await session(client, id, scope, limits, true));
+    // What the schema's imports stage besides this part: IMPORT_MAX_BYTES holds for all of them
+    // together, so eight imports open do not stage eight times as much in the service's database.
+    const { rows } = await client.query<{ others: string; mine: string; n: number }>(
+      `SELECT coalesce(sum(pg_catalog.length(p.bytes)), 0) AS others,
+              coalesce(sum(pg_catalog.length(p.bytes)) FILTER (WHERE p.session_id = $1), 0) AS mine,
+              (pg_catalog.count(*) FILTER (WHERE p.session_id = $1))::int AS n
+         FROM ${PARTS} p JOIN ${SESSIONS} s ON s.id = p.session_id
+        WHERE s.schema_name = $3 AND NOT (p.session_id = $1 AND p.part = $2)`,
+      [id, part, scope.schema],
     );
     const others = Number(rows[0]?.others ?? 0);
     if (others + bytes.length > limits.maxBytes) {
       throw new PayloadTooLarge(
         limits.maxBytes,
-        ` in all its parts (IMPORT_MAX_BYTES); this part would make ${others + bytes.length}`,
+        ` in all the parts schema "${scope.schema}"'s imports stage at once (IMPORT_MAX_BYTES); this part would make ${others + bytes.length}: commit or abandon an import first`,
       );
     }
     await client.query(
@@ -177,12 +206,13 @@ export async function putPart(
       id,
       expiry(limits.ttlSeconds),
     ]);
-    return { part, bytes: bytes.length, parts: (rows[0]?.n ?? 0) + 1, totalBytes: others + bytes.length };
+    const totalBytes = Number(rows[0]?.mine ?? 0) + bytes.length;
+    return { part, bytes: bytes.length, parts: (rows[0]?.n ?? 0) + 1, totalBytes };
   });
 }
 
-export async function importStatus(db: pg.Pool, id: string, scope: SessionScope) {
-  const found = await session(db, id, scope);
+export async function importStatus(db: pg.Pool, id: string, scope: SessionScope, limits: ImportLimits) {
+  const found = await session(db, id, scope, limits);
   const { rows } = await db.query<{ part: number; bytes: number }>(
     `SELECT part, pg_catalog.length(bytes) AS bytes FROM ${PARTS} WHERE session_id = $1 ORDER BY part`,
     [id],
@@ -200,12 +230,12 @@ export async function importStatus(db: pg.Pool, id: string, scope: SessionScope)
   };
 }
 
-export async function abandonImport(db: pg.Pool, id: string, scope: SessionScope) {
-  const found = await session(db, id, scope);
+export async function abandonImport(db: pg.Pool, id: string, scope: SessionScope, limits: ImportLimits) {
+  const found = await session(db, id, scope, limits);
   // A commit running keeps its import; one that never reported back may be abandoned.
   const { rowCount } = await db.query(
     `DELETE FROM ${SESSIONS} WHERE id = $1 AND (state <> 'committing' OR committing_since < $2)`,
-    [id, staleSince()],
+    [id, staleSince(limits)],
   );
   if (rowCount !== 1) assertOpen({ ...found, state: 'committing', stale: false });
   return { success: true, message: `import ${id} abandoned; its parts are deleted` };
@@ -259,15 +289,15 @@ export async function commitImport(
   id: string,
   scope: SessionScope,
   count: number,
-  ttlSeconds: number,
+  limits: ImportLimits,
 ): Promise<ImportOutcome> {
   const db = access.catalog;
-  const found = await session(db, id, scope);
+  const found = await session(db, id, scope, limits);
   if (found.state === 'committed' && found.outcome) return found.outcome;
   const { rowCount } = await db.query(
     `UPDATE ${SESSIONS} SET state = 'committing', committing_since = $3, expires_at = $2
       WHERE id = $1 AND state = 'open'`,
-    [id, expiry(ttlSeconds), now()],
+    [id, expiry(limits.ttlSeconds), now()],
   );
   if (rowCount !== 1)
     assertOpen(found.state === 'open' ? { ...found, state: 'committing', stale: false } : found);

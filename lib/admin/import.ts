@@ -18,6 +18,7 @@ import { schemaNotFound, tableNotFound } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
+import { inTransaction } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';
 
 /**
@@ -388,17 +389,12 @@ export async function importRows(
       : await jsonPlan(source, first, table, tableName, options);
   if (options.mode === 'upsert') assertUpsertable(table, tableName, plan);
   const target = qualified(access.schema, tableName);
-  const rows = await access.run(async (client) => {
-    await client.query('BEGIN');
-    try {
-      const count = await write(client, target, table, plan, options.mode);
-      await client.query('COMMIT');
-      return count;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
+  // Explained inside the session's work: past it, the executor has made it a plain 400.
+  const rows = await access.run((client) =>
+    inTransaction(client, () => write(client, target, table, plan, options.mode)).catch((error: unknown) => {
       throw explained(error, plan);
-    }
-  });
+    }),
+  );
   const verb = {
     insert: 'imported',
     upsert: 'imported or updated',

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { SchemaAccess } from '#lib/db/executor';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
+import { inTransaction } from '#lib/db/transaction';
 import { ApiError } from '#lib/errors';
 
 /**
@@ -269,12 +270,15 @@ async function runInTransaction(
   change: Change,
   options: ChangeOptions,
 ) {
-  await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.trunc(options.lockTimeoutMs)}`);
   try {
-    for (const statement of change.statements) await runStatement(client, statement);
-    await client.query('COMMIT');
+    await inTransaction(
+      client,
+      async () => {
+        for (const statement of change.statements) await runStatement(client, statement);
+      },
+      { lockTimeout: `${Math.trunc(options.lockTimeoutMs)}ms` },
+    );
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
     throw await failure(access, client, change, options, error);
   }
 }

@@ -15,6 +15,14 @@ import { ApiError, NotFound } from '#lib/errors';
 /** The suffixes of a schema's login roles (lib/db/schema-roles): a session's role names its tenant. */
 const ROLE_OF_SCHEMA = `pg_catalog.regexp_replace(a.usename::text, '_(user|exec|svc|anon)$', '')`;
 
+/**
+ * `a` (pg_stat_activity) is a client session of a tenant's login role in this database: not the
+ * service's own role, not this very session, not a parallel worker or other background process.
+ */
+const TENANT_CLIENT = `a.datname = pg_catalog.current_database() AND a.backend_type = 'client backend'
+  AND a.usename ~ '_(user|exec|svc|anon)$' AND a.usename <> current_user
+  AND a.pid <> pg_catalog.pg_backend_pid()`;
+
 export const TENANT_SORTS = ['size', 'connections', 'active', 'name'] as const;
 export type TenantSort = (typeof TENANT_SORTS)[number];
 
@@ -54,9 +62,7 @@ const SESSIONS = `
          coalesce(pg_catalog.sum(pg_catalog.date_part('epoch', pg_catalog.now() - a.query_start))
            FILTER (WHERE a.state = 'active'), 0)::float8 AS active_seconds
     FROM pg_catalog.pg_stat_activity a
-   WHERE a.datname = pg_catalog.current_database() AND a.usename ~ '_(user|exec|svc|anon)$'
-     AND a.usename <> current_user AND a.pid <> pg_catalog.pg_backend_pid()
-     AND a.backend_type = 'client backend'
+   WHERE ${TENANT_CLIENT}
    GROUP BY 1`;
 
 const TENANT_SCHEMAS = `
@@ -136,9 +142,7 @@ export async function describeTenant(db: pg.Pool, schema: string) {
                LEFT JOIN pg_catalog.pg_namespace rn ON rn.oid = c.relnamespace
               WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation') AS locks
        FROM pg_catalog.pg_stat_activity a
-      WHERE a.datname = pg_catalog.current_database() AND ${ROLE_OF_SCHEMA} = $1
-        AND a.usename ~ '_(user|exec|svc|anon)$' AND a.usename <> current_user
-        AND a.pid <> pg_catalog.pg_backend_pid() AND a.backend_type = 'client backend'
+      WHERE ${TENANT_CLIENT} AND ${ROLE_OF_SCHEMA} = $1
       ORDER BY a.query_start NULLS LAST, a.pid`,
     [schema],
   );
@@ -220,9 +224,7 @@ export async function stopTenantSession(
             CASE WHEN ${allowed} AND NOT r.rolsuper THEN ${signal}(a.pid) END AS ok
        FROM pg_catalog.pg_stat_activity a JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
       WHERE a.pid = $1 AND a.backend_start::text = $2 AND ($4::text IS NULL OR a.query_start::text = $4)
-        AND a.datname = pg_catalog.current_database() AND a.backend_type = 'client backend'
-        AND a.pid <> pg_catalog.pg_backend_pid() AND a.usename <> current_user
-        AND ${ROLE_OF_SCHEMA} = $3 AND a.usename ~ '_(user|exec|svc|anon)$'`,
+        AND ${TENANT_CLIENT} AND ${ROLE_OF_SCHEMA} = $3`,
     [target.pid, target.backendStart, schema, how === 'cancel' ? (target.queryStart ?? null) : null],
   );
   const session = rows[0];

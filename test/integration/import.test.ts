@@ -7,6 +7,7 @@ import { bearer, createKey } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
+import { withSetting } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
 
 /**
@@ -412,6 +413,38 @@ describe('an import in parts', () => {
     expect(big.body.message).toBe(
       'request body must be at most 5242880 bytes: split the file into more parts',
     );
+  });
+
+  describe('with IMPORT_MAX_BYTES at 100', () => {
+    withSetting('IMPORT_MAX_BYTES', '100');
+
+    it('holds for all the schema’s imports together, not each one', async () => {
+      const table = await people();
+      const first = (await open(table)).body.id as string;
+      const second = (await open(table)).body.id as string;
+
+      const sent = await part(table, first, 1, 'x'.repeat(60));
+      const over = await part(table, second, 1, 'y'.repeat(60));
+      const again = await part(table, first, 1, 'x'.repeat(90));
+
+      expect(sent.body).toMatchObject({ totalBytes: 60 });
+      expect(over.status).toBe(413);
+      expect(over.body.message).toMatch(
+        /in all the parts schema ".*"'s imports stage at once \(IMPORT_MAX_BYTES\); this part would make 120/,
+      );
+      // A part sent again replaces itself: only the others count against it.
+      expect(again.body).toMatchObject({ totalBytes: 90 });
+      await call(imports, {
+        method: 'DELETE',
+        path: `/api/table/${table}/imports/${first}`,
+        query: { schema },
+      });
+      await call(imports, {
+        method: 'DELETE',
+        path: `/api/table/${table}/imports/${second}`,
+        query: { schema },
+      });
+    });
   });
 
   it('an import left past its expiry is gone, parts and all; abandoned, likewise', async () => {

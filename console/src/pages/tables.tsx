@@ -39,7 +39,7 @@ interface ColumnDraft {
   defaultValue: string;
 }
 
-const blankColumn = (): ColumnDraft => ({
+export const blankColumn = (): ColumnDraft => ({
   name: '',
   type: 'TEXT',
   length: '',

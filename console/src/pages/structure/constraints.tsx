@@ -238,8 +238,6 @@ export function ConstraintsList({
   );
   const [dialog, setDialog] = useState<{ drop: Constraint } | 'add' | undefined>(undefined);
   const [cascade, setCascade] = useState(false);
-  // The list reloads with the structure it depends on.
-  const changed = onChanged;
   return (
     <section aria-label="Constraints">
       <h2>Constraints</h2>
@@ -276,7 +274,7 @@ export function ConstraintsList({
           schema={schema}
           structure={structure}
           onClose={() => setDialog(undefined)}
-          onChanged={changed}
+          onChanged={onChanged}
         />
       )}
       {dialog && dialog !== 'add' && (
@@ -289,7 +287,7 @@ export function ConstraintsList({
             query: { schema, cascade },
           })}
           onClose={() => setDialog(undefined)}
-          onDone={changed}
+          onDone={onChanged}
         >
           <label class="inline">
             <input

@@ -196,8 +196,6 @@ export function IndexesTab({
   );
   const [dialog, setDialog] = useState<{ drop: Index } | 'create' | undefined>(undefined);
   const [dropConcurrently, setDropConcurrently] = useState(true);
-  // The list reloads with the structure it depends on.
-  const changed = onChanged;
   return (
     <section aria-label="Indexes">
       <ErrorText error={list.error} />
@@ -252,7 +250,7 @@ export function IndexesTab({
           schema={schema}
           structure={structure}
           onClose={() => setDialog(undefined)}
-          onChanged={changed}
+          onChanged={onChanged}
         />
       )}
       {dialog && dialog !== 'create' && (
@@ -265,7 +263,7 @@ export function IndexesTab({
             query: { schema, concurrently: dropConcurrently },
           })}
           onClose={() => setDialog(undefined)}
-          onDone={changed}
+          onDone={onChanged}
         >
           <label class="inline">
             <input

@@ -4,7 +4,7 @@ import { ChangeDialog, formatBytes } from '../../changes/preview';
 import { go } from '../../router';
 import { ErrorText, useAction, useLoad } from '../../ui';
 import type { TableStructure } from '../../values';
-import { ColumnFields, columnBody } from '../tables';
+import { blankColumn, ColumnFields, columnBody } from '../tables';
 import { ColumnChoice } from './column-choice';
 import { ColumnsTable } from './columns';
 import { ConstraintsList, keyOf } from './constraints';
@@ -90,14 +90,7 @@ function AddColumn({
   structure: TableStructure;
   onChanged: () => Promise<void>;
 }) {
-  const [column, setColumn] = useState({
-    name: '',
-    type: 'TEXT',
-    length: '',
-    nullable: true,
-    primaryKey: false,
-    defaultValue: '',
-  });
+  const [column, setColumn] = useState(blankColumn);
   const enums = useLoad(
     () => api<{ types: { name: string }[] }>('GET', 'types', { query: { schema } }),
     [schema],
