@@ -1,6 +1,6 @@
-import { column, parameter, writeReturning } from '#lib/admin/rows';
+import { parameter, writeReturning } from '#lib/admin/rows';
 import { qualified } from '#lib/admin/tables';
-import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import { columnOf, type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import { runCatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
@@ -62,7 +62,7 @@ const bulkTarget = (access: SchemaAccess, schema: string, table: string) =>
 /** The columns the rows name, in the table's order; an unknown one is a 400 naming it. */
 function namedColumns(info: TableInfo, rows: readonly Record<string, unknown>[]) {
   const named = new Set<string>();
-  for (const row of rows) for (const name of Object.keys(row)) named.add(column(info, name).name);
+  for (const row of rows) for (const name of Object.keys(row)) named.add(columnOf(info, name).name);
   return info.columns.filter((c) => named.has(c.name));
 }
 
@@ -77,7 +77,7 @@ function conflictTarget(info: BulkTarget, given: string[] | undefined): string[]
     }
     return info.primaryKey;
   }
-  const target = [...new Set(given.map((name) => column(info, name).name))];
+  const target = [...new Set(given.map((name) => columnOf(info, name).name))];
   const sameSet = (key: string[]) => key.length === target.length && key.every((c) => target.includes(c));
   if (!info.uniqueKeys.some(sameSet)) {
     const keys = info.uniqueKeys.map((key) => `(${key.join(', ')})`).join(', ') || 'none';

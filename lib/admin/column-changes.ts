@@ -33,8 +33,6 @@ export interface ColumnChangeInput {
   comment?: string | null | undefined;
 }
 
-const column = columnOf;
-
 /** The ALTER TABLE subcommands of the change (type, default, nullability), and what they say. */
 function alterations(input: ColumnChangeInput, name: string, enums: EnumTypes) {
   const subcommands: string[] = [];
@@ -77,7 +75,7 @@ export async function planColumnChange(catalog: pg.Pool, input: ColumnChangeInpu
     throw new BadRequest('Type missing', 'using and length go with type: send the new type too');
   }
   const info = await tableInfo(catalog, input.schema, input.table);
-  const target = column(info, input.column);
+  const target = columnOf(info, input.column);
   const table = qualified(input.schema, input.table);
   const name = quoteCatalogName(target.name);
   const { subcommands, said, newType, rewrites, scans } = alterations(
@@ -135,7 +133,7 @@ export async function planDropColumn(
   input: { schema: string; table: string; column: string; cascade: boolean },
 ): Promise<Change> {
   const info = await tableInfo(catalog, input.schema, input.table);
-  const target = column(info, input.column);
+  const target = columnOf(info, input.column);
   const dependents = await columnDependents(catalog, input);
   const locks: TableLock[] = [{ schema: input.schema, table: input.table, level: 'ACCESS EXCLUSIVE' }];
   // CASCADE drops views and other tables' keys: each of their relations is locked as it goes.

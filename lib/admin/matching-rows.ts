@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import { type RowSearch, searchWhere } from '#lib/admin/row-search';
-import { column, parameter, rowKey } from '#lib/admin/rows';
+import { parameter, rowKey } from '#lib/admin/rows';
 import { qualified } from '#lib/admin/tables';
-import { type TableInfo, tableInfo } from '#lib/db/catalog';
+import { columnOf, type TableInfo, tableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
@@ -71,7 +71,7 @@ export async function updateRows(access: SchemaAccess, limits: ResultLimits, inp
   const values: unknown[] = [];
   const bind = (value: unknown) => `$${values.push(value)}`;
   const assignments = Object.entries(input.set).map(([name, value]) => {
-    const target = column(info, name);
+    const target = columnOf(info, name);
     return `${quoteCatalogName(target.name)} = ${bind(parameter(target.type, value))}`;
   });
   const where = matching(info, input, bind);

@@ -1,4 +1,4 @@
-import type { ColumnInfo } from '#lib/db/catalog';
+import { type ColumnInfo, columnOf } from '#lib/db/catalog';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { BadRequest } from '#lib/errors';
 
@@ -219,13 +219,6 @@ const truncated = (text: string) => (text.length > 60 ? `${text.slice(0, 57)}...
 /** Adds a bound parameter and answers its placeholder. */
 export type Bind = (value: unknown) => string;
 
-/** The table's column by the name a caller gave: 400 naming it when the table has none such. */
-export function tableColumn(columns: readonly ColumnInfo[], name: string, table: string): ColumnInfo {
-  const found = columns.find((c) => c.name === name);
-  if (!found) throw new BadRequest('Unknown column', `table "${table}" has no column "${name}"`);
-  return found;
-}
-
 /**
  * The tree as SQL over `alias`'s columns: names quoted from the catalog, values bound (PostgreSQL
  * reads each as the type its column asks, so a value of the wrong type is its 400, naming both).
@@ -242,7 +235,7 @@ export function filterSql(
     const sql = `(${joined.join(node.kind === 'and' ? ' AND ' : ' OR ')})`;
     return node.negated ? `NOT ${sql}` : sql;
   }
-  const column = tableColumn(columns, node.column, table);
+  const column = columnOf({ table, columns }, node.column);
   const sql = conditionSql(node, column, `${alias}.${quoteCatalogName(column.name)}`, bind);
   return node.negated ? `NOT (${sql})` : sql;
 }

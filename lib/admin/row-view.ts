@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { type Bind, tableColumn } from '#lib/admin/row-filter';
-import type { ColumnInfo, TableInfo } from '#lib/db/catalog';
+import type { Bind } from '#lib/admin/row-filter';
+import { type ColumnInfo, columnOf, type TableInfo } from '#lib/db/catalog';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { BadRequest } from '#lib/errors';
 
@@ -62,7 +62,7 @@ export function parseSelect(text: string | undefined, info: TableInfo): ColumnIn
       throw new BadRequest('Invalid select', `select: "${item}" is not a column name`);
     if (seen.has(name)) throw new BadRequest('Invalid select', `select names "${name}" twice`);
     seen.add(name);
-    return tableColumn(info.columns, name, info.table);
+    return columnOf(info, name);
   });
 }
 
@@ -85,7 +85,7 @@ export function parseOrder(text: string | undefined, info: TableInfo): SortKey[]
   }
   for (const key of info.primaryKey) {
     if (keys.some((k) => k.column.name === key)) continue;
-    keys.push({ column: tableColumn(info.columns, key, info.table), descending: false, nullsFirst: false });
+    keys.push({ column: columnOf(info, key), descending: false, nullsFirst: false });
   }
   return keys;
 }
@@ -93,7 +93,7 @@ export function parseOrder(text: string | undefined, info: TableInfo): SortKey[]
 /** `col[.asc|.desc][.nullsfirst|.nullslast]`. */
 function sortKey(item: string, info: TableInfo): SortKey {
   const { name, suffixes } = nameAndSuffixes(item, 'order');
-  const column = tableColumn(info.columns, name, info.table);
+  const column = columnOf(info, name);
   let descending = false;
   let nulls: boolean | undefined;
   for (const suffix of suffixes) {

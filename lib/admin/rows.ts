@@ -1,5 +1,5 @@
 import { qualified } from '#lib/admin/tables';
-import { type TableInfo, tableInfo } from '#lib/db/catalog';
+import { columnOf, type TableInfo, tableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
@@ -18,13 +18,6 @@ export function rowKey(info: TableInfo) {
   const column = info.columns.find((c) => c.name === key);
   // The type without its modifier: a cast to varchar(3) would cut 'abcd' to a key it does not name.
   return { column: quoteCatalogName(key), type: column?.valueType ?? 'text' };
-}
-
-export function column(info: TableInfo, name: string) {
-  const found = info.columns.find((c) => c.name === name);
-  if (!found)
-    throw new BadRequest('Unknown column', `column "${name}" does not exist in table "${info.table}"`);
-  return found;
 }
 
 /**
@@ -69,8 +62,8 @@ export async function insertRow(
 ) {
   const info = await tableInfo(access.catalog, schema, table);
   const entries = Object.entries(data);
-  const names = entries.map(([name]) => quoteIdent(column(info, name).name, 'column name'));
-  const values = entries.map(([name, value]) => parameter(column(info, name).type, value));
+  const names = entries.map(([name]) => quoteIdent(columnOf(info, name).name, 'column name'));
+  const values = entries.map(([name, value]) => parameter(columnOf(info, name).type, value));
   const sql =
     entries.length === 0
       ? `INSERT INTO ${qualified(schema, table)} DEFAULT VALUES RETURNING *`
@@ -93,7 +86,7 @@ export interface UpdateRowInput {
 export async function updateRow(access: SchemaAccess, limits: ResultLimits, input: UpdateRowInput) {
   const info = await tableInfo(access.catalog, input.schema, input.table);
   const key = rowKey(info);
-  const target = column(info, input.column);
+  const target = columnOf(info, input.column);
   const rows = await writeReturning(
     access,
     limits,

@@ -26,7 +26,7 @@ export interface TableInfo {
 }
 
 /** The table's column of that name; 400 naming the table when it has none. */
-export function columnOf(info: TableInfo, name: string): ColumnInfo {
+export function columnOf(info: { table: string; columns: readonly ColumnInfo[] }, name: string): ColumnInfo {
   const found = info.columns.find((c) => c.name === name);
   if (!found) throw new BadRequest('Unknown column', `table "${info.table}" has no column "${name}"`);
   return found;

@@ -140,7 +140,7 @@ describe('rows', () => {
   });
 
   it.each([
-    ['an unknown column', { nope: 1 }, 'Unknown column', /column "nope" does not exist/],
+    ['an unknown column', { nope: 1 }, 'Unknown column', /has no column "nope"/],
     [
       'a value of the wrong type',
       { name: 'x', price: 'cheap' },
