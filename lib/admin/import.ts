@@ -14,7 +14,8 @@ import {
 } from '#lib/admin/import-format';
 import { columnNameFor } from '#lib/admin/import-infer';
 import { qualified } from '#lib/admin/tables';
-import { schemaNotFound, tableNotFound } from '#lib/db/catalog';
+import { tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import { runCatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
@@ -47,33 +48,31 @@ interface ImportTable {
   primaryKey: string[];
 }
 
-const IMPORT_TABLE = `
-  SELECT c.oid IS NOT NULL AS table_exists,
+/** tableInfo (lib/db/catalog) and, per column, whether it is an array and GENERATED ALWAYS: one read. */
+const IMPORT_TABLE = tableInfoQuery(`,
          (SELECT coalesce(json_agg(json_build_object(
-                   'name', a.attname, 'array', t.typcategory = 'A',
-                   'generated', a.attgenerated <> '' OR a.attidentity = 'a') ORDER BY a.attnum), '[]')
-            FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-           WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
-         (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')
-            FROM pg_catalog.pg_index i
-            CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-            JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-           WHERE i.indrelid = c.oid AND i.indisprimary AND k.ord <= i.indnkeyatts) AS primary_key
-    FROM pg_catalog.pg_namespace n
-    LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = $2 AND c.relkind IN ('r', 'p')
-   WHERE n.nspname = $1`;
+                   'array', t.typcategory = 'A', 'generated', a.attgenerated <> '' OR a.attidentity = 'a')
+                   ORDER BY a.attnum), '[]')
+            FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+           WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS import_columns`);
 
-async function importTable(catalog: pg.Pool, schema: string, table: string): Promise<ImportTable> {
-  const { rows } = await catalog.query<{
-    table_exists: boolean;
-    columns: ImportColumn[];
-    primary_key: string[];
-  }>(IMPORT_TABLE, [schema, table]);
-  const found = rows[0];
-  if (!found) throw schemaNotFound(schema);
-  if (!found.table_exists) throw tableNotFound(schema, table);
-  return { columns: found.columns, primaryKey: found.primary_key };
-}
+const importTable = (catalog: pg.Pool, schema: string, table: string) =>
+  runCatalogRead<ImportTable>(catalog, {
+    name: 'dbadmin.import-target',
+    text: IMPORT_TABLE,
+    values: [schema, table],
+    schema,
+    decode: (row) => {
+      const info = toTableInfo(row, schema, table);
+      // Both lists are the table's live columns in attnum order.
+      const more = (row?.import_columns ?? []) as Omit<ImportColumn, 'name'>[];
+      const columns = info.columns.map((c, i) => ({
+        name: c.name,
+        ...(more[i] as Omit<ImportColumn, 'name'>),
+      }));
+      return { columns, primaryKey: info.primaryKey };
+    },
+  });
 
 /**
  * A name in the file as the table's column: exactly, else the one column it matches ignoring
