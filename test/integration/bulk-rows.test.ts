@@ -352,11 +352,7 @@ describe('upserts', () => {
       { onConflict: 'ignore', conflictColumns: ['id', 'email'] },
       /conflictColumns \(id, email\) are not/,
     ],
-    [
-      'an unknown column',
-      { onConflict: 'ignore', conflictColumns: ['nope'] },
-      /has no column "nope"/,
-    ],
+    ['an unknown column', { onConflict: 'ignore', conflictColumns: ['nope'] }, /has no column "nope"/],
     ['conflictColumns without onConflict', { conflictColumns: ['id'] }, /conflictColumns needs onConflict/],
   ])('refuses %s as the conflict target with 400', async (_, options, message) => {
     const table = await people();
