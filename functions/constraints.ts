@@ -87,6 +87,8 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/constraints',
+    addsData: true,
+    audit: { action: 'constraint.add', target: ({ params }) => `table ${params.tableName}` },
     summary:
       'Add a foreign key, unique or check constraint, as the schema’s role; dryRun shows the SQL, the locks on each table and whether it scans',
     access: 'write',
@@ -127,6 +129,10 @@ export const routes = [
   defineRoute({
     method: 'DELETE',
     path: '/api/table/{tableName}/constraints/{constraintName}',
+    audit: {
+      action: 'constraint.drop',
+      target: ({ params }) => `constraint ${params.tableName}.${params.constraintName}`,
+    },
     summary:
       'Drop a constraint (cascade=true also drops what depends on it); dryRun shows the SQL and its locks',
     access: 'write',
@@ -151,6 +157,7 @@ export const routes = [
   defineRoute({
     method: 'PATCH',
     path: '/api/table/{tableName}',
+    audit: { action: 'table.change', target: ({ params }) => `table ${params.tableName}` },
     summary:
       'Change a table: rename, comment, primary key; dryRun shows the SQL, its lock and whether it scans the table',
     access: 'write',
@@ -186,6 +193,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/types',
+    audit: { action: 'type.create', target: ({ body }) => `type ${body.name}` },
     summary: 'Create an enum type, as the schema’s role; dryRun shows the SQL',
     access: 'write',
     body: z.strictObject({
@@ -204,6 +212,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/types/{typeName}/values',
+    audit: { action: 'type.add_value', target: ({ params }) => `type ${params.typeName}` },
     summary:
       'Add a value to an enum type (last, or before or after a value), as the schema’s role; locks no table',
     access: 'write',

@@ -134,6 +134,8 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/import',
+    addsData: true,
+    audit: { action: 'import.run', target: ({ params }) => `table ${params.tableName}` },
     summary: `Import a file of at most ${MAX_PART_BYTES} bytes (CSV, a JSON array, NDJSON: by its Content-Type) into the table, all or nothing`,
     access: 'write',
     params: TablePath,
@@ -164,6 +166,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/import/columns',
+    audit: false,
     summary: `New table from a file: the columns the start of a file suggests (names, the narrowest types its first ${SAMPLE_ROWS} rows fit, nullability, a key), to correct before POST /api/table/create`,
     access: 'write',
     query: z.strictObject({
@@ -205,6 +208,8 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/imports',
+    addsData: true,
+    audit: { action: 'import.open', target: ({ params }) => `table ${params.tableName}` },
     summary: `Open an import sent in parts of at most ${MAX_PART_BYTES} bytes; it expires after IMPORT_SESSION_TTL_SECONDS without a part`,
     access: 'write',
     params: TablePath,
@@ -236,6 +241,8 @@ export const routes = [
   defineRoute({
     method: 'PUT',
     path: '/api/table/{tableName}/imports/{importId}/parts/{part}',
+    addsData: true,
+    audit: { action: 'import.part', target: ({ params }) => `import ${params.importId} part ${params.part}` },
     summary: 'Send part n of an import (from 1); sent again, a part replaces itself; any order',
     access: 'write',
     params: ImportPath.extend({ part: queryInt('part', 1, MAX_PARTS) }),
@@ -293,6 +300,11 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/imports/{importId}/commit',
+    addsData: true,
+    audit: {
+      action: 'import.commit',
+      target: ({ params }) => `table ${params.tableName}, import ${params.importId}`,
+    },
     summary:
       'Write an import’s parts 1..parts in order, all or nothing; sent again after it succeeded, answers the same',
     access: 'write',
@@ -320,6 +332,7 @@ export const routes = [
   defineRoute({
     method: 'DELETE',
     path: '/api/table/{tableName}/imports/{importId}',
+    audit: { action: 'import.abandon', target: ({ params }) => `import ${params.importId}` },
     summary: 'Abandon an import: its parts are deleted',
     access: 'write',
     params: ImportPath,

@@ -89,6 +89,11 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/indexes',
+    addsData: true,
+    audit: {
+      action: 'index.create',
+      target: ({ params, body }) => `index ${body.name ?? '(named by PostgreSQL)'} on ${params.tableName}`,
+    },
     summary:
       'Create an index (unique, method, partial where, concurrently); dryRun shows the SQL and its lock',
     access: 'write',
@@ -118,6 +123,7 @@ export const routes = [
   defineRoute({
     method: 'DELETE',
     path: '/api/table/{tableName}/indexes/{indexName}',
+    audit: { action: 'index.drop', target: ({ params }) => `index ${params.indexName}` },
     summary:
       'Drop an index (not a primary key’s or a constraint’s); concurrently=true without blocking reads and writes',
     access: 'write',

@@ -14,6 +14,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/project/{schema}/keys',
+    audit: { action: 'key.create' },
     summary: 'Create an API key for a schema; the key is in this response only',
     access: 'admin',
     params: ProjectPath,
@@ -62,6 +63,7 @@ export const routes = [
   defineRoute({
     method: 'DELETE',
     path: '/api/project/{schema}/keys/{keyId}',
+    audit: { action: 'key.delete', target: ({ params }) => `key ${params.keyId}` },
     summary: 'Delete an API key; it stops working at once',
     access: 'admin',
     params: ProjectPath.extend({

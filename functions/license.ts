@@ -51,6 +51,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/license/refresh',
+    audit: false,
     summary: 'Read the license data again and revalidate with the license server now; answers the status',
     access: 'public',
     errors: [DATABASE],
@@ -60,6 +61,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/license/deactivate',
+    audit: { action: 'license.deactivate', changed: (result) => result.success },
     summary: 'Free this deployment’s slot at the license server and forget the license here (admin)',
     access: 'admin',
     ungated: true,
@@ -77,6 +79,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/license/validate',
+    audit: false,
     summary: 'Check a license key (and its owner email) with the license server',
     access: 'public',
     errors: [DATABASE],
@@ -92,6 +95,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/license/activate',
+    audit: { action: 'license.activate', changed: (result) => result.success },
     summary: 'Activate a license on this deployment; check `success`',
     access: 'public',
     errors: [DATABASE],
@@ -107,6 +111,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/trial/start',
+    audit: { action: 'license.trial_start', changed: (result) => result.success },
     summary: 'Start the 14-day trial (once per deployment)',
     access: 'public',
     errors: [DATABASE],

@@ -1,10 +1,12 @@
 import { z } from 'zod';
+import { routes as auditRoutes } from '#functions/audit';
 import { routes as constraintRoutes } from '#functions/constraints';
 import { routes as healthRoutes } from '#functions/health';
 import { routes as importRoutes } from '#functions/imports';
 import { routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
+import { routes as metricsRoutes } from '#functions/metrics';
 import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
@@ -26,6 +28,8 @@ const apiRoutes: AnyRoute[] = [
   ...queryRoutes,
   ...keyRoutes,
   ...tenantRoutes,
+  ...auditRoutes,
+  ...metricsRoutes,
   ...licenseRoutes,
 ];
 

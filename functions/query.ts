@@ -1,10 +1,14 @@
 import { z } from 'zod';
 import { runQuery } from '#lib/admin/query';
 import { querySchema } from '#lib/admin/query-schema';
+import { describeSql } from '#lib/admin/sql-fingerprint';
 import { getConfig, resultLimits } from '#lib/config';
+import { auditing, describeChange } from '#lib/db/audit-log';
 import { schemaExists } from '#lib/db/catalog';
 import { adminAccess, schemaAccess } from '#lib/db/executor';
+import { sqlState } from '#lib/db/pg-errors';
 import { getDatabase } from '#lib/db/pool';
+import { currentQuotas, overStorageQuota, StorageQuotaExceeded } from '#lib/db/quotas';
 import { Forbidden } from '#lib/errors';
 import { RESPONSE_LIMIT, RESULT_LIMITS, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
@@ -15,6 +19,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/query',
+    audit: { action: 'sql.run' },
     summary:
       "Run SQL in one transaction as the schema's role (admin: a statement or a script, described by its last result, in the one schema it names when no schema is sent; API keys: one statement, read-only for anon). runAs admin: the admin's own rights.",
     access: 'read',
@@ -52,6 +57,7 @@ export const routes = [
       { status: 403, why: 'runAs admin with an API key' },
       RESULT_LIMITS,
       RESPONSE_LIMIT,
+      { status: 507, why: 'a key’s statement writes while its schema is over its storage quota' },
     ],
     handler: async ({ body, signal, principal }) => {
       const asKey = principal?.kind === 'key';
@@ -66,17 +72,32 @@ export const routes = [
         exists: async (name) => schemaExists(await getDatabase(), name),
       });
       const config = await getConfig();
-      const result = await runQuery(
-        adminRights ? await adminAccess(schema, signal) : await schemaAccess(principal, schema, signal),
-        {
-          sql: body.sql,
+      if (auditing()) {
+        const { kind, fingerprint } = await describeSql(body.sql);
+        describeChange({
           schema,
-          timeoutMs: config.QUERY_TIMEOUT_MS,
-          limits: resultLimits(config),
-          asKey,
-          adminRights,
-        },
-      );
+          sqlKind: kind,
+          sqlFingerprint: fingerprint,
+          ...(config.AUDIT_SQL_TEXT === 'on' ? { sqlText: body.sql } : {}),
+        });
+      }
+      const access = adminRights
+        ? await adminAccess(schema, signal)
+        : await schemaAccess(principal, schema, signal);
+      // Over its storage quota, a key's SQL may read but not write (the admin's is the way out).
+      const over = asKey ? overStorageQuota(await currentQuotas(access.catalog), schema) : undefined;
+      const result = await runQuery(access, {
+        sql: body.sql,
+        schema,
+        timeoutMs: access.timeoutMs,
+        limits: resultLimits(config),
+        asKey,
+        adminRights,
+        readOnly: over !== undefined,
+      }).catch((error: unknown) => {
+        if (over && sqlState(error) === '25006') throw new StorageQuotaExceeded(schema, over);
+        throw error;
+      });
       return { ...result, schema };
     },
   }),

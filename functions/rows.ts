@@ -85,6 +85,8 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/row',
+    addsData: true,
+    audit: { action: 'row.insert', target: ({ params }) => `table ${params.tableName}` },
     summary: 'Insert a row; answers the stored row, defaults filled in',
     access: 'write',
     params: z.object({ tableName }),
@@ -103,6 +105,8 @@ export const routes = [
   defineRoute({
     method: 'PATCH',
     path: '/api/table/{tableName}/rows',
+    addsData: true,
+    audit: { action: 'rows.update', target: ({ params }) => `table ${params.tableName}` },
     summary:
       'Set columns on every row the filter finds, in one statement, all or nothing; maxAffected guards how many',
     access: 'write',
@@ -147,6 +151,8 @@ export const routes = [
   defineRoute({
     method: 'PATCH',
     path: '/api/table/{tableName}/{rowId}',
+    addsData: true,
+    audit: { action: 'row.update', target: ({ params }) => `table ${params.tableName}` },
     summary: 'Set one column of the row whose single-column primary key is rowId',
     access: 'write',
     params: z.object({ tableName, rowId }),
@@ -165,6 +171,7 @@ export const routes = [
   defineRoute({
     method: 'DELETE',
     path: '/api/table/{tableName}/row/{rowId}',
+    audit: { action: 'row.delete', target: ({ params }) => `table ${params.tableName}` },
     summary: 'Delete the row whose single-column primary key is rowId',
     access: 'write',
     params: z.object({ tableName, rowId }),
@@ -181,6 +188,8 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/rows',
+    addsData: true,
+    audit: { action: 'rows.insert', target: ({ params }) => `table ${params.tableName}` },
     summary:
       'Insert many rows in one statement, all or nothing; with onConflict an upsert; answers the rows written',
     access: 'write',
@@ -225,6 +234,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/rows/delete',
+    audit: { action: 'rows.delete', target: ({ params }) => `table ${params.tableName}` },
     summary:
       'Delete the rows whose primary keys are listed, the rows a filter finds, or those that are both; all or nothing',
     access: 'write',

@@ -21,6 +21,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/schema/create',
+    audit: { action: 'schema.create', target: ({ body }) => `schema ${body.schemaName}` },
     summary: 'Create a schema and its dedicated login role <schemaName>_user',
     access: 'admin',
     body: z.strictObject({ schemaName, password: schemaPassword }),
@@ -31,6 +32,7 @@ export const routes = [
   defineRoute({
     method: 'DELETE',
     path: '/api/schema/{schemaName}',
+    audit: { action: 'schema.delete', target: ({ params }) => `schema ${params.schemaName}` },
     summary: 'Delete a schema and its dedicated user; cascade=true also deletes its objects',
     access: 'admin',
     params: z.object({ schemaName: schemaRef }),

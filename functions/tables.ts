@@ -203,6 +203,8 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/create',
+    addsData: true,
+    audit: { action: 'table.create', target: ({ body }) => `table ${body.tableName}` },
     summary: 'Create a table from column definitions',
     access: 'write',
     body: z.strictObject({
@@ -222,6 +224,7 @@ export const routes = [
   defineRoute({
     method: 'DELETE',
     path: '/api/table/{tableName}',
+    audit: { action: 'table.delete', target: ({ params }) => `table ${params.tableName}` },
     summary: 'Delete a table; cascade=true also deletes what depends on it',
     access: 'write',
     params: TablePath,
@@ -238,6 +241,11 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/clone',
+    addsData: true,
+    audit: {
+      action: 'table.clone',
+      target: ({ params, body }) => `table ${params.tableName} to ${body.newTableName}`,
+    },
     summary: 'Copy a table (columns, defaults, primary key, indexes; optionally rows) under a new name',
     access: 'write',
     params: TablePath,
@@ -304,6 +312,11 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/column',
+    addsData: true,
+    audit: {
+      action: 'column.add',
+      target: ({ params, body }) => `column ${params.tableName}.${body.columnName}`,
+    },
     summary: 'Add a column',
     access: 'write',
     params: TablePath,
@@ -346,6 +359,11 @@ export const routes = [
   defineRoute({
     method: 'PATCH',
     path: '/api/table/{tableName}/column/{columnName}',
+    addsData: true,
+    audit: {
+      action: 'column.change',
+      target: ({ params }) => `column ${params.tableName}.${params.columnName}`,
+    },
     summary:
       'Change a column: rename, type (with using), default, nullable, comment; dryRun shows the SQL, its locks and whether it rewrites or scans the table',
     access: 'write',
@@ -377,6 +395,10 @@ export const routes = [
   defineRoute({
     method: 'DELETE',
     path: '/api/table/{tableName}/column/{columnName}',
+    audit: {
+      action: 'column.drop',
+      target: ({ params }) => `column ${params.tableName}.${params.columnName}`,
+    },
     summary: 'Drop a column (cascade=true also drops what depends on it); dryRun shows the SQL and its lock',
     access: 'write',
     params: z.object({ tableName, columnName }),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { setQuota } from '#lib/admin/quotas';
 import { describeTenant, listTenants, stopTenantSession, TENANT_SORTS } from '#lib/admin/tenants';
 import { getDatabase } from '#lib/db/pool';
 import { type Answer, NO_SCHEMA } from '#lib/http/answers';
@@ -10,6 +11,46 @@ import { queryInt, schemaRef } from '#lib/validation';
  * The operator's view of the tenants (lib/admin/tenants), for the admin only: every schema side by
  * side, one schema's sessions, locks and keys, and ending one of its sessions.
  */
+
+const Quota = z.object({
+  statementTimeoutMs: z.number().nullable(),
+  connectionLimit: z.number().nullable().meta({ description: 'of the tenant’s own login' }),
+  storageBytes: z.number().nullable(),
+  usedBytes: z
+    .number()
+    .nullable()
+    .meta({ description: 'as last measured (in the background, every 30 s or so)' }),
+  measuredAt: z.string().nullable(),
+  overStorage: z
+    .boolean()
+    .meta({ description: 'writes that add data answer 507; reads, deletes and drops go on' }),
+});
+
+const QuotaBody = z.strictObject({
+  statementTimeoutMs: z
+    .number()
+    .int()
+    .min(100, 'statementTimeoutMs must be at least 100')
+    .max(86_400_000)
+    .nullable()
+    .meta({
+      description: 'its roles’ statements end past it (never longer than QUERY_TIMEOUT_MS); null: none',
+    }),
+  connectionLimit: z
+    .number()
+    .int()
+    .min(0)
+    .max(10_000)
+    .nullable()
+    .meta({ description: 'connections the tenant’s own login may hold; null: the default (10)' }),
+  storageBytes: z
+    .number()
+    .int()
+    .min(1)
+    .max(Number.MAX_SAFE_INTEGER)
+    .nullable()
+    .meta({ description: 'tables, indexes and TOAST; over it, writes that add data answer 507; null: none' }),
+});
 
 const Figures = {
   schema: z.string(),
@@ -25,6 +66,7 @@ const Figures = {
   activeSeconds: z
     .number()
     .meta({ description: 'the time the running statements have taken so far, summed' }),
+  quota: Quota.nullable(),
 };
 
 const Lock = z.object({ mode: z.string(), relation: z.string().nullable() });
@@ -118,10 +160,24 @@ export const routes = [
     errors: [NO_SCHEMA],
     handler: async ({ params }) => describeTenant(await getDatabase(), params.schema),
   }),
+  defineRoute({
+    method: 'PUT',
+    path: '/api/tenants/{schema}/quota',
+    audit: { action: 'tenant.quota', target: ({ params }) => `schema ${params.schema}` },
+    summary:
+      'Set a tenant’s quotas: statement timeout of its roles, connection limit of its login, storage (over it, writes that add data answer 507)',
+    access: 'admin',
+    params: z.object({ schema: schemaRef }),
+    body: QuotaBody,
+    response: Quota,
+    errors: [NO_SCHEMA],
+    handler: async ({ params, body }) => setQuota(await getDatabase(), params.schema, body),
+  }),
   ...(['cancel', 'terminate'] as const).map((how) =>
     defineRoute({
       method: 'POST',
       path: `/api/tenants/{schema}/sessions/{pid}/${how}`,
+      audit: { action: `session.${how}`, target: ({ params }) => `pid ${params.pid}` },
       summary:
         how === 'cancel'
           ? 'Cancel the statement one of the tenant’s sessions runs (pg_cancel_backend)'

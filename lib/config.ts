@@ -4,6 +4,8 @@ import { ConfigError } from '#lib/errors';
 
 /** Settings that are secrets: on Lambda they may come from SSM Parameter Store under SSM_PREFIX. */
 export const SECRET_SETTINGS = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET'] as const;
+/** Secrets read from SSM too when they are there, but not required to be. */
+export const OPTIONAL_SECRET_SETTINGS = ['METRICS_TOKEN'] as const;
 
 type Env = Record<string, string | undefined>;
 
@@ -120,6 +122,17 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // bytes each, and an import left this long without a part or a commit is deleted.
       IMPORT_MAX_BYTES: positiveInt.default(1024 * 1024 * 1024),
       IMPORT_SESSION_TTL_SECONDS: positiveInt.default(3600),
+      // The audit log (lib/db/audit-log): on unless switched off; the admin's SQL text is kept
+      // only when asked (a fingerprint and its kind always are); entries older than this go.
+      AUDIT_LOG: z.enum(['on', 'off']).default('on'),
+      AUDIT_SQL_TEXT: z.enum(['on', 'off']).default('off'),
+      AUDIT_RETENTION_DAYS: positiveInt.default(365),
+      // GET /api/metrics also answers `Authorization: Bearer <token>` with this token (a scraper
+      // need not hold the admin's password).
+      METRICS_TOKEN: z
+        .string()
+        .min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)')
+        .optional(),
       QUERY_MAX_ROWS: positiveInt.default(10_000),
       QUERY_MAX_BYTES: positiveInt.default(3_000_000),
       // A Lambda container serves one request at a time and there may be many of them: each gets
@@ -232,7 +245,9 @@ export async function withSsmSecrets(
 
 /** Settings from the environment, completed on Lambda from SSM under SSM_PREFIX. */
 export async function loadConfig(env: Env = process.env, ssm?: SSMClient): Promise<Config> {
-  return parseConfig(await withSsmSecrets(env, env.SSM_PREFIX, SECRET_SETTINGS, ssm));
+  return parseConfig(
+    await withSsmSecrets(env, env.SSM_PREFIX, [...SECRET_SETTINGS, ...OPTIONAL_SECRET_SETTINGS], ssm),
+  );
 }
 
 let loaded: Promise<Config> | undefined;

@@ -114,28 +114,32 @@ export async function openImport(
   await tableInfo(db, scope.schema, scope.table);
   const id = randomUUID();
   const expiresAt = expiry(limits.ttlSeconds);
-  await withTransaction(db, async (client) => {
-    // Opens one at a time, so the count below cannot be raced past (nor the sweep run twice). A
-    // table lock rather than an advisory one, which any login could take and hold.
-    await client.query(`LOCK TABLE ${SESSIONS} IN SHARE ROW EXCLUSIVE MODE`);
-    await removeExpired(client);
-    const { rows } = await client.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM ${SESSIONS}
+  await withTransaction(
+    db,
+    async (client) => {
+      // Opens one at a time, so the count below cannot be raced past (nor the sweep run twice). A
+      // table lock rather than an advisory one, which any login could take and hold.
+      await client.query(`LOCK TABLE ${SESSIONS} IN SHARE ROW EXCLUSIVE MODE`);
+      await removeExpired(client);
+      const { rows } = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${SESSIONS}
         WHERE schema_name = $1 AND (state = 'open' OR (state = 'committing' AND committing_since >= $2))`,
-      [scope.schema, staleSince(limits)],
-    );
-    if ((rows[0]?.n ?? 0) >= MAX_OPEN_PER_SCHEMA) {
-      throw new ApiError(
-        409,
-        'Too many imports',
-        `schema "${scope.schema}" has ${MAX_OPEN_PER_SCHEMA} imports open: commit or abandon one (DELETE .../imports/:id) first`,
+        [scope.schema, staleSince(limits)],
       );
-    }
-    await client.query(
-      `INSERT INTO ${SESSIONS} (id, schema_name, table_name, owner, options, expires_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-      [id, scope.schema, scope.table, ownerOf(scope.principal), JSON.stringify(options), expiresAt],
-    );
-  });
+      if ((rows[0]?.n ?? 0) >= MAX_OPEN_PER_SCHEMA) {
+        throw new ApiError(
+          409,
+          'Too many imports',
+          `schema "${scope.schema}" has ${MAX_OPEN_PER_SCHEMA} imports open: commit or abandon one (DELETE .../imports/:id) first`,
+        );
+      }
+      await client.query(
+        `INSERT INTO ${SESSIONS} (id, schema_name, table_name, owner, options, expires_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+        [id, scope.schema, scope.table, ownerOf(scope.principal), JSON.stringify(options), expiresAt],
+      );
+    },
+    { audited: () => undefined },
+  );
   return {
     id,
     table: scope.table,
@@ -178,37 +182,41 @@ export async function putPart(
   limits: ImportLimits,
 ) {
   if (part > MAX_PARTS) throw new BadRequest('Too many parts', `parts are numbered 1 to ${MAX_PARTS}`);
-  return withTransaction(db, async (client) => {
-    assertOpen(await session(client, id, scope, limits, true));
-    // What the schema's imports stage besides this part: IMPORT_MAX_BYTES holds for all of them
-    // together, so eight imports open do not stage eight times as much in the service's database.
-    const { rows } = await client.query<{ others: string; mine: string; n: number }>(
-      `SELECT coalesce(sum(pg_catalog.length(p.bytes)), 0) AS others,
+  return withTransaction(
+    db,
+    async (client) => {
+      assertOpen(await session(client, id, scope, limits, true));
+      // What the schema's imports stage besides this part: IMPORT_MAX_BYTES holds for all of them
+      // together, so eight imports open do not stage eight times as much in the service's database.
+      const { rows } = await client.query<{ others: string; mine: string; n: number }>(
+        `SELECT coalesce(sum(pg_catalog.length(p.bytes)), 0) AS others,
               coalesce(sum(pg_catalog.length(p.bytes)) FILTER (WHERE p.session_id = $1), 0) AS mine,
               (pg_catalog.count(*) FILTER (WHERE p.session_id = $1))::int AS n
          FROM ${PARTS} p JOIN ${SESSIONS} s ON s.id = p.session_id
         WHERE s.schema_name = $3 AND NOT (p.session_id = $1 AND p.part = $2)`,
-      [id, part, scope.schema],
-    );
-    const others = Number(rows[0]?.others ?? 0);
-    if (others + bytes.length > limits.maxBytes) {
-      throw new PayloadTooLarge(
-        limits.maxBytes,
-        ` in all the parts schema "${scope.schema}"'s imports stage at once (IMPORT_MAX_BYTES); this part would make ${others + bytes.length}: commit or abandon an import first`,
+        [id, part, scope.schema],
       );
-    }
-    await client.query(
-      `INSERT INTO ${PARTS} (session_id, part, bytes) VALUES ($1, $2, $3)
+      const others = Number(rows[0]?.others ?? 0);
+      if (others + bytes.length > limits.maxBytes) {
+        throw new PayloadTooLarge(
+          limits.maxBytes,
+          ` in all the parts schema "${scope.schema}"'s imports stage at once (IMPORT_MAX_BYTES); this part would make ${others + bytes.length}: commit or abandon an import first`,
+        );
+      }
+      await client.query(
+        `INSERT INTO ${PARTS} (session_id, part, bytes) VALUES ($1, $2, $3)
        ON CONFLICT (session_id, part) DO UPDATE SET bytes = EXCLUDED.bytes`,
-      [id, part, bytes],
-    );
-    await client.query(`UPDATE ${SESSIONS} SET expires_at = $2 WHERE id = $1`, [
-      id,
-      expiry(limits.ttlSeconds),
-    ]);
-    const totalBytes = Number(rows[0]?.mine ?? 0) + bytes.length;
-    return { part, bytes: bytes.length, parts: (rows[0]?.n ?? 0) + 1, totalBytes };
-  });
+        [id, part, bytes],
+      );
+      await client.query(`UPDATE ${SESSIONS} SET expires_at = $2 WHERE id = $1`, [
+        id,
+        expiry(limits.ttlSeconds),
+      ]);
+      const totalBytes = Number(rows[0]?.mine ?? 0) + bytes.length;
+      return { part, bytes: bytes.length, parts: (rows[0]?.n ?? 0) + 1, totalBytes };
+    },
+    { audited: () => undefined },
+  );
 }
 
 export async function importStatus(db: pg.Pool, id: string, scope: SessionScope, limits: ImportLimits) {

@@ -390,7 +390,9 @@ export async function importRows(
   const target = qualified(access.schema, tableName);
   // Explained inside the session's work: past it, the executor has made it a plain 400.
   const rows = await access.run((client) =>
-    inTransaction(client, () => write(client, target, table, plan, options.mode)).catch((error: unknown) => {
+    inTransaction(client, () => write(client, target, table, plan, options.mode), {
+      audited: (n) => n,
+    }).catch((error: unknown) => {
       throw explained(error, plan);
     }),
   );

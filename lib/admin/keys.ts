@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
+import { describeChange } from '#lib/db/audit-log';
 import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
 import { isPgError } from '#lib/db/pg-errors';
@@ -39,37 +40,42 @@ function assertKeyableSchema(schema: string): void {
 export async function createKey(db: pg.Pool, secret: string, { schema, keyName, keyType }: CreateKeyInput) {
   assertKeyableSchema(schema);
   const key = randomBytes(32).toString('hex');
-  return withTransaction(db, async (client) => {
-    await assertSchemaExists(client, schema);
-    let row: { id: number; created_at: Date };
-    try {
-      const { rows } = await client.query<{ id: number; created_at: Date }>(
-        `INSERT INTO _dbadmin.api_keys (schema_name, key_name, key_type, key_hash, key_prefix)
+  return withTransaction(
+    db,
+    async (client) => {
+      await assertSchemaExists(client, schema);
+      let row: { id: number; created_at: Date };
+      try {
+        const { rows } = await client.query<{ id: number; created_at: Date }>(
+          `INSERT INTO _dbadmin.api_keys (schema_name, key_name, key_type, key_hash, key_prefix)
          VALUES ($1, $2, $3, $4, $5) RETURNING id, created_at`,
-        [schema, keyName, keyType, hashKey(key), key.slice(0, 8)],
-      );
-      row = rows[0] as { id: number; created_at: Date };
-    } catch (error) {
-      if (isPgError(error) && error.code === '23505') {
-        throw new BadRequest(
-          'Key name exists',
-          `schema "${schema}" already has a key named "${keyName}"`,
-          error,
+          [schema, keyName, keyType, hashKey(key), key.slice(0, 8)],
         );
+        row = rows[0] as { id: number; created_at: Date };
+      } catch (error) {
+        if (isPgError(error) && error.code === '23505') {
+          throw new BadRequest(
+            'Key name exists',
+            `schema "${schema}" already has a key named "${keyName}"`,
+            error,
+          );
+        }
+        throw error;
       }
-      throw error;
-    }
-    await prepareSchemaRole(client, secret, schema, kindOfKey(keyType));
-    return {
-      id: row.id,
-      key,
-      keyPrefix: key.slice(0, 8),
-      keyName,
-      keyType,
-      schemaName: schema,
-      createdAt: row.created_at.toISOString(),
-    };
-  });
+      await prepareSchemaRole(client, secret, schema, kindOfKey(keyType));
+      describeChange({ target: `key ${row.id} (${keyName})` });
+      return {
+        id: row.id,
+        key,
+        keyPrefix: key.slice(0, 8),
+        keyName,
+        keyType,
+        schemaName: schema,
+        createdAt: row.created_at.toISOString(),
+      };
+    },
+    { audited: () => undefined },
+  );
 }
 
 export async function listKeys(db: pg.Pool, schema: string) {
@@ -99,15 +105,20 @@ export async function deleteKey(db: pg.Pool, secret: string, schema: string, key
   // do the service's own sessions of that role: a request of another key of the same type running
   // right now fails once (503), and the next one reconnects with the reset password.
   const role = roleName(schema, kind);
-  await revoking(db, [role], async (client) => {
-    await lockSchema(client, schema);
-    const { rowCount } = await client.query(
-      'DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2',
-      [schema, keyId],
-    );
-    if (!rowCount) throw notFound();
-    await resetKeyRole(client, secret, schema, kind);
-  });
+  await revoking(
+    db,
+    [role],
+    async (client) => {
+      await lockSchema(client, schema);
+      const { rowCount } = await client.query(
+        'DELETE FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2',
+        [schema, keyId],
+      );
+      if (!rowCount) throw notFound();
+      await resetKeyRole(client, secret, schema, kind);
+    },
+    { audited: true },
+  );
   await dropRolePool(role);
   return { success: true, message: `Key ${keyId} deleted` };
 }

@@ -89,11 +89,15 @@ export async function updateRows(access: SchemaAccess, limits: ResultLimits, inp
   };
   if (!input.returnRows) {
     return access.run((client) =>
-      inTransaction(client, async () => {
-        const count = (await client.query(update, values)).rowCount ?? 0;
-        overLimit(count);
-        return { count };
-      }),
+      inTransaction(
+        client,
+        async () => {
+          const count = (await client.query(update, values)).rowCount ?? 0;
+          overLimit(count);
+          return { count };
+        },
+        { audited: ({ count }) => count },
+      ),
     );
   }
   // The count rides on every row; past maxAffected only the count comes back (one row), so a
@@ -106,17 +110,21 @@ export async function updateRows(access: SchemaAccess, limits: ResultLimits, inp
     key.length > 0 ? `ORDER BY ${key.join(', ')}` : '',
   ].join(' ');
   return access.run((client) =>
-    inTransaction(client, async () => {
-      const [result] = await boundedQuery(
-        client,
-        { text, values, rowMode: 'array' } as pg.QueryArrayConfig,
-        limits,
-        () => access.cancel(client),
-      );
-      const counted = countedRows(result);
-      overLimit(counted.count);
-      return counted;
-    }),
+    inTransaction(
+      client,
+      async () => {
+        const [result] = await boundedQuery(
+          client,
+          { text, values, rowMode: 'array' } as pg.QueryArrayConfig,
+          limits,
+          () => access.cancel(client),
+        );
+        const counted = countedRows(result);
+        overLimit(counted.count);
+        return counted;
+      },
+      { audited: ({ count }) => count },
+    ),
   );
 }
 
@@ -156,16 +164,20 @@ export async function deleteRows(access: SchemaAccess, input: DeleteRowsInput) {
   }
   const { maxAffected } = input;
   const deletedCount = await access.run((client) =>
-    inTransaction(client, async () => {
-      const { rowCount } = await client.query(
-        `DELETE FROM ${qualified(input.schema, input.table)} AS r${where}`,
-        values,
-      );
-      const count = rowCount ?? 0;
-      if (maxAffected !== undefined && count > maxAffected)
-        throw new TooManyRows('deleted', count, maxAffected);
-      return count;
-    }),
+    inTransaction(
+      client,
+      async () => {
+        const { rowCount } = await client.query(
+          `DELETE FROM ${qualified(input.schema, input.table)} AS r${where}`,
+          values,
+        );
+        const count = rowCount ?? 0;
+        if (maxAffected !== undefined && count > maxAffected)
+          throw new TooManyRows('deleted', count, maxAffected);
+        return count;
+      },
+      { audited: (count) => count },
+    ),
   );
   return {
     success: true,

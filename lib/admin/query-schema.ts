@@ -19,7 +19,7 @@ const DEFAULT_SCHEMA = 'public';
 const SHARED_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
 
 /** The parse tree, as libpg-query gives it: JSON, some nodes wrapped in their type (`{String: ...}`). */
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Node = { [key: string]: Json };
 
 const isNode = (value: Json | undefined): value is Node =>
@@ -197,14 +197,14 @@ function schemasInTree(tree: Json): string[] {
   return [...found].sort();
 }
 
-type Parser = typeof import('libpg-query');
+export type Parser = typeof import('libpg-query');
 let parser: Promise<Parser | undefined> | undefined;
 
 /**
  * Loaded on first use, once per process: only the admin's SQL without a schema needs it. Should it
  * not load, such SQL runs in public, as it did before there was a parser, and the log says why.
  */
-function loadParser(): Promise<Parser | undefined> {
+export function loadParser(): Promise<Parser | undefined> {
   parser ??= import('libpg-query')
     .then(async (module) => {
       await module.loadModule();

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
+import { commitAudited, describeChange, nothingChanged } from '#lib/db/audit-log';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
@@ -18,6 +19,8 @@ export interface RunQueryInput {
   asKey: boolean;
   /** The admin's own rights (runAs admin): the search path is set here, to `schema` alone. */
   adminRights?: boolean;
+  /** A read-only transaction (a key's SQL while its schema is over its storage quota). */
+  readOnly?: boolean;
 }
 
 export interface QueryResult {
@@ -75,7 +78,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
   const { sql, schema, timeoutMs, limits, asKey, adminRights } = input;
   // A read-only access runs in a transaction of its own that it rolls back (lib/db/executor).
   const begin = [
-    ...(access.readOnly ? [] : ['BEGIN']),
+    ...(access.readOnly ? [] : [input.readOnly ? 'BEGIN READ ONLY' : 'BEGIN']),
     `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
     // The schema alone: a tenant with a key for public may have planted operators there.
     ...(adminRights ? [`SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}`] : []),
@@ -89,7 +92,10 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
         ? await runKeyStatement(client, begin, sql, bounded)
         : await runScript(begin, sql, bounded);
       // Our transaction is still open unless the admin's script ended it itself.
-      if (!access.readOnly && client.getTransactionStatus() !== 'I') await client.query('COMMIT');
+      if (input.readOnly) nothingChanged();
+      if (!access.readOnly && client.getTransactionStatus() !== 'I')
+        await commitAudited(client, changedRows(results));
+      else describeChange({ rows: changedRows(results) });
       const last = results.at(-1) as pg.QueryResult;
       return {
         rows: last.rows,
@@ -105,6 +111,12 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
 }
 
 type Bounded = (query: pg.QueryConfig) => Promise<pg.QueryResult[]>;
+
+const WRITES = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE', 'COPY']);
+
+/** The rows the statements wrote, for the audit log. */
+const changedRows = (results: pg.QueryResult[]) =>
+  results.reduce((sum, r) => sum + (WRITES.has(r.command) ? (r.rowCount ?? 0) : 0), 0);
 
 /**
  * A key's one statement, alone (extended protocol), after our transaction is open; the server's

@@ -38,10 +38,14 @@ export function parameter(type: string, value: unknown): unknown {
  */
 export function writeReturning(access: SchemaAccess, limits: ResultLimits, text: string, values: unknown[]) {
   return access.run((client) =>
-    inTransaction(client, async () => {
-      const [result] = await boundedQuery(client, { text, values }, limits, () => access.cancel(client));
-      return result?.rows ?? [];
-    }),
+    inTransaction(
+      client,
+      async () => {
+        const [result] = await boundedQuery(client, { text, values }, limits, () => access.cancel(client));
+        return result?.rows ?? [];
+      },
+      { audited: (rows) => rows.length },
+    ),
   );
 }
 
@@ -107,7 +111,11 @@ export interface DeleteRowInput {
 export async function deleteRow(access: SchemaAccess, { schema, table, rowId }: DeleteRowInput) {
   const key = rowKey(await tableInfo(access.catalog, schema, table));
   const { rowCount } = await access.run((client) =>
-    client.query(`DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = $1`, [rowId]),
+    inTransaction(
+      client,
+      () => client.query(`DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = $1`, [rowId]),
+      { audited: (result) => result.rowCount ?? 0 },
+    ),
   );
   if (!rowCount) throw rowNotFound(table, rowId);
   return { success: true, message: `Row ${JSON.stringify(rowId)} deleted from "${table}"` };

@@ -91,38 +91,42 @@ async function assertOffSearchPaths(client: pg.ClientBase, schemaName: string): 
  */
 export async function createSchema(db: pg.Pool, secret: string, { schemaName, password }: CreateSchemaInput) {
   const username = schemaUser(schemaName);
-  await withTransaction(db, async (client) => {
-    await lockSchema(client, schemaName);
-    await client.query('UPDATE _dbadmin.schema_locks SET closing = false WHERE schema_name = $1', [
-      schemaName,
-    ]);
-    if (await schemaExists(client, schemaName)) {
-      throw new BadRequest('Schema exists', `schema "${schemaName}" already exists`);
-    }
-    await assertOffSearchPaths(client, schemaName);
-    for (const role of ROLE_SUFFIXES.map((suffix) => `${schemaName}${suffix}`)) {
-      if (await roleExists(client, role)) {
-        throw new BadRequest(
-          'User exists',
-          `database role "${role}" already exists; drop it or choose another schema name`,
-        );
+  await withTransaction(
+    db,
+    async (client) => {
+      await lockSchema(client, schemaName);
+      await client.query('UPDATE _dbadmin.schema_locks SET closing = false WHERE schema_name = $1', [
+        schemaName,
+      ]);
+      if (await schemaExists(client, schemaName)) {
+        throw new BadRequest('Schema exists', `schema "${schemaName}" already exists`);
       }
-    }
-    const role = quoteIdent(username);
-    const schema = quoteIdent(schemaName, 'schema name');
-    await client.query(
-      `CREATE ROLE ${role} LOGIN CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT} PASSWORD ${quoteLiteral(scramVerifier(password))}`,
-    );
-    // Keys of an earlier schema of this name (deleted halfway, or raced) never open this one.
-    await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
-    // Membership lets an admin that is not a superuser (RDS) create the schema for the role and
-    // manage what the role owns.
-    await client.query(`GRANT ${role} TO CURRENT_USER`);
-    await client.query(`CREATE SCHEMA ${schema} AUTHORIZATION ${role}`);
-    // The tenant's own sessions look in its schema, and nowhere another tenant can write.
-    await client.query(`ALTER ROLE ${role} SET search_path = ${schema}`);
-    await prepareSchemaRole(client, secret, schemaName, 'exec');
-  });
+      await assertOffSearchPaths(client, schemaName);
+      for (const role of ROLE_SUFFIXES.map((suffix) => `${schemaName}${suffix}`)) {
+        if (await roleExists(client, role)) {
+          throw new BadRequest(
+            'User exists',
+            `database role "${role}" already exists; drop it or choose another schema name`,
+          );
+        }
+      }
+      const role = quoteIdent(username);
+      const schema = quoteIdent(schemaName, 'schema name');
+      await client.query(
+        `CREATE ROLE ${role} LOGIN CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT} PASSWORD ${quoteLiteral(scramVerifier(password))}`,
+      );
+      // Keys of an earlier schema of this name (deleted halfway, or raced) never open this one.
+      await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
+      // Membership lets an admin that is not a superuser (RDS) create the schema for the role and
+      // manage what the role owns.
+      await client.query(`GRANT ${role} TO CURRENT_USER`);
+      await client.query(`CREATE SCHEMA ${schema} AUTHORIZATION ${role}`);
+      // The tenant's own sessions look in its schema, and nowhere another tenant can write.
+      await client.query(`ALTER ROLE ${role} SET search_path = ${schema}`);
+      await prepareSchemaRole(client, secret, schemaName, 'exec');
+    },
+    { audited: () => undefined },
+  );
   return {
     success: true,
     message: `Schema "${schemaName}" created with user "${username}"`,
@@ -174,14 +178,19 @@ export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteS
     await shutOutSchema(client, schemaName);
   });
   await Promise.all(roles.map(dropRolePool));
-  await withTransaction(db, async (client) => {
-    await lockSchema(client, schemaName);
-    await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
-    await dropSchema(client, schemaName, cascade);
-    await dropSchemaRoles(client, schemaName);
-    if (await roleExists(client, username)) await dropUser(client, username);
-    await client.query('DELETE FROM _dbadmin.schema_locks WHERE schema_name = $1', [schemaName]);
-  });
+  await withTransaction(
+    db,
+    async (client) => {
+      await lockSchema(client, schemaName);
+      await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
+      await client.query('DELETE FROM _dbadmin.tenant_quotas WHERE schema_name = $1', [schemaName]);
+      await dropSchema(client, schemaName, cascade);
+      await dropSchemaRoles(client, schemaName);
+      if (await roleExists(client, username)) await dropUser(client, username);
+      await client.query('DELETE FROM _dbadmin.schema_locks WHERE schema_name = $1', [schemaName]);
+    },
+    { audited: () => undefined },
+  );
   return { success: true, message: `Schema "${schemaName}" deleted` };
 }
 

@@ -8,7 +8,7 @@ import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers'
 import { isPgError } from '#lib/db/pg-errors';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import type { TableEstimate } from '#lib/db/table-estimate';
-import { inTransaction } from '#lib/db/transaction';
+import { auditedStatement, inTransaction } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';
 
 export const qualified = (schema: string, table: string) =>
@@ -264,7 +264,7 @@ export async function createTable(access: SchemaAccess, { schema, tableName, col
   await assertSchemaExists(access.catalog, schema);
   await assertNoTable(access.catalog, schema, tableName);
   await access.run((client) =>
-    client.query(`CREATE TABLE ${qualified(schema, tableName)} (${definitions.join(', ')})`),
+    auditedStatement(client, `CREATE TABLE ${qualified(schema, tableName)} (${definitions.join(', ')})`),
   );
   return { success: true, message: `Table "${tableName}" created in schema "${schema}"` };
 }
@@ -302,22 +302,29 @@ export async function cloneTable(
   const to = qualified(schema, newTableName);
   // The copy evaluates the source's checks, domains and index expressions: as the schema's role.
   await access.run((client) =>
-    inTransaction(client, async () => {
-      await client.query(`CREATE TABLE ${to} (LIKE ${from} INCLUDING ALL)`);
-      if (copyData) await client.query(`INSERT INTO ${to} OVERRIDING SYSTEM VALUE SELECT * FROM ${from}`);
-      for (const { column_name: column } of serials.rows) {
-        const sequence = `${newTableName}_${column}_seq`.slice(0, 63);
-        const seq = `${quoteIdent(schema)}.${quoteCatalogName(sequence)}`;
-        const col = quoteCatalogName(column);
-        await client.query(`CREATE SEQUENCE ${seq} OWNED BY ${to}.${col}`);
-        await client.query(
-          `ALTER TABLE ${to} ALTER COLUMN ${col} SET DEFAULT nextval(${quoteLiteral(seq)}::regclass)`,
-        );
-        await client.query(
-          `SELECT setval(${quoteLiteral(seq)}::regclass, coalesce(max(${col}), 0) + 1, false) FROM ${to}`,
-        );
-      }
-    }),
+    inTransaction(
+      client,
+      async () => {
+        await client.query(`CREATE TABLE ${to} (LIKE ${from} INCLUDING ALL)`);
+        const copied = copyData
+          ? await client.query(`INSERT INTO ${to} OVERRIDING SYSTEM VALUE SELECT * FROM ${from}`)
+          : undefined;
+        for (const { column_name: column } of serials.rows) {
+          const sequence = `${newTableName}_${column}_seq`.slice(0, 63);
+          const seq = `${quoteIdent(schema)}.${quoteCatalogName(sequence)}`;
+          const col = quoteCatalogName(column);
+          await client.query(`CREATE SEQUENCE ${seq} OWNED BY ${to}.${col}`);
+          await client.query(
+            `ALTER TABLE ${to} ALTER COLUMN ${col} SET DEFAULT nextval(${quoteLiteral(seq)}::regclass)`,
+          );
+          await client.query(
+            `SELECT setval(${quoteLiteral(seq)}::regclass, coalesce(max(${col}), 0) + 1, false) FROM ${to}`,
+          );
+        }
+        return copied?.rowCount ?? undefined;
+      },
+      { audited: (rows) => rows },
+    ),
   );
   return {
     success: true,
@@ -335,7 +342,7 @@ export async function deleteTable(access: SchemaAccess, { schema, table, cascade
   await tableInfo(access.catalog, schema, table);
   await access.run(async (client) => {
     try {
-      await client.query(`DROP TABLE ${qualified(schema, table)}${cascade ? ' CASCADE' : ''}`);
+      await auditedStatement(client, `DROP TABLE ${qualified(schema, table)}${cascade ? ' CASCADE' : ''}`);
     } catch (error) {
       if (isPgError(error) && error.code === '2BP01') {
         throw new BadRequest(
@@ -364,7 +371,10 @@ export async function addColumn(access: SchemaAccess, { schema, table, column }:
   }
   const enums = await enumTypesAmong(access.catalog, schema, [column.type]);
   await access.run((client) =>
-    client.query(`ALTER TABLE ${qualified(schema, table)} ADD COLUMN ${columnSql(column, { enums })}`),
+    auditedStatement(
+      client,
+      `ALTER TABLE ${qualified(schema, table)} ADD COLUMN ${columnSql(column, { enums })}`,
+    ),
   );
   return { success: true, message: `Column "${column.name}" added to table "${table}"` };
 }

@@ -1,7 +1,9 @@
 import type pg from 'pg';
+import { shownQuota } from '#lib/admin/quotas';
 import { schemaNotFound } from '#lib/db/catalog';
 import { assertTenantSchema } from '#lib/db/executor';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
+import { currentQuotas } from '#lib/db/quotas';
 import { ApiError, NotFound } from '#lib/errors';
 
 /**
@@ -102,7 +104,13 @@ export async function listTenants(db: pg.Pool, input: { sort: TenantSort; limit:
       ORDER BY ${ORDER[input.sort]} LIMIT $2`,
     [input.schema ?? null, input.limit],
   );
-  return { tenants: rows.map(tenant) };
+  const quotas = await currentQuotas(db);
+  return {
+    tenants: rows.map((r) => {
+      const quota = quotas.get(r.schema);
+      return { ...tenant(r), quota: quota ? shownQuota(quota) : null };
+    }),
+  };
 }
 
 interface SessionRow {

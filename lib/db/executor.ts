@@ -8,10 +8,12 @@ import {
   getDatabase,
   getQueryPool,
   onClose,
+  poolsUse,
   stopBackend,
   withSession,
   withTransaction,
 } from '#lib/db/pool';
+import { currentQuotas, statementTimeoutMs } from '#lib/db/quotas';
 import { ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
 import {
   kindOfKey,
@@ -64,11 +66,15 @@ export interface SchemaAccess {
   readOnly: boolean;
   /** Cancels the statement running on one of its sessions (a result passed its limits). */
   cancel(client: pg.PoolClient): void;
+  /** How long one of its statements may run: QUERY_TIMEOUT_MS, or the schema's quota when lower. */
+  timeoutMs: number;
 }
 
 /** At most this many role pools per container; the least recently used one is closed. */
 const MAX_ROLE_POOLS = 32;
 const rolePools = new Map<string, pg.Pool>();
+/** The statement timeout each role pool's sessions start with (a tenant's quota may lower it). */
+const poolTimeouts = new WeakMap<pg.Pool, number>();
 onClose(async () => {
   const pools = [...rolePools.values()];
   rolePools.clear();
@@ -87,13 +93,15 @@ function roleSettings(prepared: SchemaRole): Record<string, string> {
   return settings;
 }
 
-function poolFor(config: Config, prepared: SchemaRole): pg.Pool {
+function poolFor(config: Config, prepared: SchemaRole, timeoutMs: number): pg.Pool {
   const pool = createPool(config, {
     applicationName: `dbadmin-${prepared.kind}`,
     login: { user: prepared.role, password: rolePassword(config.DBADMIN_SECRET, prepared.role) },
     settings: roleSettings(prepared),
     secondary: true,
+    statementTimeoutMs: timeoutMs,
   });
+  poolTimeouts.set(pool, timeoutMs);
   rolePools.delete(prepared.role);
   rolePools.set(prepared.role, pool);
   if (rolePools.size > MAX_ROLE_POOLS) {
@@ -108,17 +116,17 @@ function poolFor(config: Config, prepared: SchemaRole): pg.Pool {
 const preparing = new Map<string, Promise<pg.Pool>>();
 
 /** Creates or repairs the role (password reset, grants, LOGIN as its keys allow) and makes its pool. */
-function preparedPool(schema: string, kind: RoleKind): Promise<pg.Pool> {
+function preparedPool(schema: string, kind: RoleKind, timeoutMs: number): Promise<pg.Pool> {
   const role = roleName(schema, kind);
   let pending = preparing.get(role);
   if (!pending) {
-    pending = prepareRole(schema, kind).finally(() => preparing.delete(role));
+    pending = prepareRole(schema, kind, timeoutMs).finally(() => preparing.delete(role));
     preparing.set(role, pending);
   }
   return pending;
 }
 
-async function prepareRole(schema: string, kind: RoleKind): Promise<pg.Pool> {
+async function prepareRole(schema: string, kind: RoleKind, timeoutMs: number): Promise<pg.Pool> {
   const [config, admin] = await Promise.all([getConfig(), getDatabase()]);
   const prepared = await withTransaction(admin, (client) =>
     prepareSchemaRole(client, config.DBADMIN_SECRET, schema, kind),
@@ -127,7 +135,7 @@ async function prepareRole(schema: string, kind: RoleKind): Promise<pg.Pool> {
     .get(prepared.role)
     ?.end()
     .catch(() => undefined);
-  return poolFor(config, prepared);
+  return poolFor(config, prepared, timeoutMs);
 }
 
 /** The role's login failed: gone (schema re-made elsewhere), disabled, or its password changed. */
@@ -137,20 +145,21 @@ const loginRefused = (error: unknown) => isPgError(error) && error.code.startsWi
  * A session of the schema's role; a refused login is repaired once, then reported as a 503 (a
  * tenant can change its role's password in a loop, or its key was deleted this very moment).
  */
-async function connect(schema: string, kind: RoleKind): Promise<pg.PoolClient> {
+async function connect(schema: string, kind: RoleKind, timeoutMs: number): Promise<pg.PoolClient> {
   const role = roleName(schema, kind);
   let pool = rolePools.get(role);
-  if (pool) {
+  // A pool made before the schema's timeout quota changed is made again.
+  if (pool && poolTimeouts.get(pool) === timeoutMs) {
     rolePools.delete(role);
     rolePools.set(role, pool);
   } else {
-    pool = await preparedPool(schema, kind);
+    pool = await preparedPool(schema, kind, timeoutMs);
   }
   try {
     return await pool.connect();
   } catch (error) {
     if (!loginRefused(error)) throw error;
-    return (await preparedPool(schema, kind)).connect().catch((again: unknown) => {
+    return (await preparedPool(schema, kind, timeoutMs)).connect().catch((again: unknown) => {
       if (!loginRefused(again)) throw again;
       throw new ServiceUnavailable(
         'Database login refused',
@@ -170,15 +179,17 @@ export async function schemaAccess(
   assertTenantSchema(schema);
   const kind: RoleKind = principal?.kind === 'key' ? kindOfKey(principal.keyType) : 'exec';
   const [catalog, config] = await Promise.all([getDatabase(), getConfig()]);
+  const timeoutMs = statementTimeoutMs(await currentQuotas(catalog), schema, config.QUERY_TIMEOUT_MS);
   return {
     schema,
     catalog,
     readOnly: kind === 'anon',
+    timeoutMs,
     run: async (work) =>
       guarded(
         catalog,
-        config,
-        () => connect(schema, kind),
+        timeoutMs,
+        () => connect(schema, kind, timeoutMs),
         kind === 'anon' ? rolledBack(work) : work,
         signal,
       ),
@@ -212,7 +223,7 @@ function rolledBack<T>(work: (client: pg.PoolClient) => Promise<T>) {
  */
 async function guarded<T>(
   catalog: pg.Pool,
-  config: Config,
+  timeoutMs: number,
   open: () => Promise<pg.PoolClient>,
   work: (client: pg.PoolClient) => Promise<T>,
   signal: AbortSignal | undefined,
@@ -232,7 +243,7 @@ async function guarded<T>(
     terminate();
   };
   signal?.addEventListener('abort', onAbort, { once: true });
-  const limits = resultLimits(config);
+  const limits = resultLimits(await getConfig());
   let cutOff = false;
   try {
     return await withSession(
@@ -247,7 +258,7 @@ async function guarded<T>(
           },
           () => work(session),
         ),
-      { afterMs: config.QUERY_TIMEOUT_MS + 1000, terminate },
+      { afterMs: timeoutMs + 1000, terminate },
     );
   } catch (error) {
     if (cutOff) throw new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes);
@@ -282,10 +293,14 @@ export async function adminAccess(schema: string, signal?: AbortSignal): Promise
     schema,
     catalog,
     readOnly: false,
-    run: async (work) => guarded(catalog, config, () => pool.connect(), work, signal),
+    timeoutMs: config.QUERY_TIMEOUT_MS,
+    run: async (work) => guarded(catalog, config.QUERY_TIMEOUT_MS, () => pool.connect(), work, signal),
     cancel: (client) => stopBackend(catalog, client, 'cancel'),
   };
 }
+
+/** The schema roles' pools of this process, together (for the metrics). */
+export const rolePoolUse = () => poolsUse('schema roles', rolePools.values());
 
 /** Forgets this process's pool for the role: the next request logs in afresh (key deleted). */
 export async function dropRolePool(role: string): Promise<void> {

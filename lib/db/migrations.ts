@@ -122,6 +122,90 @@ export const MIGRATIONS: readonly Migration[] = [
     // Written with last_used_at, in batches (lib/admin/keys touchKey): a floor, not an audit.
     sql: `ALTER TABLE _dbadmin.api_keys ADD COLUMN request_count bigint NOT NULL DEFAULT 0`,
   },
+  {
+    id: 9,
+    name: 'audit log',
+    // Entries are written inside the change's own transaction, which may be a tenant role's
+    // session: the one door in is _dbadmin_audit.append, which takes an entry only with the seal
+    // the service computes from a key in _dbadmin (lib/db/audit-log). Tenants may call it, never
+    // forge one; nobody but the service can read, change or delete the log.
+    sql: `
+      CREATE TABLE _dbadmin.audit_log (
+        seq             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id              uuid NOT NULL UNIQUE,
+        at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+        request_id      text NOT NULL,
+        actor           text NOT NULL CHECK (actor IN ('admin', 'key', 'public')),
+        key_id          integer,
+        key_name        text,
+        key_type        text,
+        schema_name     text,
+        action          text NOT NULL,
+        target          text,
+        status          smallint NOT NULL,
+        row_count       bigint,
+        sql_kind        text,
+        sql_fingerprint text,
+        sql_text        text
+      );
+      CREATE INDEX ON _dbadmin.audit_log (at);
+      CREATE INDEX ON _dbadmin.audit_log (schema_name, seq);
+      CREATE TABLE _dbadmin.audit_seal (key bytea NOT NULL);
+      INSERT INTO _dbadmin.audit_seal
+        SELECT pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, '-', ''), 'hex');
+      CREATE SCHEMA _dbadmin_audit;
+      CREATE FUNCTION _dbadmin_audit.append(entry text, seal text) RETURNS void
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $fn$
+      DECLARE
+        k bytea := (SELECT s.key FROM _dbadmin.audit_seal s);
+        e jsonb;
+      BEGIN
+        -- Compared as digests of the seals, so the time taken says nothing about the right one.
+        IF entry IS NULL OR seal IS NULL OR seal !~ '^[0-9a-f]{64}$'
+           OR pg_catalog.sha256(pg_catalog.decode(seal, 'hex'))
+              IS DISTINCT FROM pg_catalog.sha256(pg_catalog.sha256(k || pg_catalog.sha256(k || pg_catalog.convert_to(entry, 'UTF8'))))
+        THEN
+          RAISE EXCEPTION 'audit entry refused: its seal does not match' USING ERRCODE = '42501';
+        END IF;
+        e := entry::jsonb;
+        INSERT INTO _dbadmin.audit_log (id, request_id, actor, key_id, key_name, key_type, schema_name,
+                                        action, target, status, row_count, sql_kind, sql_fingerprint, sql_text)
+        VALUES ((e->>'id')::uuid, e->>'requestId', e->>'actor', (e->>'keyId')::integer, e->>'keyName',
+                e->>'keyType', e->>'schema', e->>'action', e->>'target', (e->>'status')::smallint,
+                (e->>'rows')::bigint, e->>'sqlKind', e->>'sqlFingerprint', e->>'sqlText');
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION _dbadmin_audit.append(text, text) FROM PUBLIC;
+      GRANT USAGE ON SCHEMA _dbadmin_audit TO PUBLIC;
+      GRANT EXECUTE ON FUNCTION _dbadmin_audit.append(text, text) TO PUBLIC`,
+  },
+  {
+    id: 10,
+    name: 'tenant quotas',
+    // Set by the admin (lib/admin/quotas). used_bytes is measured in the background by whichever
+    // container finds it older than its interval (lib/db/quotas), never on a request's path.
+    // relation_size measures a table without waiting on a tenant's lock: past 50 ms it answers
+    // the catalog's estimate instead, so holding a lock cannot stall or dodge the measurement.
+    sql: `
+      CREATE TABLE _dbadmin.tenant_quotas (
+        schema_name          text PRIMARY KEY,
+        statement_timeout_ms integer CHECK (statement_timeout_ms > 0),
+        connection_limit     integer CHECK (connection_limit >= 0),
+        storage_bytes        bigint CHECK (storage_bytes > 0),
+        used_bytes           bigint,
+        measured_at          timestamptz,
+        updated_at           timestamptz NOT NULL DEFAULT pg_catalog.now()
+      );
+      CREATE FUNCTION _dbadmin.relation_size(rel oid, estimate bigint) RETURNS bigint
+        LANGUAGE plpgsql SET search_path = pg_catalog SET lock_timeout = '50ms' AS $fn$
+      BEGIN
+        RETURN coalesce(pg_catalog.pg_total_relation_size(rel), 0);
+      EXCEPTION WHEN lock_not_available THEN
+        RETURN estimate;
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION _dbadmin.relation_size(oid, bigint) FROM PUBLIC`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

@@ -79,6 +79,13 @@ export function isPgError(error: unknown): error is PgError {
   return isErrorLike(error) && typeof error.code === 'string' && SQLSTATE.test(error.code);
 }
 
+/** The SQLSTATE of a database error, or of the one an ApiError was made from. */
+export function sqlState(error: unknown): string | undefined {
+  if (isPgError(error)) return error.code;
+  const cause = (error as { cause?: unknown } | undefined)?.cause;
+  return isPgError(cause) ? cause.code : undefined;
+}
+
 export function isConnectionError(error: unknown): boolean {
   // PostgreSQL's own errors are classified by SQLSTATE alone: their message can quote anything
   // (a tenant's value that reads "Connection terminated", say).

@@ -33,6 +33,8 @@ export interface PoolOptions {
   settings?: Record<string, string>;
   /** One connection per Lambda container: pools per role must share the server's max_connections. */
   secondary?: boolean;
+  /** The sessions' statement timeout; QUERY_TIMEOUT_MS unless a tenant's quota is lower. */
+  statementTimeoutMs?: number;
 }
 
 /** `-c name=value` pairs for the startup packet; values are our own (identifiers, numbers). */
@@ -57,7 +59,7 @@ export function createPool(config: Config, options: PoolOptions): pg.Pool {
     connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
     // Lambda freezes idle containers; short idle times avoid handing out sockets the server closed.
     idleTimeoutMillis: config.lambda ? 60_000 : 30_000,
-    statement_timeout: config.QUERY_TIMEOUT_MS,
+    statement_timeout: options.statementTimeoutMs ?? config.QUERY_TIMEOUT_MS,
     application_name: options.applicationName,
     keepAlive: true,
     ...(options.settings ? { options: startupOptions(options.settings) } : {}),
@@ -116,6 +118,37 @@ export async function getQueryPool(): Promise<pg.Pool> {
   queryPool ??= createPool(config, { applicationName: 'dbadmin-query', secondary: true });
   return queryPool;
 }
+
+export interface PoolUse {
+  pool: string;
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+const useOf = (name: string, p: pg.Pool): PoolUse => ({
+  pool: name,
+  total: p.totalCount,
+  idle: p.idleCount,
+  waiting: p.waitingCount,
+});
+
+/** This process's own pools, as they are now (for the metrics): the service's and the query pool. */
+export const servicePoolUse = (): PoolUse[] => [
+  ...(pool ? [useOf('service', pool)] : []),
+  ...(queryPool ? [useOf('query', queryPool)] : []),
+];
+
+/** A set of pools counted as one (the schema roles'). */
+export const poolsUse = (name: string, pools: Iterable<pg.Pool>): PoolUse => {
+  const use = { pool: name, total: 0, idle: 0, waiting: 0 };
+  for (const p of pools) {
+    use.total += p.totalCount;
+    use.idle += p.idleCount;
+    use.waiting += p.waitingCount;
+  }
+  return use;
+};
 
 /**
  * The pool with `_dbadmin` migrated: applied once per container (cold start), retried on the
@@ -233,7 +266,7 @@ async function useClient<T>(
 export function withTransaction<T>(
   db: pg.Pool,
   work: (client: pg.PoolClient) => Promise<T>,
-  options?: TransactionOptions,
+  options?: TransactionOptions<T>,
 ): Promise<T> {
   return withClient(db, (client) => inTransaction(client, () => work(client), options));
 }

@@ -345,11 +345,17 @@ export async function revoking<T>(
   db: pg.Pool,
   roles: string[],
   work: (client: pg.PoolClient) => Promise<T>,
+  {
+    audited = false,
+  }: { /** The request's change: its audit entry commits with it. */ audited?: boolean } = {},
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     await endSessions(db, roles);
     try {
-      const result = await withTransaction(db, work, { lockTimeout: LOCK_WAIT });
+      const result = await withTransaction(db, work, {
+        lockTimeout: LOCK_WAIT,
+        ...(audited ? { audited: () => undefined } : {}),
+      });
       await endSessions(db, roles);
       return result;
     } catch (error) {

@@ -1,18 +1,28 @@
 import type pg from 'pg';
+import { commitAudited } from '#lib/db/audit-log';
 
-export interface TransactionOptions {
+export interface TransactionOptions<T = unknown> {
   /**
    * How long a statement in it may wait for a lock (`SET LOCAL lock_timeout`, sent with the BEGIN
    * in one round trip) before it fails with 55P03: for our own SQL that may meet a tenant's lock.
    */
   lockTimeout?: `${number}ms` | `${number}s`;
+  /**
+   * The transaction is the request's change: the request's audit entry commits with it
+   * (lib/db/audit-log), with the rows it says it affected.
+   */
+  audited?: (result: T) => number | undefined;
 }
+
+/** One statement as the request's change, its audit entry committed with it. */
+export const auditedStatement = (client: pg.ClientBase, text: string) =>
+  inTransaction(client, () => client.query(text), { audited: () => undefined });
 
 /** Runs `work` in one transaction: all of it commits, or none of it. */
 export function inTransaction<T>(
   client: pg.ClientBase,
   work: () => Promise<T>,
-  { lockTimeout }: TransactionOptions = {},
+  { lockTimeout, audited }: TransactionOptions<T> = {},
 ): Promise<T> {
   // Inside another transaction our COMMIT would commit that one too (an anon key's, which is
   // only ever rolled back): refused, so such a mistake fails closed.
@@ -23,7 +33,8 @@ export function inTransaction<T>(
   return client.query(begin).then(async () => {
     try {
       const result = await work();
-      await client.query('COMMIT');
+      if (audited) await commitAudited(client, audited(result));
+      else await client.query('COMMIT');
       return result;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);

@@ -91,7 +91,7 @@ function checksFor(config: Config, db: pg.Pool): Checks {
 /** What the request's sign-in read found: the address's failures and the Bearer token's active key. */
 interface SignInRead {
   failures?: FailureCount;
-  key?: { id: number; schema: string; keyType: KeyType };
+  key?: { id: number; name: string; schema: string; keyType: KeyType };
   /** The catalog read it carried, when PostgreSQL ran it (see Carry). */
   carried?: Carried;
 }
@@ -119,6 +119,7 @@ type SignInRow = {
   id: number | null;
   schema_name: string | null;
   key_type: KeyType | null;
+  key_name: string | null;
   carried?: [CatalogRow | null] | null;
 };
 
@@ -127,7 +128,7 @@ type SignInRow = {
  * are ones no catalog read uses, so a read's own names never reach out to them.
  */
 const SIGN_IN_COLUMNS =
-  'failed.failures, failed.window_ends, api_key.id, api_key.schema_name, api_key.key_type';
+  'failed.failures, failed.window_ends, api_key.id, api_key.schema_name, api_key.key_type, api_key.key_name';
 const signInFrom = (n: number) => `
     FROM (VALUES (1)) AS sign_in (one)
     LEFT JOIN _dbadmin.sign_in_failures failed ON failed.client = $${n + 1}
@@ -196,16 +197,31 @@ export async function signInRead(
         ? { failures: row.failures, windowEnds: row.window_ends }
         : undefined,
     key:
-      row?.id != null && row.schema_name && row.key_type
-        ? { id: row.id, schema: row.schema_name, keyType: row.key_type }
+      row?.id != null && row.schema_name && row.key_type && row.key_name !== null
+        ? { id: row.id, name: row.key_name, schema: row.schema_name, keyType: row.key_type }
         : undefined,
     carried: carry && row?.carried ? { read: carry.read, row: row.carried[0] ?? undefined } : undefined,
   };
 }
 
-function principalOf(presented: Presented, adminOk: boolean, read: SignInRead, { db }: Checks): Principal {
+/** METRICS_TOKEN, compared as digests; never matches when the setting is unset. */
+const metricsTokenMatches = (token: string, config: Config) =>
+  config.METRICS_TOKEN !== undefined && timingSafeEqual(digest(token), digest(config.METRICS_TOKEN));
+
+function principalOf(
+  route: AnyRoute,
+  presented: Presented,
+  adminOk: boolean,
+  read: SignInRead,
+  { db, config }: Checks,
+): Principal {
   if (presented.kind === 'basic') {
     if (!adminOk) throw new WrongCredentials('Invalid credentials');
+    return { kind: 'admin' };
+  }
+  // The metrics token stands for the admin on the metrics route alone.
+  if (route.access === 'metrics') {
+    if (!metricsTokenMatches(presented.token, config)) throw new WrongCredentials('Invalid metrics token');
     return { kind: 'admin' };
   }
   if (!read.key) throw new WrongCredentials('Invalid API key');
@@ -258,7 +274,7 @@ export const authenticate = (
     );
     throttle.refuseIfBlocked(signIn.failures, now);
     try {
-      request.context.principal = principalOf(presented, adminOk, signIn, current);
+      request.context.principal = principalOf(route, presented, adminOk, signIn, current);
     } catch (error) {
       if (error instanceof WrongCredentials) await throttle.countFailure(address);
       throw error;

@@ -6,6 +6,7 @@ import { getDatabase } from '#lib/db/pool';
 import { Download } from '#lib/download';
 import { MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
 import { Asset, assetResponse } from '#lib/http/asset';
+import { audited } from '#lib/http/audit';
 import { type AuthContext, authenticate } from '#lib/http/authenticate';
 import { errorMapper } from '#lib/http/error-mapper';
 import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
@@ -16,6 +17,7 @@ import { type RouteContext, requestLog } from '#lib/http/request-log';
 import { download, type HttpResponse, json, jsonText } from '#lib/http/respond';
 import { responseLimit } from '#lib/http/response-limit';
 import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
+import { refuseOverQuota } from '#lib/http/storage-quota';
 import { type Upload, uploadBody } from '#lib/http/upload';
 import { JsonText } from '#lib/json-text';
 import { startLicensing } from '#lib/license/index';
@@ -62,17 +64,25 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
   return chain.handler(async (event, context, { signal }) => {
     const params = route.params?.parse(event.pathParameters ?? {});
     const query = route.query?.parse(queryInput(event));
+    const body = route.body?.parse(event.body);
     const read = route.reads?.({ params, query });
-    const result = await route.handler({
-      params,
-      query,
-      body: route.body?.parse(event.body),
-      read: read && (await catalogRead(read, context)),
-      principal: context.principal,
-      signal,
-      clientAddress: clientAddress(event),
-      upload: route.upload ? (event.body as Upload) : undefined,
-    });
+    const { principal } = context;
+    await refuseOverQuota(route, { params, query, body, principal });
+    const result = await audited(
+      route,
+      { params, query, body, principal, requestId: context.awsRequestId },
+      async () =>
+        route.handler({
+          params,
+          query,
+          body,
+          read: read && (await catalogRead(read, context)),
+          principal,
+          signal,
+          clientAddress: clientAddress(event),
+          upload: route.upload ? (event.body as Upload) : undefined,
+        }),
+    );
     if (result instanceof Download) return download(result);
     if (result instanceof JsonText) return jsonText(route.status ?? 200, result.body);
     if (result instanceof Asset) return assetResponse(result, header(event, 'accept-encoding'));

@@ -39,14 +39,30 @@ const TITLES: Record<number, string> = {
   429: 'Too many requests',
   500: 'Internal error',
   503: 'Unavailable',
+  507: 'Insufficient storage',
 };
 
 /** Why lib/http/key-scope refuses an API key, by the route's access. */
-const KEY_REFUSALS: Record<Exclude<Access, 'public'>, string> = {
+const KEY_REFUSALS: Record<Exclude<Access, 'public' | 'metrics'>, string> = {
   admin: 'an API key: this endpoint needs the admin’s Basic credentials',
   read: 'an API key naming a schema other than its own',
   write: 'an anon key (read-only), or an API key naming a schema other than its own',
 };
+
+const UNAUTHORIZED = {
+  metrics: 'no credentials, wrong Basic credentials, or a Bearer token other than METRICS_TOKEN',
+  other: 'no credentials, wrong Basic credentials, or an unknown API key',
+};
+
+/** What authentication, the license gate, the key's scope and the throttle answer. */
+function accessReasons(route: AnyRoute, add: (status: number, reason: string) => void): void {
+  add(401, route.access === 'metrics' ? UNAUTHORIZED.metrics : UNAUTHORIZED.other);
+  if (behindLicenseGate(route))
+    add(402, 'LICENSE_ENFORCEMENT=strict and the license is expired, invalid or missing');
+  if (route.access !== 'metrics' && route.access !== 'public') add(403, KEY_REFUSALS[route.access]);
+  add(429, 'too many failed sign-ins from this client address: every request from it until Retry-After');
+  add(503, 'the database does not answer; try again shortly');
+}
 
 /**
  * Every error status a route can answer, with why: from its access (the chain of lib/http/handler
@@ -65,14 +81,11 @@ export function errorReasons(route: AnyRoute): Map<number, string[]> {
   if (requiresJsonContentType(route))
     add(415, 'no Content-Type: application/json (required on every authenticated POST, body or not)');
   else if (route.body) add(415, 'a request body sent as another content type than application/json');
-  if (route.access !== 'public') {
-    add(401, 'no credentials, wrong Basic credentials, or an unknown API key');
-    if (behindLicenseGate(route))
-      add(402, 'LICENSE_ENFORCEMENT=strict and the license is expired, invalid or missing');
-    add(403, KEY_REFUSALS[route.access]);
-    add(429, 'too many failed sign-ins from this client address: every request from it until Retry-After');
-    add(503, 'the database does not answer; try again shortly');
-  }
+  if (route.access !== 'public') accessReasons(route, add);
+  if (route.method !== 'GET' && route.audit !== false)
+    add(503, 'the audit entry could not be written, so the change was not made');
+  if (route.addsData)
+    add(507, 'the schema is over its storage quota (as last measured); reads, deletes and drops still work');
   for (const { status, why } of route.errors ?? []) add(status, why);
   add(400, 'the request ran past the function’s time and was cancelled (Query timeout)');
   add(500, 'an unexpected failure; the service log has the details');
@@ -186,6 +199,7 @@ const SECURITY: Record<Access, unknown[] | undefined> = {
   admin: [{ basicAuth: [] }],
   read: undefined,
   write: undefined,
+  metrics: [{ basicAuth: [] }, { metricsToken: [] }],
 };
 
 /** What a file route takes: the file's bytes as they are, in one of its content types. */
@@ -275,6 +289,11 @@ export function openApiDocument(routes: readonly AnyRoute[], info: { title: stri
           type: 'http',
           scheme: 'bearer',
           description: 'API key of one schema (anon: read-only)',
+        },
+        metricsToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'METRICS_TOKEN, for GET /api/metrics alone',
         },
       },
       schemas: { Error: toSchema(ErrorBody, 'output') },

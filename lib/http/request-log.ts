@@ -2,6 +2,7 @@ import type { MiddlewareObj, Request } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type { AuthContext } from '#lib/http/authenticate';
 import type { HttpEvent } from '#lib/http/event';
+import { countRequest } from '#lib/http/metrics';
 import type { HttpResponse } from '#lib/http/respond';
 import { logger } from '#lib/log';
 
@@ -25,7 +26,7 @@ const principalKind = ({ principal }: AuthContext) =>
   principal === undefined ? 'none' : principal.kind === 'admin' ? 'admin' : principal.keyType;
 
 /**
- * Outermost middleware: one JSON line per request with its ids, route, status, duration and the
+ * Outermost middleware: counts the request (lib/http/metrics) and writes one JSON line per request with its ids, route, status, duration and the
  * kind of principal (never the credentials, the key, the SQL or its parameters), and the
  * Lambda request id in `x-request-id` so a caller can quote the line that belongs to an answer.
  */
@@ -33,10 +34,14 @@ export const requestLog = (): MiddlewareObj<HttpEvent, HttpResponse, Error, Logg
   const finish = (request: Request<HttpEvent, HttpResponse, Error, LoggedContext, Timing>) => {
     const { context, response, internal } = request;
     if (response && context.awsRequestId) response.headers['x-request-id'] = context.awsRequestId;
+    const route = context.route ?? 'unmatched';
+    const status = response?.statusCode ?? 500;
+    const ms = performance.now() - (internal.startedAt ?? performance.now());
+    countRequest(route, status, ms / 1000);
     logger.info('request', {
-      route: context.route ?? 'unmatched',
-      status: response?.statusCode ?? 500,
-      durationMs: Math.round(performance.now() - (internal.startedAt ?? performance.now())),
+      route,
+      status,
+      durationMs: Math.round(ms),
       principal: principalKind(context),
       apigw_request_id: gatewayRequestId(request.event),
     });

@@ -27,13 +27,15 @@ export function jsonText(
   return { statusCode, headers: { ...JSON_HEADERS, ...headers }, body };
 }
 
-/** A file download (an export) as an attachment. */
+/** A file download (an export) as an attachment; without a file name, a plain answer. */
 export function download(file: Download): HttpResponse {
   return {
     statusCode: 200,
     headers: {
       'content-type': file.contentType,
-      'content-disposition': `attachment; filename="${file.filename.replace(/["\\\r\n]/g, '_')}"`,
+      ...(file.filename === undefined
+        ? {}
+        : { 'content-disposition': `attachment; filename="${file.filename.replace(/["\\\r\n]/g, '_')}"` }),
       'cache-control': 'no-store',
       'x-content-type-options': 'nosniff',
       ...file.headers,

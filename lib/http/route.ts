@@ -10,10 +10,10 @@ import type { Principal } from '#lib/principal';
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /**
- * Who may call a route: anyone; the admin only; any key of the schema (reads); or the admin and
- * `service_role` keys (writes).
+ * Who may call a route: anyone; the admin only; any key of the schema (reads); the admin and
+ * `service_role` keys (writes); or the admin and whoever holds METRICS_TOKEN (the metrics).
  */
-export type Access = 'public' | 'admin' | 'read' | 'write';
+export type Access = 'public' | 'admin' | 'read' | 'write' | 'metrics';
 
 export interface RouteInput<P, Q, B, C = undefined> {
   params: P;
@@ -64,7 +64,23 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown, C = u
    * could not (a key that leaves `schema` to default); the handler gets what it found as `read`.
    */
   reads?: (input: { params: P; query: Q }) => CatalogRead<C>;
+  /**
+   * The route's audit entry (lib/http/audit): what it is called and what it changes. Every route
+   * but GET changes something and must say so; `false` for one that changes nothing.
+   */
+  audit?: RouteAudit<P, Q, B, R> | false;
+  /** It adds data to its schema: refused (507) while the schema is over its storage quota. */
+  addsData?: boolean;
   handler: (input: RouteInput<P, Q, B, C>) => Promise<R | Rendered>;
+}
+
+export interface RouteAudit<P, Q, B, R = unknown> {
+  /** `row.insert`, `schema.delete`, ... */
+  action: string;
+  /** What it changes, by name (a table, a key's id): never a row's values. */
+  target?: (input: { params: P; query: Q; body: B }) => string | undefined;
+  /** For a route that answers a refusal as a success (`{success: false}`): whether it changed anything. */
+  changed?: (result: R) => boolean;
 }
 
 /**

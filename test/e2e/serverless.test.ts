@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { routes as auditRoutes } from '#functions/audit';
 import { routes as consoleRoutes } from '#functions/console';
 import { routes as constraintRoutes } from '#functions/constraints';
 import { routes as healthRoutes } from '#functions/health';
@@ -11,12 +12,13 @@ import { routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
 import { routes as metaRoutes } from '#functions/meta';
+import { routes as metricsRoutes } from '#functions/metrics';
 import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
 import { routes as tableRoutes } from '#functions/tables';
 import { routes as tenantRoutes } from '#functions/tenants';
-import { SECRET_SETTINGS, SETTING_NAMES } from '#lib/config';
+import { OPTIONAL_SECRET_SETTINGS, SECRET_SETTINGS, SETTING_NAMES } from '#lib/config';
 import { type Host, startHost } from '#test/support/host';
 import { basic } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
@@ -39,6 +41,8 @@ const byFunction = {
   query: queryRoutes,
   keys: keyRoutes,
   tenants: tenantRoutes,
+  audit: auditRoutes,
+  metrics: metricsRoutes,
   license: licenseRoutes,
   meta: metaRoutes,
 };
@@ -87,6 +91,7 @@ describe('serverless package', () => {
   it('passes every setting but the secrets and the container’s own from the deploying shell', () => {
     const notOnLambda = new Set([
       ...SECRET_SETTINGS,
+      ...OPTIONAL_SECRET_SETTINGS,
       'DATABASE_PASSWORD',
       'NODE_ENV',
       'LICENSE_DATA_DIR',

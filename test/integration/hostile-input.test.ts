@@ -1,3 +1,4 @@
+import { handler as audit, routes as auditRoutes } from '#functions/audit';
 import { routes as constraintRoutes, handler as constraints } from '#functions/constraints';
 import { routes as importRoutes, handler as imports } from '#functions/imports';
 import { handler as indexes, routes as indexRoutes } from '#functions/indexes';
@@ -227,6 +228,13 @@ function probes(h: string): Probe[] {
     [tenants, 'POST', `/api/tenants/${p}/sessions/1/cancel`, { body: {} }],
     [tenants, 'POST', `/api/tenants/${p}/sessions/1/terminate`, { body: {} }],
     [tenants, 'GET', '/api/tenants', { query: { sort: h } }],
+    [
+      tenants,
+      'PUT',
+      `/api/tenants/${p}/quota`,
+      { body: { statementTimeoutMs: null, connectionLimit: null, storageBytes: 1 } },
+    ],
+    [audit, 'GET', '/api/audit', { query: { schema: h } }],
   ];
 }
 
@@ -253,6 +261,7 @@ describe('hostile identifiers', () => {
       ...keyRoutes,
       ...importRoutes,
       ...tenantRoutes,
+      ...auditRoutes,
     ].filter((r) => r.path !== '/api/schemas');
 
     for (const route of routes) {

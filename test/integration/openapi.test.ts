@@ -1,6 +1,7 @@
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import pg from 'pg';
+import * as audit from '#functions/audit';
 import * as constraints from '#functions/constraints';
 import * as health from '#functions/health';
 import * as imports from '#functions/imports';
@@ -8,6 +9,7 @@ import * as indexes from '#functions/indexes';
 import * as keys from '#functions/keys';
 import * as license from '#functions/license';
 import * as meta from '#functions/meta';
+import * as metrics from '#functions/metrics';
 import * as query from '#functions/query';
 import * as rows from '#functions/rows';
 import * as schemas from '#functions/schemas';
@@ -18,6 +20,7 @@ import { closePool } from '#lib/db/pool';
 import { RESPONSE_LIMIT } from '#lib/http/answers';
 import { MAX_BODY_BYTES } from '#lib/http/json-body';
 import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
+import { withAdminClient } from '#test/support/db';
 import { ADMIN, type Call, call, type Reply } from '#test/support/http';
 import { LicensingHarness } from '#test/support/licensing';
 import { uniqueName } from '#test/support/names';
@@ -41,6 +44,8 @@ const GROUPS = [
   query,
   keys,
   tenants,
+  audit,
+  metrics,
   license,
   meta,
 ];
@@ -169,6 +174,34 @@ function expectDocumented(route: AnyRoute, status: number, reply: Reply): void {
     status,
     deviations: [],
   });
+}
+
+/** Changing operations whose success was seen to write their audit entry. */
+const audited = new Set<string>();
+
+/**
+ * A success that changed something has exactly its one audit entry, under the request id its
+ * answer carried; a dry run, an anon key's SQL and a refusal answered as `{success: false}` none.
+ */
+async function expectAudited(route: AnyRoute, request: Call, reply: Reply): Promise<void> {
+  if (route.method === 'GET' || route.audit === false) return;
+  const entries = await withAdminClient(
+    async (c) =>
+      (
+        await c.query('SELECT action FROM _dbadmin.audit_log WHERE request_id = $1', [
+          reply.headers['x-request-id'],
+        ])
+      ).rows,
+  );
+  const body = request.body as { dryRun?: unknown } | undefined;
+  const preview = request.query?.dryRun === 'true' || body?.dryRun === true;
+  const anon = request.headers?.authorization === `Bearer ${anonKey}`;
+  if (preview || anon || reply.body?.success === false) {
+    expect(entries).toEqual([]);
+    return;
+  }
+  expect(entries).toEqual([{ action: route.audit?.action }]);
+  audited.add(operationOf(route));
 }
 
 // ---------------------------------------------------------------- requests
@@ -1140,6 +1173,34 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ path: '/api/tenants', query: { sort: 'connections' } }),
     },
   ],
+  'PUT /api/tenants/{schema}/quota': [
+    {
+      status: 200,
+      why: 'set',
+      request: () => ({
+        method: 'PUT',
+        path: `/api/tenants/${schema}/quota`,
+        body: { statementTimeoutMs: 20_000, connectionLimit: 5, storageBytes: 1024 ** 3 },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({
+        method: 'PUT',
+        path: `/api/tenants/${NO_SCHEMA}/quota`,
+        body: { statementTimeoutMs: null, connectionLimit: null, storageBytes: null },
+      }),
+    },
+  ],
+  'GET /api/audit': [
+    {
+      status: 200,
+      why: 'the entries',
+      request: () => ({ path: '/api/audit', query: { schema, limit: '5' } }),
+    },
+  ],
+  'GET /api/metrics': [{ status: 200, why: 'the figures', request: () => ({ path: '/api/metrics' }) }],
   'GET /api/tenants/{schema}': [
     { status: 200, why: 'the tenant', request: () => ({ path: `/api/tenants/${schema}` }) },
     { status: 404, why: 'no such schema', request: () => ({ path: `/api/tenants/${NO_SCHEMA}` }) },
@@ -1221,7 +1282,7 @@ function refusedKey(route: AnyRoute): Call {
     auth: null,
     headers: { ...request.headers, ...bearer(key).headers },
   });
-  if (route.access === 'admin') return as(sample(route), serviceKey);
+  if (route.access === 'admin' || route.access === 'metrics') return as(sample(route), serviceKey);
   if (route.access === 'write') return as(sample(route), anonKey);
   return as(sample(route, otherSchema), anonKey);
 }
@@ -1291,7 +1352,49 @@ describe('each operation’s own answers', () => {
     ),
   );
   it.each(cases)('%s answers %i (%s) as documented', async (_, status, _why, route, handler, c) => {
-    expectDocumented(route, status, await call(handler, await c.request()));
+    const request = await c.request();
+    const reply = await call(handler, request);
+    expectDocumented(route, status, reply);
+    if (reply.status < 300) await expectAudited(route, request, reply);
+  });
+});
+
+describe('507 while the schema is over its storage quota', () => {
+  const setQuota = (storageBytes: number | null) =>
+    call(tenants.handler, {
+      method: 'PUT',
+      path: `/api/tenants/${schema}/quota`,
+      body: { statementTimeoutMs: null, connectionLimit: null, storageBytes },
+    });
+  const adding = ROUTES.filter(({ route }) => route.addsData);
+  const requests = new Map<AnyRoute, Call>();
+  // Each route's success request, made (an import opened, a table to copy) before the quota is.
+  beforeAll(async () => {
+    for (const { route } of adding) {
+      const success = (CASES[operationOf(route)] ?? []).find((c) => c.status < 300);
+      if (success) requests.set(route, await success.request());
+    }
+    expect((await setQuota(1)).body.overStorage).toBe(true);
+  });
+  afterAll(async () => {
+    await setQuota(null);
+  });
+
+  it.each(named(adding))('%s: 507', async (_, entry) => {
+    const request = requests.get(entry.route);
+    if (!request) throw new Error(`${operationOf(entry.route)} has no success case`);
+    expectDocumented(entry.route, 507, await call(entry.handler, request));
+  });
+
+  it('POST /api/query: 507 for a key’s statement that writes', async () => {
+    const route = query.routes[0] as AnyRoute;
+    const reply = await call(query.handler, {
+      method: 'POST',
+      path: '/api/query',
+      body: { sql: "INSERT INTO items (name) VALUES ('over')" },
+      ...bearer(serviceKey),
+    });
+    expectDocumented(route, 507, reply);
   });
 });
 
@@ -1307,9 +1410,12 @@ describe('answers of the chain, from the route table', () => {
     expectDocumented(entry.route, 401, await call(entry.handler, { ...sample(entry.route), auth: null }));
   });
 
-  it.each(named(authenticated))('%s: 403 for a key it refuses', async (_, entry) => {
-    expectDocumented(entry.route, 403, await call(entry.handler, refusedKey(entry.route)));
-  });
+  it.each(named(authenticated.filter(({ route }) => route.access !== 'metrics')))(
+    '%s: 403 for a key it refuses',
+    async (_, entry) => {
+      expectDocumented(entry.route, 403, await call(entry.handler, refusedKey(entry.route)));
+    },
+  );
 
   it.each(named(withBody))('%s: 413 for a body over 1 MiB', async (_, entry) => {
     const body = JSON.stringify({ padding: 'x'.repeat(MAX_BODY_BYTES) });
@@ -1464,6 +1570,12 @@ const onlyResponseLimit = (route: AnyRoute, status: string) =>
   (route.errors ?? []).filter((answer) => answer.status === 413).every((answer) => answer === RESPONSE_LIMIT);
 
 describe('the document and this test', () => {
+  it('saw every route that changes something write its audit entry with its change', () => {
+    const changing = ROUTES.filter(({ route }) => route.method !== 'GET' && route.audit !== false);
+    expect(ROUTES.filter(({ route }) => route.method !== 'GET' && route.audit === undefined)).toEqual([]);
+    expect(changing.map(({ route }) => operationOf(route)).filter((op) => !audited.has(op))).toEqual([]);
+  });
+
   it('drive every operation of the document to its success', () => {
     const operations = Object.entries(document.paths).flatMap(([path, item]) =>
       Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),

@@ -139,6 +139,7 @@ describe('loadConfig with SSM_PREFIX', () => {
         '/dbadmin/prod/AUTH_USER',
         '/dbadmin/prod/AUTH_PASS',
         '/dbadmin/prod/DBADMIN_SECRET',
+        '/dbadmin/prod/METRICS_TOKEN',
       ],
       WithDecryption: true,
     });
@@ -161,6 +162,7 @@ describe('loadConfig with SSM_PREFIX', () => {
         '/dbadmin/prod/AUTH_USER',
         '/dbadmin/prod/AUTH_PASS',
         '/dbadmin/prod/DBADMIN_SECRET',
+        '/dbadmin/prod/METRICS_TOKEN',
       ],
     });
 

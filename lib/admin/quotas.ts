@@ -1,0 +1,80 @@
+import type pg from 'pg';
+import { schemaUser } from '#lib/admin/schemas';
+import { assertSchemaExists } from '#lib/db/catalog';
+import { assertTenantSchema } from '#lib/db/executor';
+import { quoteIdent } from '#lib/db/identifiers';
+import { withTransaction } from '#lib/db/pool';
+import { type Quota, refreshQuotas, schemaSizeSql } from '#lib/db/quotas';
+import { lockSchema, TENANT_CONNECTION_LIMIT } from '#lib/db/schema-roles';
+
+/**
+ * The admin sets a tenant's quotas; PostgreSQL applies what it can:
+ * - the statement timeout: the tenant's own login's default (ALTER ROLE ... SET), and the
+ *   sessions the service opens as the schema's roles (lib/db/executor), which also end them from
+ *   outside past it;
+ * - the connection limit of the tenant's own login (ALTER ROLE ... CONNECTION LIMIT);
+ * - the storage quota: measured in the background, and over it the API refuses what adds data
+ *   with 507 (lib/http/storage-quota).
+ * `null` takes a quota away (the login's connection limit goes back to the service's default).
+ */
+export interface QuotaInput {
+  statementTimeoutMs: number | null;
+  connectionLimit: number | null;
+  storageBytes: number | null;
+}
+
+/** A quota as the API shows it, with what the schema uses. */
+export const shownQuota = (quota: Quota | undefined) => ({
+  statementTimeoutMs: quota?.statementTimeoutMs ?? null,
+  connectionLimit: quota?.connectionLimit ?? null,
+  storageBytes: quota?.storageBytes ?? null,
+  usedBytes: quota?.usedBytes ?? null,
+  measuredAt: quota?.measuredAt?.toISOString() ?? null,
+  overStorage: Boolean(
+    quota?.storageBytes && quota.usedBytes !== null && quota.usedBytes >= quota.storageBytes,
+  ),
+});
+
+const roleExists = async (client: pg.ClientBase, role: string) =>
+  (await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role])).rowCount === 1;
+
+export async function setQuota(db: pg.Pool, schema: string, input: QuotaInput) {
+  assertTenantSchema(schema);
+  await withTransaction(
+    db,
+    async (client) => {
+      await lockSchema(client, schema);
+      await assertSchemaExists(client, schema);
+      await client.query(
+        `INSERT INTO _dbadmin.tenant_quotas (schema_name, statement_timeout_ms, connection_limit, storage_bytes)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (schema_name) DO UPDATE
+           SET statement_timeout_ms = EXCLUDED.statement_timeout_ms, connection_limit = EXCLUDED.connection_limit,
+               storage_bytes = EXCLUDED.storage_bytes, updated_at = pg_catalog.now(),
+               used_bytes = NULL, measured_at = NULL`,
+        [schema, input.statementTimeoutMs, input.connectionLimit, input.storageBytes],
+      );
+      // The tenant's own login, when the schema has one (schemas made outside dbadmin may not).
+      const login = schemaUser(schema);
+      if (await roleExists(client, login)) {
+        const role = quoteIdent(login);
+        await client.query(
+          `ALTER ROLE ${role} CONNECTION LIMIT ${input.connectionLimit ?? TENANT_CONNECTION_LIMIT}`,
+        );
+        await client.query(
+          input.statementTimeoutMs === null
+            ? `ALTER ROLE ${role} RESET statement_timeout`
+            : `ALTER ROLE ${role} SET statement_timeout = ${Math.trunc(input.statementTimeoutMs)}`,
+        );
+      }
+    },
+    { audited: () => undefined },
+  );
+  // Measured now, so the answer (and this container) knows where the schema stands.
+  await db.query(
+    `UPDATE _dbadmin.tenant_quotas SET used_bytes = ${schemaSizeSql('$1')}, measured_at = pg_catalog.now()
+      WHERE schema_name = $1 AND storage_bytes IS NOT NULL`,
+    [schema],
+  );
+  return shownQuota((await refreshQuotas(db)).get(schema));
+}

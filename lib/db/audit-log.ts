@@ -1,0 +1,140 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash, randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { isPgError } from '#lib/db/pg-errors';
+import { ServiceUnavailable } from '#lib/errors';
+
+/**
+ * The audit entry of the request in flight, and how it is written: inside the change's own
+ * transaction, on whichever session makes the change (a tenant role's, the service's), so no
+ * committed change lacks its entry and no entry outlives a change that rolled back.
+ *
+ * Tenant sessions cannot touch `_dbadmin`; the one way in is `_dbadmin_audit.append(entry, seal)`
+ * (migration 9), which takes an entry only with its seal: SHA-256(k ‖ SHA-256(k ‖ entry)), k being
+ * a random key in `_dbadmin.audit_seal` that only the service reads. Tenant code running in the
+ * same transaction (a trigger, a deferred constraint) can call it, never forge an entry, and never
+ * remove one: the log has no grant to anyone.
+ */
+
+/** What an entry records: never row values, keys, passwords, or SQL text unless asked for. */
+export interface AuditEntry {
+  id: string;
+  requestId: string;
+  /** Who asked: the admin, an API key, or anyone (the license routes SPEC leaves public). */
+  actor: 'admin' | 'key' | 'public';
+  keyId?: number;
+  keyName?: string;
+  keyType?: string;
+  schema?: string;
+  action: string;
+  target?: string;
+  status: number;
+  rows?: number;
+  sqlKind?: string;
+  sqlFingerprint?: string;
+  sqlText?: string;
+}
+
+/** A request's entry while it runs: written once, by the first of its commits or after it. */
+export interface AuditDraft {
+  entry: AuditEntry;
+  /** The seal's key (migration 9), read once per container. */
+  key: Buffer;
+  /** Written, or found to need none (the work changed nothing after all). */
+  settled: boolean;
+}
+
+const drafts = new AsyncLocalStorage<AuditDraft>();
+
+/** Runs a changing request's work with its entry in reach of every commit it makes. */
+export const withAuditDraft = <T>(draft: AuditDraft, work: () => Promise<T>): Promise<T> =>
+  drafts.run(draft, work);
+
+/** Whether the request in flight is audited (its entry still to be written). */
+export const auditing = () => drafts.getStore()?.settled === false;
+
+/** The request turned out to change nothing (a read-only transaction): it gets no entry. */
+export function nothingChanged(): void {
+  const draft = drafts.getStore();
+  if (draft) draft.settled = true;
+}
+
+/** What the work learnt about its change (rows, the SQL's kind): kept for the entry. */
+export function describeChange(
+  details: Partial<Pick<AuditEntry, 'rows' | 'target' | 'schema' | 'sqlKind' | 'sqlFingerprint' | 'sqlText'>>,
+): void {
+  const draft = drafts.getStore();
+  if (draft && !draft.settled) Object.assign(draft.entry, details);
+}
+
+export const newEntryId = () => randomUUID();
+
+const sha256 = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(parts)).digest();
+
+/** The entry as the append function takes it: its JSON and the seal over those very bytes. */
+export function sealed(draft: AuditDraft): { entry: string; seal: string } {
+  const entry = JSON.stringify(draft.entry);
+  const bytes = Buffer.from(entry, 'utf8');
+  return { entry, seal: sha256(draft.key, sha256(draft.key, bytes)).toString('hex') };
+}
+
+/**
+ * The append as text with no quote or backslash in it (base64 and hex), so it can share one round
+ * trip with our COMMIT whatever a tenant did to its session's string settings.
+ */
+function appendStatement(draft: AuditDraft): string {
+  const { entry, seal } = sealed(draft);
+  const base64 = Buffer.from(entry, 'utf8').toString('base64');
+  return `SELECT _dbadmin_audit.append(pg_catalog.convert_from(pg_catalog.decode('${base64}', 'base64'), 'UTF8'), '${seal}')`;
+}
+
+/** The audit log refused or failed: the change is not made (its transaction rolls back). */
+export class AuditUnavailable extends ServiceUnavailable {
+  constructor(cause: unknown) {
+    super(
+      'Audit log unavailable',
+      'the audit entry could not be written, so the change was not made; try again',
+      cause,
+    );
+  }
+}
+
+const fromAppend = (error: unknown) =>
+  isPgError(error) && (error as { where?: string }).where?.includes('function _dbadmin_audit.append(');
+
+/**
+ * Commits the open transaction on `client`, with the request's entry in it when the request is
+ * audited and its entry not yet written: one round trip either way.
+ */
+export async function commitAudited(client: pg.ClientBase, rows?: number): Promise<void> {
+  const draft = drafts.getStore();
+  if (!draft || draft.settled) {
+    await client.query('COMMIT');
+    return;
+  }
+  if (rows !== undefined && draft.entry.rows === undefined) draft.entry.rows = rows;
+  try {
+    await client.query(`${appendStatement(draft)}; COMMIT`);
+  } catch (error) {
+    throw fromAppend(error) ? new AuditUnavailable(error) : error;
+  }
+  draft.settled = true;
+}
+
+/** Writes the entry on its own (the change had no transaction of ours), once. */
+export async function appendAfter(db: pg.Pool, draft: AuditDraft): Promise<void> {
+  if (draft.settled) return;
+  const { entry, seal } = sealed(draft);
+  await db.query('SELECT _dbadmin_audit.append($1, $2)', [entry, seal]);
+  draft.settled = true;
+}
+
+/** The seal's key, from the service's pool (search path pg_catalog alone, so names are qualified). */
+export async function readSealKey(db: pg.Pool): Promise<Buffer> {
+  const { rows } = await db.query<{ key: string }>(
+    `SELECT pg_catalog.encode(key, 'hex') AS key FROM _dbadmin.audit_seal`,
+  );
+  const key = rows[0] && Buffer.from(rows[0].key, 'hex');
+  if (!key) throw new Error('_dbadmin.audit_seal has no key');
+  return key;
+}

@@ -1,0 +1,96 @@
+import type pg from 'pg';
+import { sweepAuditLog } from '#lib/admin/audit';
+import { type Config, getConfig } from '#lib/config';
+import {
+  type AuditDraft,
+  AuditUnavailable,
+  appendAfter,
+  newEntryId,
+  readSealKey,
+  withAuditDraft,
+} from '#lib/db/audit-log';
+import { getDatabase } from '#lib/db/pool';
+import { countAuditFailure } from '#lib/http/metrics';
+import { field, type RequestInput, requestSchema } from '#lib/http/request-schema';
+import type { AnyRoute } from '#lib/http/route';
+import { loggedError, logger } from '#lib/log';
+
+/**
+ * Every request that may change something gets its audit entry: the route's lib work writes it
+ * inside its own transaction where it has one (inTransaction's `audited`, lib/db/audit-log's
+ * commitAudited); a change made without one (a concurrent index build, a license activation) gets
+ * it written here once the route has answered. A request that fails, or only previews (`dryRun`),
+ * has none; nor does an anon key's, which can change nothing.
+ */
+
+interface AuditInput extends RequestInput {
+  requestId: string;
+}
+
+let sealKey: { db: pg.Pool; key: Promise<Buffer> } | undefined;
+
+/** The seal's key, read once per container (and again if that read failed). */
+function keyFor(db: pg.Pool): Promise<Buffer> {
+  if (sealKey?.db !== db) {
+    const key = readSealKey(db).catch((error: unknown) => {
+      sealKey = undefined;
+      throw error;
+    });
+    sealKey = { db, key };
+  }
+  return sealKey.key;
+}
+
+const previewOnly = ({ query, body }: AuditInput) =>
+  field(query, 'dryRun') === true || field(body, 'dryRun') === true;
+
+/** Whether the request gets an entry at all. */
+function audits(route: AnyRoute, input: AuditInput, config: Config): boolean {
+  if (config.AUDIT_LOG === 'off' || route.method === 'GET' || route.audit === false) return false;
+  if (input.principal?.kind === 'key' && input.principal.keyType === 'anon') return false;
+  return !previewOnly(input);
+}
+
+function draftEntry(route: AnyRoute, input: AuditInput, key: Buffer): AuditDraft {
+  const { principal } = input;
+  const audit = route.audit || undefined;
+  const target = audit?.target?.({ params: input.params, query: input.query, body: input.body });
+  return {
+    key,
+    settled: false,
+    entry: {
+      id: newEntryId(),
+      requestId: input.requestId,
+      actor: principal?.kind ?? 'public',
+      ...(principal?.kind === 'key'
+        ? { keyId: principal.id, keyName: principal.name, keyType: principal.keyType }
+        : {}),
+      schema: requestSchema(input),
+      action: audit?.action ?? `${route.method} ${route.path}`,
+      target,
+      status: route.status ?? 200,
+    },
+  };
+}
+
+/** Runs the route's work with its entry in reach, and writes the entry after it if no commit did. */
+export async function audited<T>(route: AnyRoute, input: AuditInput, work: () => Promise<T>): Promise<T> {
+  const config = await getConfig();
+  if (!audits(route, input, config)) return work();
+  const db = await getDatabase();
+  const draft = draftEntry(route, input, await keyFor(db));
+  const result = await withAuditDraft(draft, work).catch((error: unknown) => {
+    if (error instanceof AuditUnavailable) countAuditFailure();
+    throw error;
+  });
+  const changed = route.audit ? (route.audit.changed?.(result) ?? true) : true;
+  if (!draft.settled && changed) {
+    // The change is made and answered for: a failure here is counted and logged, not the caller's.
+    await appendAfter(db, draft).catch((error: unknown) => {
+      countAuditFailure();
+      logger.error('audit entry not written', { action: draft.entry.action, error: loggedError(error) });
+    });
+  }
+  sweepAuditLog(db, config.AUDIT_RETENTION_DAYS);
+  return result;
+}

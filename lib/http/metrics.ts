@@ -1,0 +1,135 @@
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { isLambda } from '#lib/config';
+import { rolePoolUse } from '#lib/db/executor';
+import { getDatabase, servicePoolUse } from '#lib/db/pool';
+import { getLicensing } from '#lib/license/index';
+import type { LicenseStatusValue } from '#lib/license/state';
+import { loggedError, logger } from '#lib/log';
+
+/**
+ * The service's figures: requests by route and status, their latency, the pools, the database's
+ * connections, the license and audit write failures. Served to Prometheus at GET /api/metrics
+ * (functions/metrics); on Lambda, where no scraper can reach a container, each invocation also
+ * writes its request figures as CloudWatch embedded metrics (Powertools metrics) in its log.
+ */
+export const registry = new Registry();
+
+const requests = new Counter({
+  name: 'dbadmin_http_requests_total',
+  help: 'Requests answered, by route (as routed, e.g. GET /api/table/{tableName}) and status',
+  labelNames: ['route', 'status'] as const,
+  registers: [registry],
+});
+
+const latency = new Histogram({
+  name: 'dbadmin_http_request_duration_seconds',
+  help: 'Time from the request to its answer, by route',
+  labelNames: ['route'] as const,
+  buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [registry],
+});
+
+const auditFailures = new Counter({
+  name: 'dbadmin_audit_write_failures_total',
+  help: 'Audit entries that could not be written (a change in a transaction is then refused with 503; one without is kept and logged)',
+  registers: [registry],
+});
+
+new Gauge({
+  name: 'dbadmin_pool_connections',
+  help: "This process's database connections by pool and state (in use, idle) and requests waiting for one",
+  labelNames: ['pool', 'state'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    for (const use of [...servicePoolUse(), rolePoolUse()]) {
+      this.set({ pool: use.pool, state: 'in_use' }, use.total - use.idle);
+      this.set({ pool: use.pool, state: 'idle' }, use.idle);
+      this.set({ pool: use.pool, state: 'waiting' }, use.waiting);
+    }
+  },
+});
+
+new Gauge({
+  name: 'dbadmin_database_connections',
+  help: 'Client connections to the database, all of them, by state (pg_stat_activity), and its max_connections',
+  labelNames: ['state'] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    try {
+      const db = await getDatabase();
+      const { rows } = await db.query<{ state: string; n: number }>(
+        `SELECT coalesce(state, 'unknown') AS state, count(*)::int AS n FROM pg_catalog.pg_stat_activity
+          WHERE backend_type = 'client backend' GROUP BY 1
+         UNION ALL SELECT 'max_connections', pg_catalog.current_setting('max_connections')::int`,
+      );
+      for (const row of rows) this.set({ state: row.state }, row.n);
+    } catch (error) {
+      logger.warn('metrics: database connections not read', { error: loggedError(error) });
+    }
+  },
+});
+
+const LICENSE_STATES: readonly LicenseStatusValue[] = [
+  'active',
+  'trial',
+  'grace_period',
+  'expired',
+  'invalid',
+  'none',
+];
+
+new Gauge({
+  name: 'dbadmin_license_state',
+  help: 'The license state: 1 for the current one, 0 for the others',
+  labelNames: ['state'] as const,
+  registers: [registry],
+  async collect() {
+    const state = await licenseState();
+    for (const value of LICENSE_STATES) this.set({ state: value }, state?.status === value ? 1 : 0);
+  },
+});
+
+new Gauge({
+  name: 'dbadmin_license_days_left',
+  help: 'Days until the trial or the grace period ends (absent for a lifetime license)',
+  registers: [registry],
+  async collect() {
+    this.reset();
+    const days = (await licenseState())?.daysRemaining;
+    if (typeof days === 'number') this.set(days);
+  },
+});
+
+async function licenseState() {
+  try {
+    return await (await getLicensing()).state();
+  } catch (error) {
+    logger.warn('metrics: license state not read', { error: loggedError(error) });
+    return undefined;
+  }
+}
+
+/** On Lambda only: one EMF document per invocation, in the function's log. */
+const lambdaMetrics = isLambda()
+  ? new Metrics({ namespace: process.env.METRICS_NAMESPACE ?? 'dbadmin', serviceName: 'dbadmin' })
+  : undefined;
+
+/** One answered request, counted (lib/http/request-log). */
+export function countRequest(route: string, status: number, seconds: number): void {
+  requests.inc({ route, status: String(status) });
+  latency.observe({ route }, seconds);
+  if (lambdaMetrics) {
+    lambdaMetrics.addDimensions({ route, status: String(status) });
+    lambdaMetrics.addMetric('requests', MetricUnit.Count, 1);
+    lambdaMetrics.addMetric('latency', MetricUnit.Milliseconds, seconds * 1000);
+    lambdaMetrics.publishStoredMetrics();
+  }
+}
+
+export function countAuditFailure(): void {
+  auditFailures.inc();
+  lambdaMetrics?.singleMetric().addMetric('auditWriteFailures', MetricUnit.Count, 1);
+}

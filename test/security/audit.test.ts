@@ -1,0 +1,169 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { handler as query } from '#functions/query';
+import { handler as rows } from '#functions/rows';
+import { closePool } from '#lib/db/pool';
+import { asTenant, bearer, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
+import { withAdminClient } from '#test/support/db';
+import { call, type Reply } from '#test/support/http';
+
+/**
+ * The audit log against a hostile tenant: its own database login, a service_role key's SQL, the
+ * admin's SQL as the schema's role, and code planted where the API writes. None of them may read
+ * the log, change or delete an entry, or forge one through the append function the tenant's
+ * sessions can call; a planted trigger cannot keep a change's entry from being written.
+ */
+afterAll(closePool);
+
+let schema: string;
+let key: string;
+beforeAll(async () => {
+  schema = await tenantSchema('audsec');
+  key = (await createKey(schema, 'service_role')).key;
+});
+
+const entryCount = () =>
+  withAdminClient(async (c) =>
+    Number((await c.query('SELECT count(*) AS n FROM _dbadmin.audit_log')).rows[0].n),
+  );
+
+const entriesOf = (reply: Reply) =>
+  withAdminClient(
+    async (c) =>
+      (
+        await c.query('SELECT * FROM _dbadmin.audit_log WHERE request_id = $1', [
+          reply.headers['x-request-id'],
+        ])
+      ).rows,
+  );
+
+/** What the tenant's own login gets for `sql`: the error's message, or 'ran'. */
+const tenantTries = (sql: string) =>
+  asTenant(schema, sql).then(
+    () => 'ran',
+    (error: Error) => error.message,
+  );
+
+/** An entry as the append function takes it, sealed the way a tenant without the key could. */
+const forged = (action: string) =>
+  JSON.stringify({ id: randomUUID(), requestId: 'forged', actor: 'admin', schema, action, status: 200 });
+const sha256hex = (text: string) => createHash('sha256').update(text).digest('hex');
+
+describe('the tenant’s own database login', () => {
+  it.each([
+    'SELECT * FROM _dbadmin.audit_log',
+    "INSERT INTO _dbadmin.audit_log (id, request_id, actor, action, status) VALUES (gen_random_uuid(), 'x', 'admin', 'forged', 200)",
+    "UPDATE _dbadmin.audit_log SET action = 'nothing'",
+    'DELETE FROM _dbadmin.audit_log',
+    'TRUNCATE _dbadmin.audit_log',
+    'DROP TABLE _dbadmin.audit_log',
+    'SELECT key FROM _dbadmin.audit_seal',
+    'CREATE FUNCTION _dbadmin_audit.sneak() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$',
+    'CREATE OR REPLACE FUNCTION _dbadmin_audit.append(entry text, seal text) RETURNS void LANGUAGE sql AS $$ SELECT $$',
+    'ALTER FUNCTION _dbadmin_audit.append(text, text) OWNER TO CURRENT_USER',
+  ])('is refused: %s', async (sql) => {
+    const before = await entryCount();
+    expect(await tenantTries(sql)).toMatch(/permission denied|must be owner/);
+    expect(await entryCount()).toBe(before);
+  });
+
+  it.each([
+    ['no seal', () => `'${forged('a')}', NULL`],
+    ['a seal of zeros', () => `'${forged('b')}', '${'0'.repeat(64)}'`],
+    [
+      'the entry’s own hash',
+      () => {
+        const entry = forged('c');
+        return `'${entry}', '${sha256hex(entry)}'`;
+      },
+    ],
+    ['a seal that is not hex', () => `'${forged('d')}', 'zz'`],
+  ])('cannot forge an entry through the append function with %s', async (_, args) => {
+    const before = await entryCount();
+    expect(await tenantTries(`SELECT _dbadmin_audit.append(${args()})`)).toMatch(
+      /audit entry refused|permission/,
+    );
+    expect(await entryCount()).toBe(before);
+  });
+
+  it('cannot replay an entry it saw: each is taken once', async () => {
+    const {
+      rows: [{ key: hex }],
+    } = await withAdminClient((c) => c.query("SELECT encode(key, 'hex') AS key FROM _dbadmin.audit_seal"));
+    const k = Buffer.from(hex, 'hex');
+    const entry = forged('replayed');
+    const inner = createHash('sha256')
+      .update(Buffer.concat([k, Buffer.from(entry)]))
+      .digest();
+    const seal = createHash('sha256')
+      .update(Buffer.concat([k, inner]))
+      .digest('hex');
+    const call = `SELECT _dbadmin_audit.append('${entry}', '${seal}')`;
+    expect(await tenantTries(call)).toBe('ran');
+    expect(await tenantTries(call)).toMatch(/duplicate key/);
+  });
+});
+
+describe('SQL through the API', () => {
+  it.each([
+    'DELETE FROM _dbadmin.audit_log',
+    "UPDATE _dbadmin.audit_log SET target = 'x'",
+    'SELECT count(*) FROM _dbadmin.audit_log',
+  ])('of a service_role key is refused: %s', async (sql) => {
+    const before = await entryCount();
+    const reply = await sqlAs(key, sql);
+    expect(reply.status).toBe(403);
+    expect(reply.body.message).toMatch(/permission denied/);
+    expect(await entryCount()).toBe(before);
+  });
+
+  it('of the admin as the schema’s role is refused', async () => {
+    const before = await entryCount();
+    const reply = await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { schema, sql: 'DELETE FROM _dbadmin.audit_log' },
+    });
+    expect(reply.status).toBe(403);
+    expect(reply.body.message).toMatch(/permission denied/);
+    expect(await entryCount()).toBe(before);
+  });
+});
+
+describe('code planted where the API writes', () => {
+  it('can neither remove nor forge entries, nor keep the change’s own from being written', async () => {
+    await asTenant(
+      schema,
+      `CREATE TABLE tries (what text, outcome text);
+       CREATE FUNCTION meddle() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         BEGIN DELETE FROM _dbadmin.audit_log; INSERT INTO tries VALUES ('delete', 'ran');
+         EXCEPTION WHEN OTHERS THEN INSERT INTO tries VALUES ('delete', SQLERRM); END;
+         BEGIN PERFORM _dbadmin_audit.append('{"id":"${randomUUID()}","requestId":"x","actor":"admin","action":"forged","status":200}', repeat('0', 64));
+           INSERT INTO tries VALUES ('append', 'ran');
+         EXCEPTION WHEN OTHERS THEN INSERT INTO tries VALUES ('append', SQLERRM); END;
+         RETURN NEW;
+       END $$;
+       CREATE TRIGGER meddle AFTER INSERT ON items FOR EACH ROW EXECUTE FUNCTION meddle();
+       CREATE CONSTRAINT TRIGGER meddle_late AFTER INSERT ON items DEFERRABLE INITIALLY DEFERRED
+         FOR EACH ROW EXECUTE FUNCTION meddle()`,
+    );
+    const before = await entryCount();
+    const reply = await call(rows, {
+      method: 'POST',
+      path: '/api/table/items/row',
+      body: { data: { name: 'watched' } },
+      ...bearer(key),
+    });
+
+    expect(reply.status).toBe(201);
+    expect(await entriesOf(reply)).toEqual([
+      expect.objectContaining({ action: 'row.insert', schema_name: schema }),
+    ]);
+    expect(await entryCount()).toBe(before + 1);
+    const tries = await withAdminClient(
+      async (c) => (await c.query(`SELECT what, outcome FROM "${schema}".tries ORDER BY what`)).rows,
+    );
+    expect(tries).toHaveLength(4);
+    for (const attempt of tries) expect(attempt.outcome).toMatch(/permission denied|audit entry refused/);
+  });
+});
