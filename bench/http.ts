@@ -28,6 +28,7 @@ import { closePool, getDatabase } from '../lib/db/pool';
 import { signInRead } from '../lib/http/authenticate';
 import { licenseGate } from '../lib/http/license-gate';
 import { getLicensing } from '../lib/license/index';
+import { auditBench, auditTargets } from './audit';
 import {
   atMost,
   BENCH_FUNCTIONS,
@@ -239,7 +240,16 @@ function artifactSizes(): Record<string, number> {
   return sizes;
 }
 
+/** BENCH_ONLY=audit: the audit log's cost alone (issue 27). */
+const ONLY_AUDIT = process.env.BENCH_ONLY === 'audit';
+
 runBench('bench', async (databaseUrl) => {
+  if (ONLY_AUDIT) {
+    const audit = await auditBench(databaseUrl, ROUNDS);
+    printThroughput(audit, ROUNDS);
+    printTargets(auditTargets(audit));
+    return;
+  }
   const env: NodeJS.ProcessEnv = { ...process.env, ...BENCH_SETTINGS, DATABASE_URL: databaseUrl };
   const host = await startHost(databaseUrl);
   let rows: Row[];
@@ -251,6 +261,7 @@ runBench('bench', async (databaseUrl) => {
   } finally {
     await host.stop();
   }
+  const audit = await auditBench(databaseUrl, ROUNDS);
 
   const sizes = artifactSizes();
   const cold = coldStarts(env);
@@ -260,6 +271,8 @@ runBench('bench', async (databaseUrl) => {
 
   const ceiling = rows[0] as Row;
   printThroughput(rows, ROUNDS);
+  console.log('The audit log: two hosts alike but for AUDIT_LOG, rounds alternating');
+  printThroughput(audit, ROUNDS);
   printMemory(memory);
   const hostMicros = 1e6 / ceiling.rps;
   console.log(
@@ -329,5 +342,6 @@ runBench('bench', async (databaseUrl) => {
       450,
       'MB',
     ),
+    ...auditTargets(audit),
   ]);
 });

@@ -124,12 +124,12 @@ export const hostEnvironment = (databaseUrl: string): NodeJS.ProcessEnv => ({
  * The host exactly as production starts it (npm start, the Dockerfile's CMD):
  * `node --max-old-space-size=384 dist/bin/start.js`.
  */
-export async function startHost(databaseUrl: string): Promise<Host> {
+export async function startHost(databaseUrl: string, settings: NodeJS.ProcessEnv = {}): Promise<Host> {
   const port = await freePort();
   return serveUntilReady(['--max-old-space-size=384', join(BUILD_DIR, 'bin', 'start.js')], {
     cwd: BUILD_DIR,
     port,
-    env: { ...hostEnvironment(databaseUrl), PORT: String(port), HOST: '127.0.0.1' },
+    env: { ...hostEnvironment(databaseUrl), ...settings, PORT: String(port), HOST: '127.0.0.1' },
   });
 }
 

@@ -157,6 +157,7 @@ export const routes = [
   defineRoute({
     method: 'PATCH',
     path: '/api/table/{tableName}',
+    addsData: true,
     audit: { action: 'table.change', target: ({ params }) => `table ${params.tableName}` },
     summary:
       'Change a table: rename, comment, primary key; dryRun shows the SQL, its lock and whether it scans the table',

@@ -85,7 +85,7 @@ export const routes = [
         ? await adminAccess(schema, signal)
         : await schemaAccess(principal, schema, signal);
       // Over its storage quota, a key's SQL may read but not write (the admin's is the way out).
-      const over = asKey ? overStorageQuota(await currentQuotas(access.catalog), schema) : undefined;
+      const over = asKey ? overStorageQuota((await currentQuotas(access.catalog)).get(schema)) : undefined;
       const result = await runQuery(access, {
         sql: body.sql,
         schema,

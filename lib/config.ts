@@ -126,7 +126,7 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // only when asked (a fingerprint and its kind always are); entries older than this go.
       AUDIT_LOG: z.enum(['on', 'off']).default('on'),
       AUDIT_SQL_TEXT: z.enum(['on', 'off']).default('off'),
-      AUDIT_RETENTION_DAYS: positiveInt.default(365),
+      AUDIT_RETENTION_DAYS: positiveInt.max(36_500, 'at most 36500 (100 years)').default(365),
       // GET /api/metrics also answers `Authorization: Bearer <token>` with this token (a scraper
       // need not hold the admin's password).
       METRICS_TOKEN: z

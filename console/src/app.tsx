@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { credentials, reportedLicense, signOut } from './api';
 import { badgeText, license, loadLicense } from './license';
+import { AuditPage } from './pages/audit';
 import { KeysPage } from './pages/keys';
 import { LicensePage } from './pages/license';
 import { SchemasPage } from './pages/schemas';
@@ -119,6 +120,9 @@ function Header({ onHelp }: { onHelp: () => void }) {
       <a href={href({ page: 'tenants' })} aria-current={route.value.page === 'tenants' ? 'page' : undefined}>
         Tenants
       </a>
+      <a href={href({ page: 'audit' })} aria-current={route.value.page === 'audit' ? 'page' : undefined}>
+        Audit
+      </a>
       <span class="spacer" />
       <a
         class={`badge ${status?.status ?? ''}`}
@@ -172,6 +176,8 @@ function Page() {
       return <KeysPage key={r.schema} schema={r.schema} />;
     case 'tenants':
       return <TenantsPage key={r.schema ?? ''} schema={r.schema} />;
+    case 'audit':
+      return <AuditPage key={r.schema ?? ''} schema={r.schema} />;
   }
 }
 

@@ -2,7 +2,7 @@ import { signal } from '@preact/signals';
 
 /**
  * Hash routes, so the page works under any path prefix (an API Gateway stage):
- *   #/license  #/schemas  #/tenants[/SCHEMA]  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure|/indexes]
+ *   #/license  #/schemas  #/tenants[/SCHEMA]  #/audit[/SCHEMA]  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure|/indexes]
  *   #/s/SCHEMA/sql  #/s/SCHEMA/keys
  * A table's data tab keeps how it is viewed (filters, sort, search, page) in the hash's query:
  *   #/s/SCHEMA/t/TABLE?filter=age.gte.18&order=name.desc (console/src/grid/view.ts reads it).
@@ -13,6 +13,7 @@ export type Route =
   | { page: 'license' }
   | { page: 'schemas' }
   | { page: 'tenants'; schema?: string }
+  | { page: 'audit'; schema?: string }
   | { page: 'tables'; schema: string }
   | { page: 'table'; schema: string; table: string; tab: TableTab; view?: string }
   | { page: 'sql'; schema: string }
@@ -37,7 +38,7 @@ export function parseRoute(hash: string): Route {
   const parts = path.split('/').filter(Boolean).map(decodePart);
   const [first, schema, kind, table, tab] = parts;
   if (first === 'license') return { page: 'license' };
-  if (first === 'tenants') return schema ? { page: 'tenants', schema } : { page: 'tenants' };
+  if (first === 'tenants' || first === 'audit') return schema ? { page: first, schema } : { page: first };
   if (first === 's' && schema) {
     if (kind === 't' && table) return tableRoute(schema, table, tab, view);
     if (kind === 'sql') return { page: 'sql', schema };
@@ -54,7 +55,8 @@ export function href(route: Route): string {
     case 'schemas':
       return `#/${route.page}`;
     case 'tenants':
-      return route.schema ? `#/tenants/${e(route.schema)}` : '#/tenants';
+    case 'audit':
+      return route.schema ? `#/${route.page}/${e(route.schema)}` : `#/${route.page}`;
     case 'tables':
       return `#/s/${e(route.schema)}`;
     case 'table':

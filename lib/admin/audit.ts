@@ -73,26 +73,39 @@ export async function listAudit(db: pg.Pool, filter: AuditFilter) {
   return { entries, nextCursor: more ? String(entries.at(-1)?.seq) : null };
 }
 
-/** At most one sweep an hour per process: retention is counted in days. */
+/** At most one sweep an hour per process (retention is counted in days), failed or not. */
 const SWEEP_EVERY_MS = 3_600_000;
+/** Deleted a batch at a time, so a backlog never becomes one long statement. */
+const SWEEP_BATCH = 5000;
 let lastSweep = Number.NEGATIVE_INFINITY;
 
+const SWEEP = `
+  DELETE FROM _dbadmin.audit_log WHERE seq IN (
+    SELECT seq FROM _dbadmin.audit_log
+     WHERE at < pg_catalog.now() - pg_catalog.make_interval(days => $1) LIMIT ${SWEEP_BATCH})`;
+
 /**
- * Deletes entries older than the retention, in the background of a request that wrote one (the
- * database's clock decides what is old). Returns the sweep, for tests; callers need not wait.
+ * Deletes entries older than the retention (the database's clock decides what is old), in
+ * batches, in the background of a request that wrote one. Returns how many, for tests; callers
+ * need not wait. A failure waits for the next hour like a success: a struggling database is not
+ * sent a sweep per request.
  */
-export function sweepAuditLog(db: pg.Pool, retentionDays: number, now = performance.now()): Promise<number> {
-  if (now - lastSweep < SWEEP_EVERY_MS) return Promise.resolve(0);
+export async function sweepAuditLog(
+  db: pg.Pool,
+  retentionDays: number,
+  now = performance.now(),
+): Promise<number> {
+  if (now - lastSweep < SWEEP_EVERY_MS) return 0;
   lastSweep = now;
-  return db
-    .query(
-      `DELETE FROM _dbadmin.audit_log WHERE at < pg_catalog.now() - pg_catalog.make_interval(days => $1)`,
-      [retentionDays],
-    )
-    .then((result) => result.rowCount ?? 0)
-    .catch((error: unknown) => {
-      lastSweep = Number.NEGATIVE_INFINITY;
-      logger.warn('audit log sweep failed', { error: loggedError(error) });
-      return 0;
-    });
+  let deleted = 0;
+  try {
+    for (;;) {
+      const { rowCount } = await db.query(SWEEP, [retentionDays]);
+      deleted += rowCount ?? 0;
+      if ((rowCount ?? 0) < SWEEP_BATCH) return deleted;
+    }
+  } catch (error) {
+    logger.warn('audit log sweep failed', { error: loggedError(error) });
+    return deleted;
+  }
 }

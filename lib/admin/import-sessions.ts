@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { type ImportOptions, type ImportOutcome, importRows } from '#lib/admin/import';
+import { nothingChanged } from '#lib/db/audit-log';
 import { tableInfo } from '#lib/db/catalog';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
@@ -301,7 +302,11 @@ export async function commitImport(
 ): Promise<ImportOutcome> {
   const db = access.catalog;
   const found = await session(db, id, scope, limits);
-  if (found.state === 'committed' && found.outcome) return found.outcome;
+  if (found.state === 'committed' && found.outcome) {
+    // Sent again: the same answer, and no second audit entry for the one import.
+    nothingChanged();
+    return found.outcome;
+  }
   const { rowCount } = await db.query(
     `UPDATE ${SESSIONS} SET state = 'committing', committing_since = $3, expires_at = $2
       WHERE id = $1 AND state = 'open'`,

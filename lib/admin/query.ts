@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { commitAudited, describeChange, nothingChanged } from '#lib/db/audit-log';
+import { auditing, commitAudited, describeChange, nothingChanged, sealFor, xidOf } from '#lib/db/audit-log';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
@@ -77,11 +77,14 @@ const pgLiteral = (value: string) => `'${value.replace(/'/g, "''")}'`;
 export async function runQuery(access: SchemaAccess, input: RunQueryInput): Promise<QueryResult> {
   const { sql, schema, timeoutMs, limits, asKey, adminRights } = input;
   // A read-only access runs in a transaction of its own that it rolls back (lib/db/executor).
+  // Our transaction's id, for the audit entry committed with it (lib/db/audit-log).
+  const sealed = !access.readOnly && !input.readOnly && auditing();
   const begin = [
     ...(access.readOnly ? [] : [input.readOnly ? 'BEGIN READ ONLY' : 'BEGIN']),
     `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
     // The schema alone: a tenant with a key for public may have planted operators there.
     ...(adminRights ? [`SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}`] : []),
+    ...(sealed ? [XID] : []),
   ];
   return access.run(async (client) => {
     const started = performance.now();
@@ -91,11 +94,13 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       const results = asKey
         ? await runKeyStatement(client, begin, sql, bounded)
         : await runScript(begin, sql, bounded);
+      if (sealed && !asKey) {
+        // A script that ended our transaction itself has its entry written in whichever commits it.
+        const ended = results.slice(begin.length).some((r) => TRANSACTION_CONTROL.has(r.command));
+        sealFor(ended ? undefined : xidOf(results.slice(0, begin.length)));
+      }
       // Our transaction is still open unless the admin's script ended it itself.
-      if (input.readOnly) nothingChanged();
-      if (!access.readOnly && client.getTransactionStatus() !== 'I')
-        await commitAudited(client, changedRows(results));
-      else describeChange({ rows: changedRows(results) });
+      await endTransaction(client, access.readOnly, input.readOnly === true, changedRows(results));
       const last = results.at(-1) as pg.QueryResult;
       return {
         rows: last.rows,
@@ -111,6 +116,28 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
 }
 
 type Bounded = (query: pg.QueryConfig) => Promise<pg.QueryResult[]>;
+
+/**
+ * Ends our transaction, unless the admin's script ended it itself: committed with its audit
+ * entry; or, read-only (a key over its schema's storage quota), rolled back like an anon key's,
+ * since before PostgreSQL 17 a READ ONLY transaction may still create large objects.
+ */
+async function endTransaction(
+  client: pg.PoolClient,
+  accessReadOnly: boolean,
+  readOnly: boolean,
+  rows: number,
+) {
+  const open = !accessReadOnly && client.getTransactionStatus() !== 'I';
+  if (readOnly) {
+    nothingChanged();
+    if (open) await client.query('ROLLBACK');
+  } else if (open) await commitAudited(client, rows);
+  else describeChange({ rows });
+}
+
+const XID = 'SELECT pg_catalog.pg_current_xact_id()::text AS xid';
+const TRANSACTION_CONTROL = new Set(['COMMIT', 'ROLLBACK', 'BEGIN', 'PREPARE', 'START']);
 
 const WRITES = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE', 'COPY']);
 
@@ -132,6 +159,7 @@ async function runKeyStatement(
     [...begin, 'SELECT pg_catalog.transaction_timestamp() AS began'].join('; '),
   )) as unknown as pg.QueryResult<{ began: Date }>[];
   const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
+  sealFor(xidOf(opened));
   const results = await bounded({ text: sql, queryMode: 'extended' } as pg.QueryConfig);
   // The statement ended our transaction itself (COMMIT, ROLLBACK, PREPARE TRANSACTION), or ended
   // it and chained a new one, which would run without our settings (COMMIT/ROLLBACK AND CHAIN).

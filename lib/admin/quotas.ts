@@ -4,8 +4,8 @@ import { assertSchemaExists } from '#lib/db/catalog';
 import { assertTenantSchema } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { withTransaction } from '#lib/db/pool';
-import { type Quota, refreshQuotas, schemaSizeSql } from '#lib/db/quotas';
-import { lockSchema, TENANT_CONNECTION_LIMIT } from '#lib/db/schema-roles';
+import { measureSchema, overStorageQuota, type Quota, refreshQuotas } from '#lib/db/quotas';
+import { lockSchema, roleExists, TENANT_CONNECTION_LIMIT } from '#lib/db/schema-roles';
 
 /**
  * The admin sets a tenant's quotas; PostgreSQL applies what it can:
@@ -30,13 +30,8 @@ export const shownQuota = (quota: Quota | undefined) => ({
   storageBytes: quota?.storageBytes ?? null,
   usedBytes: quota?.usedBytes ?? null,
   measuredAt: quota?.measuredAt?.toISOString() ?? null,
-  overStorage: Boolean(
-    quota?.storageBytes && quota.usedBytes !== null && quota.usedBytes >= quota.storageBytes,
-  ),
+  overStorage: overStorageQuota(quota) !== undefined,
 });
-
-const roleExists = async (client: pg.ClientBase, role: string) =>
-  (await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role])).rowCount === 1;
 
 export async function setQuota(db: pg.Pool, schema: string, input: QuotaInput) {
   assertTenantSchema(schema);
@@ -70,11 +65,7 @@ export async function setQuota(db: pg.Pool, schema: string, input: QuotaInput) {
     },
     { audited: () => undefined },
   );
-  // Measured now, so the answer (and this container) knows where the schema stands.
-  await db.query(
-    `UPDATE _dbadmin.tenant_quotas SET used_bytes = ${schemaSizeSql('$1')}, measured_at = pg_catalog.now()
-      WHERE schema_name = $1 AND storage_bytes IS NOT NULL`,
-    [schema],
-  );
+  // Measured now, so the answer (and this process) knows where the schema stands.
+  await measureSchema(db, schema);
   return shownQuota((await refreshQuotas(db)).get(schema));
 }

@@ -36,13 +36,22 @@ export function parameter(type: string, value: unknown): unknown {
  * tenant's trigger can make the stored row huge, and then the answer is a 413 and the change is
  * rolled back, so a 413 always means nothing was written.
  */
-export function writeReturning(access: SchemaAccess, limits: ResultLimits, text: string, values: unknown[]) {
+export function writeReturning(
+  access: SchemaAccess,
+  limits: ResultLimits,
+  text: string,
+  values: unknown[],
+  /** What to answer when it wrote no row: thrown inside, so nothing (no audit entry) commits. */
+  none?: () => Error,
+) {
   return access.run((client) =>
     inTransaction(
       client,
       async () => {
         const [result] = await boundedQuery(client, { text, values }, limits, () => access.cancel(client));
-        return result?.rows ?? [];
+        const rows = result?.rows ?? [];
+        if (rows.length === 0 && none) throw none();
+        return rows;
       },
       { audited: (rows) => rows.length },
     ),
@@ -97,8 +106,8 @@ export async function updateRow(access: SchemaAccess, limits: ResultLimits, inpu
     `UPDATE ${qualified(input.schema, input.table)} SET ${quoteIdent(target.name, 'column name')} = $1
       WHERE ${key.column} = $2 RETURNING *`,
     [parameter(target.type, input.value), input.rowId],
+    () => rowNotFound(input.table, input.rowId),
   );
-  if (rows.length === 0) throw rowNotFound(input.table, input.rowId);
   return { row: rows[0] };
 }
 
@@ -110,13 +119,19 @@ export interface DeleteRowInput {
 
 export async function deleteRow(access: SchemaAccess, { schema, table, rowId }: DeleteRowInput) {
   const key = rowKey(await tableInfo(access.catalog, schema, table));
-  const { rowCount } = await access.run((client) =>
+  await access.run((client) =>
     inTransaction(
       client,
-      () => client.query(`DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = $1`, [rowId]),
-      { audited: (result) => result.rowCount ?? 0 },
+      async () => {
+        const { rowCount } = await client.query(
+          `DELETE FROM ${qualified(schema, table)} WHERE ${key.column} = $1`,
+          [rowId],
+        );
+        if (!rowCount) throw rowNotFound(table, rowId);
+        return rowCount;
+      },
+      { audited: (count) => count },
     ),
   );
-  if (!rowCount) throw rowNotFound(table, rowId);
   return { success: true, message: `Row ${JSON.stringify(rowId)} deleted from "${table}"` };
 }

@@ -44,6 +44,12 @@ function kindOf(statement: Json | undefined): string {
   );
 }
 
+/**
+ * Where a statement holds values rather than names: constants, an option's argument (a role's
+ * PASSWORD, a function's or DO block's body), a comment's text.
+ */
+const LITERAL_FIELDS = new Set(['A_Const', 'arg', 'comment']);
+
 /** The tree without positions, and every constant as `?`: walked with a list, not the stack. */
 function normalized(tree: Json): Json {
   const strip = (value: Json): Json => {
@@ -52,7 +58,7 @@ function normalized(tree: Json): Json {
     const out: { [key: string]: Json } = {};
     for (const [key, child] of Object.entries(value)) {
       if (key === 'location' || key === 'stmt_location' || key === 'stmt_len') continue;
-      out[key] = key === 'A_Const' ? '?' : child;
+      out[key] = LITERAL_FIELDS.has(key) ? '?' : child;
     }
     return out;
   };
@@ -71,8 +77,24 @@ function normalized(tree: Json): Json {
   return root;
 }
 
+/** Statements sent again (an application's own) are described once: the last CACHED of them. */
+const CACHED = 500;
+const CACHEABLE_LENGTH = 4096;
+const described = new Map<string, SqlDescription>();
+
 /** Kinds and fingerprint; the kind alone (`UNKNOWN`) when the parser cannot read the SQL. */
 export async function describeSql(sql: string): Promise<SqlDescription> {
+  const known = described.get(sql);
+  if (known) return known;
+  const description = await parsedDescription(sql);
+  if (sql.length <= CACHEABLE_LENGTH) {
+    if (described.size >= CACHED) described.delete(described.keys().next().value as string);
+    described.set(sql, description);
+  }
+  return description;
+}
+
+async function parsedDescription(sql: string): Promise<SqlDescription> {
   const parser = await loadParser();
   let tree: Json;
   try {

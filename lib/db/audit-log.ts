@@ -33,6 +33,8 @@ export interface AuditEntry {
   sqlKind?: string;
   sqlFingerprint?: string;
   sqlText?: string;
+  /** The transaction it is written in, when written with its change (pg_current_xact_id). */
+  xid?: string;
 }
 
 /** A request's entry while it runs: written once, by the first of its commits or after it. */
@@ -78,16 +80,6 @@ export function sealed(draft: AuditDraft): { entry: string; seal: string } {
   return { entry, seal: sha256(draft.key, sha256(draft.key, bytes)).toString('hex') };
 }
 
-/**
- * The append as text with no quote or backslash in it (base64 and hex), so it can share one round
- * trip with our COMMIT whatever a tenant did to its session's string settings.
- */
-function appendStatement(draft: AuditDraft): string {
-  const { entry, seal } = sealed(draft);
-  const base64 = Buffer.from(entry, 'utf8').toString('base64');
-  return `SELECT _dbadmin_audit.append(pg_catalog.convert_from(pg_catalog.decode('${base64}', 'base64'), 'UTF8'), '${seal}')`;
-}
-
 /** The audit log refused or failed: the change is not made (its transaction rolls back). */
 export class AuditUnavailable extends ServiceUnavailable {
   constructor(cause: unknown) {
@@ -99,12 +91,53 @@ export class AuditUnavailable extends ServiceUnavailable {
   }
 }
 
+/**
+ * The append failed on the service's side. What the tenant's code set up in the transaction
+ * (READ ONLY, a short statement timeout) is the tenant's doing, answered as such.
+ */
+const TENANT_CAUSED = new Set(['25006', '57014']);
 const fromAppend = (error: unknown) =>
-  isPgError(error) && (error as { where?: string }).where?.includes('function _dbadmin_audit.append(');
+  isPgError(error) &&
+  !TENANT_CAUSED.has(error.code) &&
+  Boolean((error as { where?: string }).where?.includes('function _dbadmin_audit.append('));
+
+const APPEND = 'SELECT _dbadmin_audit.append($1, $2)';
+
+/** What starts an audited transaction: BEGIN, and the transaction's id for the entry's seal. */
+export const BEGIN_AUDITED = 'BEGIN; SELECT pg_catalog.pg_current_xact_id()::text AS xid';
+
+/**
+ * The request's entry is to be written in the transaction just begun, whose id is `xid`; with
+ * none, in whatever transaction commits it (its text then never holds it).
+ */
+export function sealFor(xid: string | undefined): void {
+  const draft = drafts.getStore();
+  if (!draft || draft.settled) return;
+  if (xid) draft.entry.xid = xid;
+  else delete draft.entry.xid;
+}
+
+/** The id the results of BEGIN_AUDITED (sent with others, or alone) carry. */
+export const xidOf = (results: pg.QueryResult | pg.QueryResult[]) =>
+  (Array.isArray(results) ? results : [results])
+    .map((r) => (r.rows[0] as { xid?: unknown } | undefined)?.xid)
+    .find((xid): xid is string => typeof xid === 'string');
+
+/**
+ * The append in the same round trip as our COMMIT. Its text holds the entry (base64) and the
+ * seal (hex), which code running in the transaction can read (current_query()); the entry is
+ * sealed for this transaction's id, so that text is worth nothing in any other.
+ */
+function appendAndCommit(draft: AuditDraft): string {
+  const { entry, seal } = sealed(draft);
+  const base64 = Buffer.from(entry, 'utf8').toString('base64');
+  return `SELECT _dbadmin_audit.append(pg_catalog.convert_from(pg_catalog.decode('${base64}', 'base64'), 'UTF8'), '${seal}'); COMMIT`;
+}
 
 /**
  * Commits the open transaction on `client`, with the request's entry in it when the request is
- * audited and its entry not yet written: one round trip either way.
+ * audited and its entry not yet written (one round trip either way). A transaction not begun with
+ * BEGIN_AUDITED has no id in its entry: the entry then goes as bind parameters, never in text.
  */
 export async function commitAudited(client: pg.ClientBase, rows?: number): Promise<void> {
   const draft = drafts.getStore();
@@ -114,7 +147,13 @@ export async function commitAudited(client: pg.ClientBase, rows?: number): Promi
   }
   if (rows !== undefined && draft.entry.rows === undefined) draft.entry.rows = rows;
   try {
-    await client.query(`${appendStatement(draft)}; COMMIT`);
+    if (draft.entry.xid) {
+      await client.query(appendAndCommit(draft));
+    } else {
+      const { entry, seal } = sealed(draft);
+      await client.query(APPEND, [entry, seal]);
+      await client.query('COMMIT');
+    }
   } catch (error) {
     throw fromAppend(error) ? new AuditUnavailable(error) : error;
   }
@@ -124,8 +163,9 @@ export async function commitAudited(client: pg.ClientBase, rows?: number): Promi
 /** Writes the entry on its own (the change had no transaction of ours), once. */
 export async function appendAfter(db: pg.Pool, draft: AuditDraft): Promise<void> {
   if (draft.settled) return;
+  delete draft.entry.xid;
   const { entry, seal } = sealed(draft);
-  await db.query('SELECT _dbadmin_audit.append($1, $2)', [entry, seal]);
+  await db.query(APPEND, [entry, seal]);
   draft.settled = true;
 }
 

@@ -146,19 +146,24 @@ export const MIGRATIONS: readonly Migration[] = [
         row_count       bigint,
         sql_kind        text,
         sql_fingerprint text,
-        sql_text        text
+        sql_text        text,
+        xact_id         bigint
       );
-      CREATE INDEX ON _dbadmin.audit_log (at);
+      -- Entries arrive in time order: a BRIN index finds a time range at almost no cost per write.
+      CREATE INDEX ON _dbadmin.audit_log USING brin (at);
       CREATE INDEX ON _dbadmin.audit_log (schema_name, seq);
       CREATE TABLE _dbadmin.audit_seal (key bytea NOT NULL);
       INSERT INTO _dbadmin.audit_seal
         SELECT pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, '-', ''), 'hex');
       CREATE SCHEMA _dbadmin_audit;
-      CREATE FUNCTION _dbadmin_audit.append(entry text, seal text) RETURNS void
-        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $fn$
+      -- Runs as the service's role, called from tenant sessions: pg_temp comes last on its path
+      -- (else it is searched first for types and tables, and a tenant's temporary domain named
+      -- bytea would run as the service), and every type is written in full besides.
+      CREATE FUNCTION _dbadmin_audit.append(entry pg_catalog.text, seal pg_catalog.text) RETURNS void
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
       DECLARE
-        k bytea := (SELECT s.key FROM _dbadmin.audit_seal s);
-        e jsonb;
+        k pg_catalog.bytea := (SELECT s.key FROM _dbadmin.audit_seal s);
+        e pg_catalog.jsonb;
       BEGIN
         -- Compared as digests of the seals, so the time taken says nothing about the right one.
         IF entry IS NULL OR seal IS NULL OR seal !~ '^[0-9a-f]{64}$'
@@ -167,12 +172,18 @@ export const MIGRATIONS: readonly Migration[] = [
         THEN
           RAISE EXCEPTION 'audit entry refused: its seal does not match' USING ERRCODE = '42501';
         END IF;
-        e := entry::jsonb;
+        e := entry::pg_catalog.jsonb;
+        -- An entry sealed for one transaction (its text may be seen by code running in it) is
+        -- taken in that transaction only: never replayed in another, should that one roll back.
+        IF e ? 'xid' AND (e->>'xid')::pg_catalog.xid8 IS DISTINCT FROM pg_catalog.pg_current_xact_id() THEN
+          RAISE EXCEPTION 'audit entry refused: it was sealed for another transaction' USING ERRCODE = '42501';
+        END IF;
         INSERT INTO _dbadmin.audit_log (id, request_id, actor, key_id, key_name, key_type, schema_name,
-                                        action, target, status, row_count, sql_kind, sql_fingerprint, sql_text)
-        VALUES ((e->>'id')::uuid, e->>'requestId', e->>'actor', (e->>'keyId')::integer, e->>'keyName',
-                e->>'keyType', e->>'schema', e->>'action', e->>'target', (e->>'status')::smallint,
-                (e->>'rows')::bigint, e->>'sqlKind', e->>'sqlFingerprint', e->>'sqlText');
+                                        action, target, status, row_count, sql_kind, sql_fingerprint, sql_text, xact_id)
+        VALUES ((e->>'id')::pg_catalog.uuid, e->>'requestId', e->>'actor', (e->>'keyId')::pg_catalog.int4,
+                e->>'keyName', e->>'keyType', e->>'schema', e->>'action', e->>'target',
+                (e->>'status')::pg_catalog.int2, (e->>'rows')::pg_catalog.int8, e->>'sqlKind',
+                e->>'sqlFingerprint', e->>'sqlText', (e->>'xid')::pg_catalog.int8);
       END
       $fn$;
       REVOKE ALL ON FUNCTION _dbadmin_audit.append(text, text) FROM PUBLIC;
@@ -185,7 +196,8 @@ export const MIGRATIONS: readonly Migration[] = [
     // Set by the admin (lib/admin/quotas). used_bytes is measured in the background by whichever
     // container finds it older than its interval (lib/db/quotas), never on a request's path.
     // relation_size measures a table without waiting on a tenant's lock: past 50 ms it answers
-    // the catalog's estimate instead, so holding a lock cannot stall or dodge the measurement.
+    // -1, and the schema is then counted at no less than its last measurement (lib/db/quotas).
+    // pg_largeobject is not counted (large objects belong to roles, not schemas).
     sql: `
       CREATE TABLE _dbadmin.tenant_quotas (
         schema_name          text PRIMARY KEY,
@@ -196,15 +208,15 @@ export const MIGRATIONS: readonly Migration[] = [
         measured_at          timestamptz,
         updated_at           timestamptz NOT NULL DEFAULT pg_catalog.now()
       );
-      CREATE FUNCTION _dbadmin.relation_size(rel oid, estimate bigint) RETURNS bigint
-        LANGUAGE plpgsql SET search_path = pg_catalog SET lock_timeout = '50ms' AS $fn$
+      CREATE FUNCTION _dbadmin.relation_size(rel pg_catalog.oid) RETURNS pg_catalog.int8
+        LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '50ms' AS $fn$
       BEGIN
         RETURN coalesce(pg_catalog.pg_total_relation_size(rel), 0);
       EXCEPTION WHEN lock_not_available THEN
-        RETURN estimate;
+        RETURN -1;
       END
       $fn$;
-      REVOKE ALL ON FUNCTION _dbadmin.relation_size(oid, bigint) FROM PUBLIC`,
+      REVOKE ALL ON FUNCTION _dbadmin.relation_size(oid) FROM PUBLIC`,
   },
 ];
 

@@ -180,10 +180,30 @@ export async function withClient<T>(db: pg.Pool, work: (client: pg.PoolClient) =
 }
 
 /**
+ * DISCARD ALL but its DISCARD PLANS (as PostgreSQL's documentation spells it out), in one round
+ * trip: settings, roles, advisory locks, LISTEN, temporary objects, sequences' state, prepared
+ * statements, cursors. Cached plans stay: they are the plans of functions' statements (ours,
+ * and those of the tenant's functions, which run with its rights whoever calls them), each made
+ * for its own search path and re-made by PostgreSQL when a table or type it uses changes; a pool
+ * serves one role (a schema's, lib/db/executor) or the admin (runAs admin). Re-planning every
+ * function's statements on every request would cost as much as the audit log's own write
+ * (bench/audit.ts).
+ */
+const RESET_SESSION = [
+  'CLOSE ALL',
+  'SET SESSION AUTHORIZATION DEFAULT',
+  'RESET ALL',
+  'DEALLOCATE ALL',
+  'UNLISTEN *',
+  'SELECT pg_catalog.pg_advisory_unlock_all()',
+  'DISCARD TEMP',
+  'DISCARD SEQUENCES',
+].join('; ');
+
+/**
  * Like withClient, for connections on which code we did not write may have run (a tenant's
  * triggers, defaults, policies; ad-hoc SQL): the connection goes back to its pool only idle and
- * reset to how it logged in (DISCARD ALL: settings, roles, advisory locks, LISTEN, temporary
- * objects, prepared statements, cursors); otherwise it is destroyed.
+ * reset to how it logged in (RESET_SESSION); otherwise it is destroyed.
  */
 export async function withSession<T>(
   client: pg.PoolClient,
@@ -203,7 +223,7 @@ export async function withSession<T>(
   try {
     return await useClient(client, work, async () => {
       if (client.getTransactionStatus() !== 'I') throw new Error('session left inside a transaction');
-      await client.query('DISCARD ALL');
+      await client.query(RESET_SESSION);
     });
   } catch (error) {
     if (expired) throw new QueryTimeout('ran longer than the query timeout allows', error);

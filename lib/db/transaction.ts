@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { commitAudited } from '#lib/db/audit-log';
+import { auditing, BEGIN_AUDITED, commitAudited, sealFor, xidOf } from '#lib/db/audit-log';
 
 export interface TransactionOptions<T = unknown> {
   /**
@@ -29,8 +29,13 @@ export function inTransaction<T>(
   if (client.getTransactionStatus() !== 'I') {
     return Promise.reject(new Error('inTransaction called inside an open transaction'));
   }
-  const begin = lockTimeout ? `BEGIN; SET LOCAL lock_timeout = '${lockTimeout}'` : 'BEGIN';
-  return client.query(begin).then(async () => {
+  const sealed = audited !== undefined && auditing();
+  const begin = [
+    sealed ? BEGIN_AUDITED : 'BEGIN',
+    ...(lockTimeout ? [`SET LOCAL lock_timeout = '${lockTimeout}'`] : []),
+  ];
+  return client.query(begin.join('; ')).then(async (started) => {
+    if (sealed) sealFor(xidOf(started as unknown as pg.QueryResult[]));
     try {
       const result = await work();
       if (audited) await commitAudited(client, audited(result));

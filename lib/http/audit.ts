@@ -91,6 +91,6 @@ export async function audited<T>(route: AnyRoute, input: AuditInput, work: () =>
       logger.error('audit entry not written', { action: draft.entry.action, error: loggedError(error) });
     });
   }
-  sweepAuditLog(db, config.AUDIT_RETENTION_DAYS);
+  void sweepAuditLog(db, config.AUDIT_RETENTION_DAYS);
   return result;
 }

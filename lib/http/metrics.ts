@@ -4,7 +4,7 @@ import { isLambda } from '#lib/config';
 import { rolePoolUse } from '#lib/db/executor';
 import { getDatabase, servicePoolUse } from '#lib/db/pool';
 import { getLicensing } from '#lib/license/index';
-import type { LicenseStatusValue } from '#lib/license/state';
+import type { LicenseState, LicenseStatusValue } from '#lib/license/state';
 import { loggedError, logger } from '#lib/log';
 
 /**
@@ -53,7 +53,7 @@ new Gauge({
 
 new Gauge({
   name: 'dbadmin_database_connections',
-  help: 'Client connections to the database, all of them, by state (pg_stat_activity), and its max_connections',
+  help: 'Client connections to this database, by state (pg_stat_activity), and the server’s max_connections',
   labelNames: ['state'] as const,
   registers: [registry],
   async collect() {
@@ -62,7 +62,7 @@ new Gauge({
       const db = await getDatabase();
       const { rows } = await db.query<{ state: string; n: number }>(
         `SELECT coalesce(state, 'unknown') AS state, count(*)::int AS n FROM pg_catalog.pg_stat_activity
-          WHERE backend_type = 'client backend' GROUP BY 1
+          WHERE backend_type = 'client backend' AND datname = pg_catalog.current_database() GROUP BY 1
          UNION ALL SELECT 'max_connections', pg_catalog.current_setting('max_connections')::int`,
       );
       for (const row of rows) this.set({ state: row.state }, row.n);
@@ -103,13 +103,19 @@ new Gauge({
   },
 });
 
-async function licenseState() {
-  try {
-    return await (await getLicensing()).state();
-  } catch (error) {
-    logger.warn('metrics: license state not read', { error: loggedError(error) });
-    return undefined;
-  }
+/** One read of the license per scrape, shared by its two gauges. */
+let licenseRead: { at: number; state: Promise<LicenseState | undefined> } | undefined;
+
+function licenseState(): Promise<LicenseState | undefined> {
+  if (licenseRead && performance.now() - licenseRead.at < 1000) return licenseRead.state;
+  const state = getLicensing()
+    .then((licensing) => licensing.state())
+    .catch((error: unknown) => {
+      logger.warn('metrics: license state not read', { error: loggedError(error) });
+      return undefined;
+    });
+  licenseRead = { at: performance.now(), state };
+  return state;
 }
 
 /** On Lambda only: one EMF document per invocation, in the function's log. */

@@ -13,6 +13,6 @@ export async function refuseOverQuota(route: AnyRoute, input: RequestInput): Pro
   if (!route.addsData) return;
   const schema = requestSchema(input);
   if (schema === undefined) return;
-  const over = overStorageQuota(await currentQuotas(await getDatabase()), schema);
+  const over = overStorageQuota((await currentQuotas(await getDatabase())).get(schema));
   if (over) throw new StorageQuotaExceeded(schema, over);
 }

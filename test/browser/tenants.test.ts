@@ -51,4 +51,33 @@ describeInBrowser('the tenants page', () => {
       await tenant.end().catch(() => undefined);
     }
   });
+
+  it('sets a storage quota that refuses writes, and finds the changes in the audit log', async () => {
+    const schema = uniqueName('webq');
+    expect(
+      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
+    ).toBe(201);
+    const sql = `CREATE TABLE ${schema}.notes (id serial PRIMARY KEY, body text);
+      INSERT INTO ${schema}.notes (body) SELECT repeat('n', 400) FROM generate_series(1, 300)`;
+    expect((await h.api('POST', 'query', { sql, schema, runAs: 'schema' })).status).toBe(200);
+
+    const { page, errors } = await h.signedIn(`#/tenants/${schema}`);
+    await page.getByLabel('Storage quota (MiB)').fill('0.05');
+    await page.getByLabel('Statement timeout (ms)').fill('5000');
+    await page.getByRole('button', { name: 'Save quotas' }).click();
+    await expectText(page.getByTestId('storage-use'), 'over it, writes that add data answer 507');
+    const refused = await h.api('POST', 'table/notes/row', { schema, data: { body: 'more' } });
+    expect(refused.status).toBe(507);
+
+    await page.getByRole('link', { name: 'Its audit log' }).click();
+    const log = page.getByRole('table', { name: 'Audit log' });
+    await expectText(log.getByRole('row').filter({ hasText: 'tenant.quota' }), `schema ${schema}`);
+    await expectText(log.getByRole('row').filter({ hasText: 'sql.run' }), 'CREATE TABLE, INSERT');
+    await page.getByLabel('Action').fill('schema');
+    await page.getByRole('button', { name: 'Show' }).click();
+    await expectText(log.getByRole('row').filter({ hasText: 'schema.create' }), 'admin');
+    await log.getByRole('row').filter({ hasText: 'sql.run' }).waitFor({ state: 'detached' });
+    await h.screenshot(page, 'audit');
+    expect(errors).toEqual([]);
+  });
 });

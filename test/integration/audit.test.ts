@@ -123,6 +123,24 @@ describe('with its change', () => {
     expect(await entriesOf(reply)).toEqual([]);
   });
 
+  it('refused by the tenant’s own doing is the tenant’s error (403 read-only), not the log’s 503', async () => {
+    await asTenant(
+      schema,
+      `CREATE TABLE sealed_off (id serial PRIMARY KEY, note text);
+       CREATE FUNCTION read_only() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN PERFORM set_config('transaction_read_only', 'on', true); RETURN NEW; END $$;
+       CREATE TRIGGER read_only AFTER INSERT ON sealed_off FOR EACH ROW EXECUTE FUNCTION read_only()`,
+    );
+    const reply = await call(rows, {
+      method: 'POST',
+      path: '/api/table/sealed_off/row',
+      body: { schema, data: { note: 'n' } },
+    });
+    expect(reply.status).toBe(403);
+    expect(reply.body.message).toMatch(/read-only transaction/);
+    expect(await entriesOf(reply)).toEqual([]);
+  });
+
   it('is a precondition of the change: no entry, no change (503)', async () => {
     await withAdminClient((c) =>
       c.query(

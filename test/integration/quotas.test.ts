@@ -3,7 +3,7 @@ import { handler as rows } from '#functions/rows';
 import { handler as tables } from '#functions/tables';
 import { handler as tenants } from '#functions/tenants';
 import { closePool, getDatabase } from '#lib/db/pool';
-import { refreshQuotas } from '#lib/db/quotas';
+import { measureDue, refreshQuotas } from '#lib/db/quotas';
 import { asTenant, bearer, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
@@ -94,8 +94,31 @@ describe('the storage quota', () => {
   it('is measured in the background: under it again once the rows are gone and the size read again', async () => {
     await asTenant(full, 'TRUNCATE items');
     // The next background measurement, run now rather than waited for.
-    await refreshQuotas(await getDatabase(), 0);
+    await measureDue(await getDatabase(), 0);
+    await refreshQuotas(await getDatabase());
     expect((await insert(full, 'fits again')).status).toBe(201);
+  });
+});
+
+describe('the measurement', () => {
+  afterAll(() => setQuota(full, {}));
+
+  it('neither waits on a tenant’s lock nor counts the schema smaller than before while it holds one', async () => {
+    await asTenant(full, "INSERT INTO items (name) SELECT repeat('y', 500) FROM generate_series(1, 300)");
+    const before = (await setQuota(full, { storageBytes: 10 * 1024 ** 2 })).body.usedBytes as number;
+    const holder = loginAs(`${full}_user`, 'schema-pass-1');
+    await holder.connect();
+    try {
+      await holder.query('BEGIN; LOCK TABLE items IN ACCESS EXCLUSIVE MODE; TRUNCATE items');
+      const started = performance.now();
+      await measureDue(await getDatabase(), 0);
+      expect(performance.now() - started).toBeLessThan(5000);
+      const quota = (await refreshQuotas(await getDatabase())).get(full);
+      expect(quota?.usedBytes).toBeGreaterThanOrEqual(before);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    }
   });
 });
 

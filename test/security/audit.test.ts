@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { handler as query } from '#functions/query';
 import { handler as rows } from '#functions/rows';
 import { closePool } from '#lib/db/pool';
-import { asTenant, bearer, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
+import { asTenant, bearer, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call, type Reply } from '#test/support/http';
 
@@ -100,6 +100,71 @@ describe('the tenant’s own database login', () => {
     const call = `SELECT _dbadmin_audit.append('${entry}', '${seal}')`;
     expect(await tenantTries(call)).toBe('ran');
     expect(await tenantTries(call)).toMatch(/duplicate key/);
+  });
+});
+
+describe('the append function, called with the tenant’s own temporary objects', () => {
+  it.each(['bytea', 'jsonb', 'uuid', 'xid8', 'int8', 'int4', 'int2', 'text'])(
+    'never runs a pg_temp domain named %s as its owner',
+    async (type) => {
+      const client = loginAs(`${schema}_user`, 'schema-pass-1');
+      const notices: string[] = [];
+      client.on('notice', (n) => notices.push(n.message ?? ''));
+      await client.connect();
+      try {
+        await client.query(`
+          CREATE FUNCTION pg_temp.spy(v pg_catalog.${type}) RETURNS bool LANGUAGE plpgsql AS $$
+          BEGIN RAISE NOTICE 'ran as % with %', current_user, v::pg_catalog.text; RETURN true; END $$;
+          CREATE DOMAIN pg_temp.${type} AS pg_catalog.${type} CHECK (pg_temp.spy(VALUE))`);
+        const sealed = JSON.stringify({
+          id: randomUUID(),
+          requestId: 'x',
+          actor: 'admin',
+          action: 'a',
+          status: 200,
+        });
+        const refused = await client
+          .query(`SELECT _dbadmin_audit.append($1, $2)`, [sealed, '0'.repeat(64)])
+          .then(
+            () => 'ran',
+            (error: Error) => error.message,
+          );
+        expect(refused).toMatch(/audit entry refused/);
+        expect(notices).toEqual([]);
+      } finally {
+        await client.end();
+      }
+    },
+  );
+});
+
+describe('an entry’s text, seen by code running in its transaction', () => {
+  it('is refused in any other transaction', async () => {
+    await asTenant(
+      schema,
+      `CREATE TABLE captured (statement text);
+       CREATE FUNCTION capture() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN INSERT INTO captured VALUES (current_query()); RETURN NULL; END $$;
+       CREATE TABLE watched (id serial PRIMARY KEY, note text);
+       CREATE CONSTRAINT TRIGGER capture_late AFTER INSERT ON watched DEFERRABLE INITIALLY DEFERRED
+         FOR EACH ROW EXECUTE FUNCTION capture()`,
+    );
+    const reply = await call(rows, {
+      method: 'POST',
+      path: '/api/table/watched/row',
+      body: { data: { note: 'n' } },
+      ...bearer(key),
+    });
+    expect(reply.status).toBe(201);
+    const [{ statement }] = await withAdminClient(
+      async (c) => (await c.query(`SELECT statement FROM "${schema}".captured`)).rows,
+    );
+    // What the trigger saw at COMMIT: our append, with the entry and its seal in its text.
+    expect(statement).toContain('_dbadmin_audit.append(');
+    const append = String(statement).replace(/;\s*COMMIT\s*$/i, '');
+    const before = await entryCount();
+    expect(await tenantTries(append)).toMatch(/sealed for another transaction/);
+    expect(await entryCount()).toBe(before);
   });
 });
 

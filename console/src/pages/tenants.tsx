@@ -3,6 +3,7 @@ import { api } from '../api';
 import { formatBytes } from '../changes/preview';
 import { href } from '../router';
 import { Dialog, ErrorText, formatDate, useAction, useLoad } from '../ui';
+import { type Quota, QuotaSection, storageText } from './quota';
 
 /**
  * The tenants side by side (GET /api/tenants, read again every 5 s), and one tenant's sessions:
@@ -20,6 +21,7 @@ interface Figures {
   connections: number;
   active: number;
   activeSeconds: number;
+  quota: Quota | null;
 }
 
 interface Session {
@@ -95,7 +97,9 @@ function TenantList() {
               <td>
                 <a href={href({ page: 'tenants', schema: t.schema })}>{t.schema}</a>
               </td>
-              <td>{formatBytes(t.sizeBytes)}</td>
+              <td class={t.quota?.overStorage ? 'warning' : undefined}>
+                {formatBytes(t.sizeBytes)} {storageText(t.quota)}
+              </td>
               <td>{t.tables}</td>
               <td>{t.estimatedRows.toLocaleString()}</td>
               <td>{t.connections}</td>
@@ -195,8 +199,12 @@ function TenantDetail({ schema }: { schema: string }) {
         <p class="muted">
           {formatBytes(t.sizeBytes)}, {t.tables} tables, about {t.estimatedRows.toLocaleString()} rows;{' '}
           {t.connections} {t.connections === 1 ? 'connection' : 'connections'}, {t.active} running.{' '}
-          <a href={href({ page: 'tables', schema })}>Its tables</a>
+          <a href={href({ page: 'tables', schema })}>Its tables</a> ·{' '}
+          <a href={href({ page: 'audit', schema })}>Its audit log</a>
         </p>
+      )}
+      {t && (
+        <QuotaSection key={JSON.stringify(t.quota)} schema={schema} quota={t.quota} onSaved={tenant.reload} />
       )}
       <h2>Sessions</h2>
       <div class="grid-wrap">

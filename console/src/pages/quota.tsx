@@ -1,0 +1,109 @@
+import { useState } from 'preact/hooks';
+import { api } from '../api';
+import { formatBytes } from '../changes/preview';
+import { ErrorText, formatDate, useAction } from '../ui';
+
+/**
+ * A tenant's quotas on its page (PUT /api/tenants/{schema}/quota): what it uses of its storage
+ * and whether it is over, and a form for the statement timeout, the login's connection limit and
+ * the storage quota. A field left empty is no quota.
+ */
+
+export interface Quota {
+  statementTimeoutMs: number | null;
+  connectionLimit: number | null;
+  storageBytes: number | null;
+  usedBytes: number | null;
+  measuredAt: string | null;
+  overStorage: boolean;
+}
+
+const MIB = 1024 * 1024;
+
+/** `12.5 MB of 100 MB` for the tenants' list. */
+export const storageText = (quota: Quota | null) =>
+  quota?.storageBytes ? `of ${formatBytes(quota.storageBytes)}${quota.overStorage ? ' (over)' : ''}` : '';
+
+const text = (value: number | null, scale = 1) => (value === null ? '' : String(value / scale));
+const numberOf = (value: string, scale = 1) =>
+  value.trim() === '' ? null : Math.round(Number(value) * scale);
+
+export function QuotaSection({
+  schema,
+  quota,
+  onSaved,
+}: {
+  schema: string;
+  quota: Quota | null;
+  onSaved: () => void;
+}) {
+  const [timeout, setTimeoutText] = useState(text(quota?.statementTimeoutMs ?? null));
+  const [connections, setConnections] = useState(text(quota?.connectionLimit ?? null));
+  const [storage, setStorage] = useState(text(quota?.storageBytes ?? null, MIB));
+  const save = useAction(async () => {
+    await api('PUT', `tenants/${encodeURIComponent(schema)}/quota`, {
+      body: {
+        statementTimeoutMs: numberOf(timeout),
+        connectionLimit: numberOf(connections),
+        storageBytes: numberOf(storage, MIB),
+      },
+    });
+    onSaved();
+  });
+  return (
+    <>
+      <h2>Quotas</h2>
+      {quota?.storageBytes && (
+        <p class={quota.overStorage ? 'warning' : 'muted'} data-testid="storage-use">
+          Uses {formatBytes(quota.usedBytes ?? 0)} of its {formatBytes(quota.storageBytes)} storage quota
+          {quota.overStorage
+            ? ': over it, writes that add data answer 507 (reads, deletes and drops go on)'
+            : ''}
+          {quota.measuredAt ? ` (measured ${formatDate(quota.measuredAt)})` : ''}.
+        </p>
+      )}
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          save.run();
+        }}
+      >
+        <label>
+          Statement timeout (ms){' '}
+          <input
+            aria-label="Statement timeout (ms)"
+            inputMode="numeric"
+            placeholder="none"
+            value={timeout}
+            onInput={(e) => setTimeoutText(e.currentTarget.value)}
+          />
+        </label>
+        <label>
+          Connections of its login{' '}
+          <input
+            aria-label="Connection limit"
+            inputMode="numeric"
+            placeholder="10"
+            value={connections}
+            onInput={(e) => setConnections(e.currentTarget.value)}
+          />
+        </label>
+        <label>
+          Storage (MiB){' '}
+          <input
+            aria-label="Storage quota (MiB)"
+            inputMode="decimal"
+            placeholder="none"
+            value={storage}
+            onInput={(e) => setStorage(e.currentTarget.value)}
+          />
+        </label>
+        <button type="submit" disabled={save.busy}>
+          Save quotas
+        </button>
+      </form>
+      <ErrorText error={save.error} />
+    </>
+  );
+}
