@@ -4,7 +4,20 @@
  * alternating, as req/s with the log on over req/s with it off. Target: at most 10% fewer.
  */
 import pg from 'pg';
-import { atLeast, basicAuth, compare, load, type Row, startHost, type Target } from './support';
+import {
+  atLeast,
+  basicAuth,
+  compare,
+  cpuWhile,
+  type Host,
+  type Load,
+  load,
+  median,
+  type Row,
+  SECONDS,
+  startHost,
+  type Target,
+} from './support';
 
 const SCHEMA = 'bench_audit';
 
@@ -22,26 +35,63 @@ async function seed(databaseUrl: string): Promise<void> {
 const ROW = JSON.stringify({ schema: SCHEMA, data: { kind: 'click' } });
 const SELECT_1 = JSON.stringify({ schema: SCHEMA, sql: 'select 1' });
 
-export async function auditBench(databaseUrl: string, rounds: number): Promise<Row[]> {
+/** CPU per request of each target, in µs, medians over its rounds: the host's node and PostgreSQL. */
+export type CpuPerRequest = Record<string, { node: number; postgres: number }>;
+
+export async function auditBench(
+  databaseUrl: string,
+  rounds: number,
+): Promise<{ rows: Row[]; cpu: CpuPerRequest }> {
   await seed(databaseUrl);
   const on = await startHost(databaseUrl, { AUDIT_LOG: 'on' });
   const off = await startHost(databaseUrl, { AUDIT_LOG: 'off' });
   const headers = { authorization: basicAuth, 'content-type': 'application/json' };
-  const post = (base: string, path: string, body: string) => () =>
-    load(`${base}${path}`, headers, { method: 'POST', body });
+  const samples: Record<string, { node: number[]; postgres: number[] }> = {};
+  const post = (name: string, host: Host, path: string, body: string) => ({
+    [name]: async (): Promise<Load> => {
+      const { result, node, postgres } = await cpuWhile(host, () =>
+        load(`${host.url}${path}`, headers, { method: 'POST', body }),
+      );
+      const requests = result.rps * SECONDS;
+      const sample = samples[name] ?? { node: [], postgres: [] };
+      samples[name] = sample;
+      sample.node.push((node / requests) * 1e6);
+      sample.postgres.push((postgres / requests) * 1e6);
+      return result;
+    },
+  });
   try {
-    return await compare(
+    const rows = await compare(
       {
-        'POST /api/table/{t}/row, audit log off': post(off.url, '/api/table/events/row', ROW),
-        'POST /api/table/{t}/row, audit log on': post(on.url, '/api/table/events/row', ROW),
-        'POST /api/query select 1, audit log off': post(off.url, '/api/query', SELECT_1),
-        'POST /api/query select 1, audit log on': post(on.url, '/api/query', SELECT_1),
+        ...post('POST /api/table/{t}/row, audit log off', off, '/api/table/events/row', ROW),
+        ...post('POST /api/table/{t}/row, audit log on', on, '/api/table/events/row', ROW),
+        ...post('POST /api/query select 1, audit log off', off, '/api/query', SELECT_1),
+        ...post('POST /api/query select 1, audit log on', on, '/api/query', SELECT_1),
       },
       rounds,
     );
+    const cpu = Object.fromEntries(
+      Object.entries(samples).map(([name, s]) => [
+        name,
+        { node: median(s.node), postgres: median(s.postgres) },
+      ]),
+    );
+    return { rows, cpu };
   } finally {
     await Promise.all([on.stop(), off.stop()]);
   }
+}
+
+export function printAuditCpu(cpu: CpuPerRequest): void {
+  console.log('CPU per request (µs, median of the rounds): the host’s node processes and PostgreSQL’s');
+  console.table(
+    Object.entries(cpu).map(([target, { node, postgres }]) => ({
+      target,
+      node: Math.round(node),
+      postgres: Math.round(postgres),
+      total: Math.round(node + postgres),
+    })),
+  );
 }
 
 export function auditTargets(rows: Row[]): Target[] {

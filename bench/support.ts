@@ -248,6 +248,40 @@ function descendants(root: number): number[] {
   return tree;
 }
 
+/** CPU seconds (user and system) the processes have used so far; a process gone counts 0. */
+function cpuSeconds(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // gone
+    }
+  }
+  return ticks / 100;
+}
+
+/**
+ * CPU used by the host's process tree and by every postgres process of the machine while `run`
+ * ran (clock ticks of /proc: 10 ms each, so meant for runs of seconds).
+ */
+export async function cpuWhile<T>(
+  host: Host,
+  run: () => Promise<T>,
+): Promise<{ result: T; node: number; postgres: number }> {
+  const postgres = () =>
+    readdirSync('/proc')
+      .filter((name) => /^\d+$/.test(name))
+      .map(Number)
+      .filter((pid) => executable(pid) === 'postgres');
+  const tree = descendants(host.pid);
+  const [node0, pg0] = [cpuSeconds(tree), cpuSeconds(postgres())];
+  const result = await run();
+  return { result, node: cpuSeconds(tree) - node0, postgres: cpuSeconds(postgres()) - pg0 };
+}
+
 /** A `Name:   1234 kB` line of a /proc file, in kB; 0 when the process has gone. */
 function kilobytes(file: string, field: string): number {
   try {

@@ -35,7 +35,13 @@ export function tenantsTargets(rows: Row[]): Target[] {
   const read = rows.find((r) => r.name.startsWith('GET /api/tenants'));
   if (!read) return [];
   return [
-    atMost(`tenants read with ${SCHEMAS} schemas, p50`, read.p50, 200, ' ms'),
+    // No answer within the run is no figure, not 0 ms.
+    atMost(
+      `tenants read with ${SCHEMAS} schemas, p50`,
+      read.rps > 0 ? read.p50 : Number.POSITIVE_INFINITY,
+      200,
+      ' ms',
+    ),
     shown(`tenants read with ${SCHEMAS} schemas, req/s`, read.rps, ' req/s'),
   ];
 }
