@@ -15,6 +15,11 @@ import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { schemaRef } from '#lib/validation';
 
+/** The most of a statement's text an audit entry keeps (AUDIT_SQL_TEXT=on): 16 KiB of it. */
+const KEPT_SQL = 16 * 1024;
+const keptText = (sql: string) =>
+  sql.length <= KEPT_SQL ? sql : `${sql.slice(0, KEPT_SQL)}… (${sql.length} characters in all)`;
+
 export const routes = [
   defineRoute({
     method: 'POST',
@@ -78,7 +83,7 @@ export const routes = [
           schema,
           sqlKind: kind,
           sqlFingerprint: fingerprint,
-          ...(config.AUDIT_SQL_TEXT === 'on' ? { sqlText: body.sql } : {}),
+          ...(config.AUDIT_SQL_TEXT === 'on' ? { sqlText: keptText(body.sql) } : {}),
         });
       }
       const access = adminRights

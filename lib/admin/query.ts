@@ -90,14 +90,19 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
     const started = performance.now();
     try {
       // The caller's SQL under the result limits, cancelled past them.
-      const bounded: Bounded = (query) => boundedQuery(client, query, limits, () => access.cancel(client));
+      const bounded: Bounded = (query, onFirstRow) =>
+        boundedQuery(client, query, limits, () => access.cancel(client), onFirstRow);
+      // The script's first row is our prefix's: the transaction's id.
+      let xid: string | undefined;
       const results = asKey
         ? await runKeyStatement(client, begin, sql, bounded)
-        : await runScript(begin, sql, bounded);
+        : await runScript(begin, sql, bounded, (row) => {
+            xid = String((row as { xid?: unknown }).xid);
+          });
       if (sealed && !asKey) {
         // A script that ended our transaction itself has its entry written in whichever commits it.
         const ended = results.slice(begin.length).some((r) => TRANSACTION_CONTROL.has(r.command));
-        sealFor(ended ? undefined : xidOf(results.slice(0, begin.length)));
+        sealFor(ended ? undefined : xid);
       }
       // Our transaction is still open unless the admin's script ended it itself.
       await endTransaction(client, access.readOnly, input.readOnly === true, changedRows(results));
@@ -115,7 +120,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
   });
 }
 
-type Bounded = (query: pg.QueryConfig) => Promise<pg.QueryResult[]>;
+type Bounded = (query: pg.QueryConfig, onFirstRow?: (row: unknown) => void) => Promise<pg.QueryResult[]>;
 
 /**
  * Ends our transaction, unless the admin's script ended it itself: committed with its audit
@@ -136,7 +141,7 @@ async function endTransaction(
   else describeChange({ rows });
 }
 
-const XID = 'SELECT pg_catalog.pg_current_xact_id()::text AS xid';
+const XID = 'SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid';
 const TRANSACTION_CONTROL = new Set(['COMMIT', 'ROLLBACK', 'BEGIN', 'PREPARE', 'START']);
 
 const WRITES = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE', 'COPY']);
@@ -178,9 +183,14 @@ async function runKeyStatement(
  * is cancelled from another connection, and by the time the cancel lands the server would have
  * committed, so a 413 would no longer mean nothing was written.
  */
-function runScript(begin: string[], sql: string, bounded: Bounded): Promise<pg.QueryResult[]> {
+function runScript(
+  begin: string[],
+  sql: string,
+  bounded: Bounded,
+  onFirstRow: (row: unknown) => void,
+): Promise<pg.QueryResult[]> {
   const prefix = `${begin.join('; ')}; `;
-  return bounded({ text: prefix + sql }).catch((error: unknown) => {
+  return bounded({ text: prefix + sql }, onFirstRow).catch((error: unknown) => {
     throw positionedInScript(error, prefix);
   });
 }

@@ -45,10 +45,16 @@ function kindOf(statement: Json | undefined): string {
 }
 
 /**
- * Where a statement holds values rather than names: constants, an option's argument (a role's
- * PASSWORD, a function's or DO block's body), a comment's text.
+ * Where a statement holds values rather than names: a constant; an option's argument (a role's
+ * PASSWORD, a function's or DO block's body); a comment's text.
  */
-const LITERAL_FIELDS = new Set(['A_Const', 'arg', 'comment']);
+const VALUES_IN: Record<string, string> = { DefElem: 'arg', CommentStmt: 'comment' };
+
+function literal(key: string, child: Json): Json {
+  if (key === 'A_Const') return '?';
+  const field = VALUES_IN[key];
+  return field && isObject(child) && field in child ? { ...child, [field]: '?' } : child;
+}
 
 /** The tree without positions, and every constant as `?`: walked with a list, not the stack. */
 function normalized(tree: Json): Json {
@@ -58,7 +64,7 @@ function normalized(tree: Json): Json {
     const out: { [key: string]: Json } = {};
     for (const [key, child] of Object.entries(value)) {
       if (key === 'location' || key === 'stmt_location' || key === 'stmt_len') continue;
-      out[key] = LITERAL_FIELDS.has(key) ? '?' : child;
+      out[key] = literal(key, child);
     }
     return out;
   };

@@ -73,9 +73,15 @@ export const newEntryId = () => randomUUID();
 
 const sha256 = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(parts)).digest();
 
+/** Text jsonb takes: no lone surrogate (JSON.stringify would write `\ud800`), no NUL. */
+const storable = (_: string, value: unknown) =>
+  typeof value === 'string'
+    ? value.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]|\0/g, '\ufffd')
+    : value;
+
 /** The entry as the append function takes it: its JSON and the seal over those very bytes. */
 export function sealed(draft: AuditDraft): { entry: string; seal: string } {
-  const entry = JSON.stringify(draft.entry);
+  const entry = JSON.stringify(draft.entry, storable);
   const bytes = Buffer.from(entry, 'utf8');
   return { entry, seal: sha256(draft.key, sha256(draft.key, bytes)).toString('hex') };
 }
@@ -99,12 +105,18 @@ const TENANT_CAUSED = new Set(['25006', '57014']);
 const fromAppend = (error: unknown) =>
   isPgError(error) &&
   !TENANT_CAUSED.has(error.code) &&
-  Boolean((error as { where?: string }).where?.includes('function _dbadmin_audit.append('));
+  // Raised in our own call (the outermost frame), not in the tenant's code calling it.
+  Boolean(
+    (error as { where?: string }).where
+      ?.split('\n')
+      .at(-1)
+      ?.startsWith('PL/pgSQL function _dbadmin_audit.append('),
+  );
 
 const APPEND = 'SELECT _dbadmin_audit.append($1, $2)';
 
 /** What starts an audited transaction: BEGIN, and the transaction's id for the entry's seal. */
-export const BEGIN_AUDITED = 'BEGIN; SELECT pg_catalog.pg_current_xact_id()::text AS xid';
+export const BEGIN_AUDITED = 'BEGIN; SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid';
 
 /**
  * The request's entry is to be written in the transaction just begun, whose id is `xid`; with

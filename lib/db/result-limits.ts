@@ -154,8 +154,11 @@ export function boundedQuery(
   config: pg.QueryConfig,
   limits: ResultLimits,
   onExceeded: () => void,
+  /** Handed the first row of all, whichever statement sent it (a script's own prefix). */
+  onFirstRow?: (row: unknown) => void,
 ): Promise<pg.QueryResult[]> {
   const query = new pg.Query({ types: jsonRowTypes, ...config });
+  if (onFirstRow) query.once('row', (row: unknown) => onFirstRow(row));
   const collected = new Map<unknown, unknown[]>();
   let current: unknown;
   let rows: unknown[] = [];

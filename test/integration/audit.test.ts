@@ -123,6 +123,23 @@ describe('with its change', () => {
     expect(await entriesOf(reply)).toEqual([]);
   });
 
+  it('is the tenant’s error when its own code calls the append function wrongly, not the log’s 503', async () => {
+    await asTenant(
+      schema,
+      `CREATE TABLE noisy (id serial PRIMARY KEY);
+       CREATE FUNCTION noise() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN PERFORM _dbadmin_audit.append('{}', repeat('0', 64)); RETURN NEW; END $$;
+       CREATE TRIGGER noise AFTER INSERT ON noisy FOR EACH ROW EXECUTE FUNCTION noise()`,
+    );
+    const reply = await call(rows, {
+      method: 'POST',
+      path: '/api/table/noisy/row',
+      body: { schema, data: {} },
+    });
+    expect(reply.status).toBeLessThan(500);
+    expect(reply.body.message).toMatch(/audit entry refused/);
+  });
+
   it('refused by the tenant’s own doing is the tenant’s error (403 read-only), not the log’s 503', async () => {
     await asTenant(
       schema,
@@ -197,6 +214,8 @@ describe('the admin’s SQL', () => {
       sql_text: null,
       schema_name: schema,
     });
+    // Written in the script's own transaction, sealed for it.
+    expect(a.xact_id).toEqual(expect.any(Number));
     expect(a.sql_fingerprint).toMatch(/^[0-9a-f]{16}$/);
     expect(b.sql_fingerprint).toBe(a.sql_fingerprint);
     expect(c).toMatchObject({ sql_kind: 'SELECT', row_count: 0 });
@@ -206,6 +225,19 @@ describe('the admin’s SQL', () => {
 
   describe('with AUDIT_SQL_TEXT=on', () => {
     withSetting('AUDIT_SQL_TEXT', 'on');
+
+    it('keeps text jsonb cannot hold as its replacement character, and long text cut short', async () => {
+      const odd = 'SELECT 1 /* \ud800 */';
+      const reply = await call(query, { method: 'POST', path: '/api/query', body: { schema, sql: odd } });
+      expect(reply.status).toBe(200);
+      const [entry] = await entriesOf(reply);
+      expect(entry.sql_text).toBe('SELECT 1 /* \ufffd */');
+      const long = `SELECT 1 ${'-- x\n'.repeat(5000)}`;
+      const [cut] = await entriesOf(
+        await call(query, { method: 'POST', path: '/api/query', body: { schema, sql: long } }),
+      );
+      expect(cut.sql_text).toBe(`${long.slice(0, 16 * 1024)}… (${long.length} characters in all)`);
+    });
 
     it('keeps the text too', async () => {
       const sql = 'CREATE TABLE kept_text (id int); DROP TABLE kept_text';

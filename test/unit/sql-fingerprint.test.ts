@@ -18,8 +18,12 @@ describe('describeSql', () => {
     expect(b.fingerprint).toBe(a.fingerprint);
   });
 
-  it('tells statements on other tables or columns apart', async () => {
-    const [a, b] = await Promise.all([describeSql('SELECT a FROM t'), describeSql('SELECT b FROM t')]);
+  it.each([
+    ['SELECT a FROM t', 'SELECT b FROM t'],
+    ['DELETE FROM t WHERE a IS NULL', 'DELETE FROM t WHERE b IS NULL'],
+    ['SELECT a::int FROM t', 'SELECT b::int FROM t'],
+  ])('tells %j and %j apart: names are in it', async (one, other) => {
+    const [a, b] = await Promise.all([describeSql(one), describeSql(other)]);
     expect(b.fingerprint).not.toBe(a.fingerprint);
   });
 
