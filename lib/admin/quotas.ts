@@ -6,6 +6,7 @@ import { quoteIdent } from '#lib/db/identifiers';
 import { withTransaction } from '#lib/db/pool';
 import { measureSchema, overStorageQuota, type Quota, refreshQuotas } from '#lib/db/quotas';
 import { lockSchema, roleExists, TENANT_CONNECTION_LIMIT } from '#lib/db/schema-roles';
+import { loggedError, logger } from '#lib/log';
 
 /**
  * The admin sets a tenant's quotas; PostgreSQL applies what it can:
@@ -65,7 +66,10 @@ export async function setQuota(db: pg.Pool, schema: string, input: QuotaInput) {
     },
     { audited: () => undefined },
   );
-  // Measured now, so the answer (and this process) knows where the schema stands.
-  await measureSchema(db, schema);
+  // Measured now, so the answer (and this process) knows where the schema stands. The quota is
+  // set by then: a measurement that fails is the background's to retry, not the caller's error.
+  await measureSchema(db, schema).catch((error: unknown) =>
+    logger.warn('quota set, not yet measured', { schema, error: loggedError(error) }),
+  );
   return shownQuota((await refreshQuotas(db)).get(schema));
 }

@@ -6,8 +6,9 @@ import { handler as tables } from '#functions/tables';
 import { sweepAuditLog } from '#lib/admin/audit';
 import { closePool, getDatabase } from '#lib/db/pool';
 import { asTenant, bearer, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
+import { entriesOf } from '#test/support/audit';
 import { withAdminClient } from '#test/support/db';
-import { call, type Reply } from '#test/support/http';
+import { call } from '#test/support/http';
 import { withSetting } from '#test/support/settings';
 
 /**
@@ -25,17 +26,6 @@ beforeAll(async () => {
   schema = await tenantSchema('aud');
   service = await createKey(schema, 'service_role', 'writer');
 });
-
-/** The entries of one request, as the table holds them. */
-const entriesOf = (reply: Reply) =>
-  withAdminClient(
-    async (c) =>
-      (
-        await c.query('SELECT * FROM _dbadmin.audit_log WHERE request_id = $1', [
-          reply.headers['x-request-id'],
-        ])
-      ).rows,
-  );
 
 const insert = (data: Record<string, unknown>, auth = {}) =>
   call(rows, { method: 'POST', path: '/api/table/items/row', body: { schema, data }, ...auth });

@@ -6,17 +6,7 @@ import { closePool, getDatabase } from '#lib/db/pool';
 import { asTenant, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
-
-/** A session's start (and its statement's, to cancel), as GET /api/tenants/{schema} shows them. */
-const identity = (pid: number, how: 'cancel' | 'terminate') =>
-  withAdminClient(async (c) => {
-    const { rows } = await c.query(
-      'SELECT backend_start::text AS "backendStart", query_start::text AS "queryStart" FROM pg_stat_activity WHERE pid = $1',
-      [pid],
-    );
-    const found = rows[0] ?? { backendStart: '2000-01-01 00:00:00+00', queryStart: null };
-    return how === 'cancel' && found.queryStart ? found : { backendStart: found.backendStart };
-  });
+import { sessionIdentity } from '#test/support/sessions';
 
 /**
  * The operator's view of the tenants, with several of them at work at once: the list side by side,
@@ -58,7 +48,7 @@ const stop = async (schema: string, pid: number, how: 'cancel' | 'terminate') =>
   call(tenants, {
     method: 'POST',
     path: `/api/tenants/${schema}/sessions/${pid}/${how}`,
-    body: await identity(pid, how),
+    body: await sessionIdentity(pid, how),
   });
 
 /** Polls until `check` holds (a backend's state lands a moment after its statement starts). */
@@ -178,7 +168,7 @@ describe('tenants at work', () => {
         (s) => s?.state === 'active',
       )
     )?.pid as number;
-    const shown = await identity(pid, 'cancel');
+    const shown = await sessionIdentity(pid, 'cancel');
     const path = `/api/tenants/${quiet}/sessions/${pid}/cancel`;
 
     const stale = await call(tenants, {

@@ -3,8 +3,9 @@ import { handler as query } from '#functions/query';
 import { handler as rows } from '#functions/rows';
 import { closePool } from '#lib/db/pool';
 import { asTenant, bearer, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
+import { entriesOf, entryCount } from '#test/support/audit';
 import { withAdminClient } from '#test/support/db';
-import { call, type Reply } from '#test/support/http';
+import { call } from '#test/support/http';
 
 /**
  * The audit log against a hostile tenant: its own database login, a service_role key's SQL, the
@@ -20,21 +21,6 @@ beforeAll(async () => {
   schema = await tenantSchema('audsec');
   key = (await createKey(schema, 'service_role')).key;
 });
-
-const entryCount = () =>
-  withAdminClient(async (c) =>
-    Number((await c.query('SELECT count(*) AS n FROM _dbadmin.audit_log')).rows[0].n),
-  );
-
-const entriesOf = (reply: Reply) =>
-  withAdminClient(
-    async (c) =>
-      (
-        await c.query('SELECT * FROM _dbadmin.audit_log WHERE request_id = $1', [
-          reply.headers['x-request-id'],
-        ])
-      ).rows,
-  );
 
 /** What the tenant's own login gets for `sql`: the error's message, or 'ran'. */
 const tenantTries = (sql: string) =>

@@ -4,17 +4,7 @@ import { closePool } from '#lib/db/pool';
 import { bearer, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
-
-/** A session's start (and its statement's, to cancel), as GET /api/tenants/{schema} shows them. */
-const identity = (pid: number, how: 'cancel' | 'terminate') =>
-  withAdminClient(async (c) => {
-    const { rows } = await c.query(
-      'SELECT backend_start::text AS "backendStart", query_start::text AS "queryStart" FROM pg_stat_activity WHERE pid = $1',
-      [pid],
-    );
-    const found = rows[0] ?? { backendStart: '2000-01-01 00:00:00+00', queryStart: null };
-    return how === 'cancel' && found.queryStart ? found : { backendStart: found.backendStart };
-  });
+import { sessionIdentity } from '#test/support/sessions';
 
 /**
  * Ending sessions from the tenants view, as an attacker would steer it: the service's own sessions
@@ -36,7 +26,7 @@ const stop = async (where: string, pid: number, how: 'cancel' | 'terminate', aut
   call(tenants, {
     method: 'POST',
     path: `/api/tenants/${where}/sessions/${pid}/${how}`,
-    body: await identity(pid, how),
+    body: await sessionIdentity(pid, how),
     ...auth,
   });
 

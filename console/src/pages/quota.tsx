@@ -28,6 +28,30 @@ const text = (value: number | null, scale = 1) => (value === null ? '' : String(
 const numberOf = (value: string, scale = 1) =>
   value.trim() === '' ? null : Math.round(Number(value) * scale);
 
+/** One quota's number; empty is none. */
+function QuotaField(props: {
+  label: string;
+  /** Its accessible name, when the label says less. */
+  name?: string;
+  placeholder: string;
+  decimal?: boolean;
+  value: string;
+  onInput: (value: string) => void;
+}) {
+  return (
+    <label>
+      {props.label}{' '}
+      <input
+        aria-label={props.name ?? props.label}
+        inputMode={props.decimal ? 'decimal' : 'numeric'}
+        placeholder={props.placeholder}
+        value={props.value}
+        onInput={(e) => props.onInput(e.currentTarget.value)}
+      />
+    </label>
+  );
+}
+
 export function QuotaSection({
   schema,
   quota,
@@ -69,36 +93,27 @@ export function QuotaSection({
           save.run();
         }}
       >
-        <label>
-          Statement timeout (ms){' '}
-          <input
-            aria-label="Statement timeout (ms)"
-            inputMode="numeric"
-            placeholder="none"
-            value={timeout}
-            onInput={(e) => setTimeoutText(e.currentTarget.value)}
-          />
-        </label>
-        <label>
-          Connections of its login{' '}
-          <input
-            aria-label="Connection limit"
-            inputMode="numeric"
-            placeholder="10"
-            value={connections}
-            onInput={(e) => setConnections(e.currentTarget.value)}
-          />
-        </label>
-        <label>
-          Storage (MiB){' '}
-          <input
-            aria-label="Storage quota (MiB)"
-            inputMode="decimal"
-            placeholder="none"
-            value={storage}
-            onInput={(e) => setStorage(e.currentTarget.value)}
-          />
-        </label>
+        <QuotaField
+          label="Statement timeout (ms)"
+          placeholder="none"
+          value={timeout}
+          onInput={setTimeoutText}
+        />
+        <QuotaField
+          label="Connections of its login"
+          name="Connection limit"
+          placeholder="10"
+          value={connections}
+          onInput={setConnections}
+        />
+        <QuotaField
+          label="Storage (MiB)"
+          name="Storage quota (MiB)"
+          placeholder="none"
+          decimal
+          value={storage}
+          onInput={setStorage}
+        />
         <button type="submit" disabled={save.busy}>
           Save quotas
         </button>
