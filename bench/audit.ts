@@ -3,7 +3,10 @@
  * `select 1` through two hosts started alike but for AUDIT_LOG (on, off), their rounds
  * alternating, as req/s with the log on over req/s with it off. Target: at most 10% fewer.
  */
+import { performance } from 'node:perf_hooks';
 import pg from 'pg';
+import { type AuditDraft, readSealKey } from '../lib/db/audit-log';
+import { inTransaction } from '../lib/db/transaction';
 import {
   atLeast,
   basicAuth,
@@ -15,6 +18,7 @@ import {
   median,
   type Row,
   SECONDS,
+  shown,
   startHost,
   type Target,
 } from './support';
@@ -82,6 +86,83 @@ export async function auditBench(
   }
 }
 
+const CONNECTIONS = 10;
+
+/** `work` on CONNECTIONS sessions at once for SECONDS: its rate and latencies, like a load's. */
+async function sessionsLoad(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<unknown>): Promise<Load> {
+  const latencies: number[] = [];
+  const started = performance.now();
+  const end = started + SECONDS * 1000;
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      const client = await pool.connect();
+      try {
+        while (performance.now() < end) {
+          const t = performance.now();
+          await work(client);
+          latencies.push(performance.now() - t);
+        }
+      } finally {
+        client.release();
+      }
+    }),
+  );
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => Math.round((latencies[Math.floor(q * (latencies.length - 1))] ?? 0) * 10) / 10;
+  const seconds = (performance.now() - started) / 1000;
+  return {
+    rps: latencies.length / seconds,
+    p50: at(0.5),
+    p99: at(0.99),
+    connections: CONNECTIONS,
+    failed: 0,
+  };
+}
+
+/**
+ * The insert's transaction straight on PostgreSQL, through lib/db/transaction as the row routes
+ * run it, with and without its entry: what the entry costs PostgreSQL alone, with no host around.
+ */
+export async function databaseAloneBench(databaseUrl: string, rounds: number): Promise<Row[]> {
+  await seed(databaseUrl);
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: CONNECTIONS });
+  try {
+    const key = await readSealKey(pool);
+    const insert = (audited: boolean) => (client: pg.PoolClient) => {
+      const audit: AuditDraft | undefined = audited
+        ? {
+            key,
+            settled: false,
+            entry: {
+              id: crypto.randomUUID(),
+              requestId: crypto.randomUUID(),
+              actor: 'admin',
+              schema: SCHEMA,
+              action: 'row.insert',
+              target: 'events',
+              status: 201,
+            },
+          }
+        : undefined;
+      return inTransaction(
+        client,
+        async () =>
+          (await client.query(`INSERT INTO ${SCHEMA}.events (kind) VALUES ($1) RETURNING *`, ['click'])).rows,
+        { audit, rows: (rows) => rows.length },
+      );
+    };
+    return await compare(
+      {
+        'PostgreSQL alone: insert transaction, no entry': () => sessionsLoad(pool, insert(false)),
+        'PostgreSQL alone: insert transaction with its entry': () => sessionsLoad(pool, insert(true)),
+      },
+      rounds,
+    );
+  } finally {
+    await pool.end();
+  }
+}
+
 export function printAuditCpu(cpu: CpuPerRequest): void {
   console.log('CPU per request (µs, median of the rounds): the host’s node processes and PostgreSQL’s');
   console.table(
@@ -95,13 +176,15 @@ export function printAuditCpu(cpu: CpuPerRequest): void {
 }
 
 export function auditTargets(rows: Row[]): Target[] {
-  const ratio = (what: string) => {
-    const with_ = rows.find((r) => r.name === `${what}, audit log on`);
-    const without = rows.find((r) => r.name === `${what}, audit log off`);
-    return with_ && without ? with_.rps / without.rps : 0;
-  };
+  const rps = (name: string) => rows.find((r) => r.name === name)?.rps ?? Number.NaN;
+  const ratio = (what: string) => rps(`${what}, audit log on`) / rps(`${what}, audit log off`);
   return [
     atLeast('single-row insert req/s, audit log on / off', ratio('POST /api/table/{t}/row'), 0.9, 'x'),
     atLeast('admin select 1 req/s, audit log on / off', ratio('POST /api/query select 1'), 0.9, 'x'),
+    shown(
+      'PostgreSQL alone: insert transactions/s, with its entry / without',
+      rps('PostgreSQL alone: insert transaction with its entry') /
+        rps('PostgreSQL alone: insert transaction, no entry'),
+    ),
   ];
 }

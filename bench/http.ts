@@ -13,7 +13,8 @@
  *    serverless-esbuild packages it (the same esbuild options: bin/build reads them);
  *  - the license gate's cost, and an API key's lookup per request (one indexed read, so a deleted
  *    key fails at once) next to the in-memory cache hit it replaced;
- *  - "Issue 13 targets": GET /api/tables against the ceiling, memory idle and after load.
+ *  - "Targets": issue 13's (GET /api/tables against the ceiling, memory idle and after load) and
+ *    issue 27's (the audit log's cost, and the entry's cost to PostgreSQL alone beside it).
  * Rounds alternate between targets and medians are reported: these machines are shared.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -28,7 +29,7 @@ import { closePool, getDatabase } from '../lib/db/pool';
 import { signInRead } from '../lib/http/authenticate';
 import { licenseGate } from '../lib/http/license-gate';
 import { getLicensing } from '../lib/license/index';
-import { auditBench, auditTargets, printAuditCpu } from './audit';
+import { auditBench, auditTargets, databaseAloneBench, printAuditCpu } from './audit';
 import {
   atMost,
   BENCH_FUNCTIONS,
@@ -246,9 +247,11 @@ const ONLY_AUDIT = process.env.BENCH_ONLY === 'audit';
 runBench('bench', async (databaseUrl) => {
   if (ONLY_AUDIT) {
     const audit = await auditBench(databaseUrl, ROUNDS);
+    const alone = await databaseAloneBench(databaseUrl, ROUNDS);
     printThroughput(audit.rows, ROUNDS);
     printAuditCpu(audit.cpu);
-    printTargets(auditTargets(audit.rows));
+    printThroughput(alone, ROUNDS, 'pg straight to PostgreSQL (no host), 10 sessions');
+    printTargets(auditTargets([...audit.rows, ...alone]));
     return;
   }
   const env: NodeJS.ProcessEnv = { ...process.env, ...BENCH_SETTINGS, DATABASE_URL: databaseUrl };
@@ -263,6 +266,7 @@ runBench('bench', async (databaseUrl) => {
     await host.stop();
   }
   const audit = await auditBench(databaseUrl, ROUNDS);
+  const alone = await databaseAloneBench(databaseUrl, ROUNDS);
 
   const sizes = artifactSizes();
   const cold = coldStarts(env);
@@ -275,6 +279,7 @@ runBench('bench', async (databaseUrl) => {
   console.log('The audit log: two hosts alike but for AUDIT_LOG, rounds alternating');
   printThroughput(audit.rows, ROUNDS);
   printAuditCpu(audit.cpu);
+  printThroughput(alone, ROUNDS, 'pg straight to PostgreSQL (no host), 10 sessions');
   printMemory(memory);
   const hostMicros = 1e6 / ceiling.rps;
   console.log(
@@ -344,6 +349,6 @@ runBench('bench', async (databaseUrl) => {
       450,
       'MB',
     ),
-    ...auditTargets(audit.rows),
+    ...auditTargets([...audit.rows, ...alone]),
   ]);
 });

@@ -204,10 +204,12 @@ export function vsCeiling(rows: Row[], row: Row): number {
 }
 
 /** The throughput table: each target next to the ceiling at the same number of connections. */
-export function printThroughput(rows: Row[], rounds: number): void {
-  console.log(
-    `\nThroughput through the production host (node .bench-build/bin/start.js), median of ${rounds} x ${SECONDS}s`,
-  );
+export function printThroughput(
+  rows: Row[],
+  rounds: number,
+  through = 'the production host (node .bench-build/bin/start.js)',
+): void {
+  console.log(`\nThroughput through ${through}, median of ${rounds} x ${SECONDS}s`);
   console.table(
     rows.map((r) => ({
       target: r.name,
@@ -391,7 +393,7 @@ export const shown = (what: string, value: number, unit = 'x'): Target => ({
 });
 
 export function printTargets(targets: Target[]): void {
-  console.log('Issue 13 targets');
+  console.log('Targets (issues 13 and 27), measured in this run');
   console.table(targets);
 }
 

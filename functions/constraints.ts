@@ -9,7 +9,6 @@ import {
 import { planTableChange } from '#lib/admin/table-changes';
 import { ENUM_VALUE_MAX_BYTES, listEnums, planAddEnumValue, planCreateEnum } from '#lib/admin/types';
 import { listViews } from '#lib/admin/views';
-import { schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
 import { type Answer, NO_SCHEMA, NO_TABLE, SCHEMA_BUSY, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
@@ -81,8 +80,8 @@ export const routes = [
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ schema: z.string(), table: z.string(), constraints: z.array(Constraint) }),
     errors: [...SCHEMA_SESSION, NO_TABLE, SCHEMA_BUSY],
-    handler: async ({ params, query, principal, signal }) =>
-      listConstraints(await schemaAccess(principal, query.schema, signal), params.tableName),
+    handler: async ({ params, query, accessTo }) =>
+      listConstraints(await accessTo(query.schema), params.tableName),
   }),
   defineRoute({
     method: 'POST',
@@ -119,9 +118,9 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, body, principal, signal }) => {
+    handler: async ({ params, body, principal, signal, audit }) => {
       const { dryRun, ...input } = body;
-      return schemaChange({ principal, signal, schema: body.schema, dryRun }, (catalog) =>
+      return schemaChange({ principal, signal, audit, schema: body.schema, dryRun }, (catalog) =>
         planAddConstraint(catalog, { ...input, table: params.tableName }),
       );
     },
@@ -144,8 +143,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_CONSTRAINT, TABLE_LOCKED],
-    handler: async ({ params, query, principal, signal }) =>
-      schemaChange({ principal, signal, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
+    handler: async ({ params, query, principal, signal, audit }) =>
+      schemaChange({ principal, signal, audit, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
         planDropConstraint(catalog, {
           schema: query.schema,
           table: params.tableName,
@@ -174,9 +173,9 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, body, principal, signal }) => {
+    handler: async ({ params, body, principal, signal, audit }) => {
       const { dryRun, ...input } = body;
-      return schemaChange({ principal, signal, schema: body.schema, dryRun }, (catalog) =>
+      return schemaChange({ principal, signal, audit, schema: body.schema, dryRun }, (catalog) =>
         planTableChange(catalog, { ...input, table: params.tableName }),
       );
     },
@@ -205,8 +204,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION],
-    handler: async ({ body, principal, signal }) =>
-      schemaChange({ principal, signal, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+    handler: async ({ body, principal, signal, audit }) =>
+      schemaChange({ principal, signal, audit, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
         planCreateEnum(catalog, body),
       ),
   }),
@@ -227,8 +226,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TYPE],
-    handler: async ({ params, body, principal, signal }) =>
-      schemaChange({ principal, signal, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+    handler: async ({ params, body, principal, signal, audit }) =>
+      schemaChange({ principal, signal, audit, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
         planAddEnumValue(catalog, { ...body, type: params.typeName }),
       ),
   }),
@@ -247,8 +246,7 @@ export const routes = [
       views: z.array(View),
     }),
     errors: [...SCHEMA_SESSION, SCHEMA_BUSY],
-    handler: async ({ query, principal, signal }) =>
-      listViews(await schemaAccess(principal, query.schema, signal)),
+    handler: async ({ query, accessTo }) => listViews(await accessTo(query.schema)),
   }),
 ];
 

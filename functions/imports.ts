@@ -20,12 +20,10 @@ import {
   type SessionScope,
 } from '#lib/admin/import-sessions';
 import { getConfig } from '#lib/config';
-import { schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
 import { type Answer, NO_TABLE, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
-import { defineRoute } from '#lib/http/route';
-import type { Principal } from '#lib/principal';
+import { defineRoute, type RouteInput } from '#lib/http/route';
 import { columnName, inSchema, queryBoolean, queryInt, tableName } from '#lib/validation';
 
 /**
@@ -120,11 +118,11 @@ function options(input: {
 /** The settings an import lives by. */
 const limits = async () => importLimits(await getConfig());
 
-const scope = (schema: string, table: string, principal: Principal | undefined): SessionScope => ({
-  schema,
-  table,
-  principal,
-});
+const scope = (
+  schema: string,
+  table: string,
+  { principal, audit }: Pick<RouteInput<unknown, unknown, unknown>, 'principal' | 'audit'>,
+): SessionScope => ({ schema, table, principal, audit });
 
 async function* once(bytes: Buffer) {
   yield bytes;
@@ -152,11 +150,11 @@ export const routes = [
     },
     response: Outcome,
     errors: [...SCHEMA_SESSION, NO_TABLE, BAD_FILE],
-    handler: async ({ params, query, upload, principal, signal }) => {
+    handler: async ({ params, query, upload, accessTo }) => {
       const file = upload as NonNullable<typeof upload>;
       const format = FORMAT_OF_TYPE[file.contentType] ?? 'csv';
       return importRows(
-        await schemaAccess(principal, query.schema, signal),
+        await accessTo(query.schema),
         params.tableName,
         options({ ...query, format }),
         once(file.bytes),
@@ -230,10 +228,10 @@ export const routes = [
     }),
     status: 201,
     errors: [NO_TABLE, IMPORT_STATE],
-    handler: async ({ params, body, principal }) =>
+    handler: async ({ params, body, ...request }) =>
       openImport(
         await getDatabase(),
-        scope(body.schema, params.tableName, principal),
+        scope(body.schema, params.tableName, request),
         options(body),
         await limits(),
       ),
@@ -259,11 +257,11 @@ export const routes = [
       totalBytes: z.number(),
     }),
     errors: [NO_IMPORT, IMPORT_STATE],
-    handler: async ({ params, query, upload, principal }) =>
+    handler: async ({ params, query, upload, ...request }) =>
       putPart(
         await getDatabase(),
         params.importId,
-        scope(query.schema, params.tableName, principal),
+        scope(query.schema, params.tableName, request),
         params.part,
         (upload as NonNullable<typeof upload>).bytes,
         await limits(),
@@ -289,11 +287,11 @@ export const routes = [
       outcome: Outcome.optional(),
     }),
     errors: [NO_IMPORT],
-    handler: async ({ params, query, principal }) =>
+    handler: async ({ params, query, ...request }) =>
       importStatus(
         await getDatabase(),
         params.importId,
-        scope(query.schema, params.tableName, principal),
+        scope(query.schema, params.tableName, request),
         await limits(),
       ),
   }),
@@ -320,11 +318,11 @@ export const routes = [
     }),
     response: Outcome,
     errors: [...SCHEMA_SESSION, NO_IMPORT, IMPORT_STATE, BAD_FILE],
-    handler: async ({ params, body, principal, signal }) =>
+    handler: async ({ params, body, accessTo, ...request }) =>
       commitImport(
-        await schemaAccess(principal, body.schema, signal),
+        await accessTo(body.schema),
         params.importId,
-        scope(body.schema, params.tableName, principal),
+        scope(body.schema, params.tableName, request),
         body.parts,
         await limits(),
       ),
@@ -339,11 +337,11 @@ export const routes = [
     query: z.strictObject({ schema: inSchema }),
     response: z.object({ success: z.boolean(), message: z.string() }),
     errors: [NO_IMPORT, IMPORT_STATE],
-    handler: async ({ params, query, principal }) =>
+    handler: async ({ params, query, ...request }) =>
       abandonImport(
         await getDatabase(),
         params.importId,
-        scope(query.schema, params.tableName, principal),
+        scope(query.schema, params.tableName, request),
         await limits(),
       ),
   }),

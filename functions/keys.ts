@@ -37,8 +37,13 @@ export const routes = [
     }),
     status: 201,
     errors: [NO_SCHEMA, SCHEMA_BUSY],
-    handler: async ({ params, body }) =>
-      createKey(await getDatabase(), (await getConfig()).DBADMIN_SECRET, { schema: params.schema, ...body }),
+    handler: async ({ params, body, audit }) =>
+      createKey(
+        await getDatabase(),
+        (await getConfig()).DBADMIN_SECRET,
+        { schema: params.schema, ...body },
+        audit,
+      ),
   }),
   defineRoute({
     method: 'GET',
@@ -71,8 +76,8 @@ export const routes = [
     }),
     response: Outcome,
     errors: [{ status: 404, why: 'the schema has no key with this id' }, ROLES_BUSY],
-    handler: async ({ params }) =>
-      deleteKey(await getDatabase(), (await getConfig()).DBADMIN_SECRET, params.schema, params.keyId),
+    handler: async ({ params, audit }) =>
+      deleteKey(await getDatabase(), (await getConfig()).DBADMIN_SECRET, params.schema, params.keyId, audit),
   }),
 ];
 

@@ -5,7 +5,7 @@ import { describeSql } from '#lib/admin/sql-fingerprint';
 import { getConfig, resultLimits } from '#lib/config';
 import { auditing, describeChange } from '#lib/db/audit-log';
 import { schemaExists } from '#lib/db/catalog';
-import { adminAccess, schemaAccess } from '#lib/db/executor';
+import { adminAccess } from '#lib/db/executor';
 import { sqlState } from '#lib/db/pg-errors';
 import { getDatabase } from '#lib/db/pool';
 import { currentQuotas, overStorageQuota, StorageQuotaExceeded } from '#lib/db/quotas';
@@ -64,7 +64,7 @@ export const routes = [
       RESPONSE_LIMIT,
       { status: 507, why: 'a key’s statement writes while its schema is over its storage quota' },
     ],
-    handler: async ({ body, signal, principal }) => {
+    handler: async ({ body, signal, principal, audit, accessTo }) => {
       const asKey = principal?.kind === 'key';
       if (asKey && body.runAs === 'admin')
         throw new Forbidden('API keys cannot run SQL with the admin’s rights');
@@ -77,18 +77,16 @@ export const routes = [
         exists: async (name) => schemaExists(await getDatabase(), name),
       });
       const config = await getConfig();
-      if (auditing()) {
+      if (auditing(audit)) {
         const { kind, fingerprint } = await describeSql(body.sql);
-        describeChange({
+        describeChange(audit, {
           schema,
           sqlKind: kind,
           sqlFingerprint: fingerprint,
           ...(config.AUDIT_SQL_TEXT === 'on' ? { sqlText: keptText(body.sql) } : {}),
         });
       }
-      const access = adminRights
-        ? await adminAccess(schema, signal)
-        : await schemaAccess(principal, schema, signal);
+      const access = adminRights ? await adminAccess(schema, signal, audit) : await accessTo(schema);
       // Over its storage quota, a key's SQL may read but not write (the admin's is the way out).
       const over = asKey ? overStorageQuota((await currentQuotas(access.catalog)).get(schema)) : undefined;
       const result = await runQuery(access, {

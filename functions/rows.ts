@@ -3,7 +3,6 @@ import { insertRows, MAX_BULK_ROWS, MAX_BULK_VALUES } from '#lib/admin/bulk-rows
 import { deleteRows, updateRows } from '#lib/admin/matching-rows';
 import { deleteRow, insertRow, updateRow } from '#lib/admin/rows';
 import { getConfig, resultLimits } from '#lib/config';
-import { schemaAccess } from '#lib/db/executor';
 import { BadRequest } from '#lib/errors';
 import {
   type Answer,
@@ -94,8 +93,8 @@ export const routes = [
     response: z.object({ success: z.boolean(), row: Row, message: z.string() }),
     status: 201,
     errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT, RESULT_LIMITS],
-    handler: async ({ params, body, principal, signal }) =>
-      insertRow(await schemaAccess(principal, body.schema, signal), resultLimits(await getConfig()), {
+    handler: async ({ params, body, accessTo }) =>
+      insertRow(await accessTo(body.schema), resultLimits(await getConfig()), {
         schema: body.schema,
         table: params.tableName,
         data: body.data,
@@ -123,7 +122,7 @@ export const routes = [
       z.object({ row: Row }).meta({ description: 'SPEC’s answer, for column and value' }),
     ]),
     errors: [...SCHEMA_SESSION, NO_TABLE, NO_ROW, MAX_AFFECTED, WIRE_LIMIT, RESULT_LIMITS],
-    handler: async ({ params, query, body, principal, signal }) => {
+    handler: async ({ params, query, body, accessTo }) => {
       const { all, maxAffected, return: answer, ...where } = query;
       if (body.column !== undefined && Object.values(query).some((value) => value !== undefined)) {
         throw new BadRequest(
@@ -131,7 +130,7 @@ export const routes = [
           'column and value update the single row whose key is "rows" and take no query; send set to change the rows a filter finds',
         );
       }
-      const access = await schemaAccess(principal, body.schema, signal);
+      const access = await accessTo(body.schema);
       const limits = resultLimits(await getConfig());
       if (body.column !== undefined) {
         const row = { rowId: 'rows', column: body.column, value: body.value };
@@ -159,8 +158,8 @@ export const routes = [
     body: z.strictObject({ column: columnName, value: z.unknown(), schema: inSchema }),
     response: z.object({ row: Row }),
     errors: [...SCHEMA_SESSION, NO_TABLE, NO_ROW, WIRE_LIMIT, RESULT_LIMITS],
-    handler: async ({ params, body, principal, signal }) =>
-      updateRow(await schemaAccess(principal, body.schema, signal), resultLimits(await getConfig()), {
+    handler: async ({ params, body, accessTo }) =>
+      updateRow(await accessTo(body.schema), resultLimits(await getConfig()), {
         schema: body.schema,
         table: params.tableName,
         rowId: params.rowId,
@@ -178,8 +177,8 @@ export const routes = [
     query: z.strictObject({ schema: inSchema }),
     response: Outcome,
     errors: [...SCHEMA_SESSION, NO_TABLE, NO_ROW, WIRE_LIMIT],
-    handler: async ({ params, query, principal, signal }) =>
-      deleteRow(await schemaAccess(principal, query.schema, signal), {
+    handler: async ({ params, query, accessTo }) =>
+      deleteRow(await accessTo(query.schema), {
         schema: query.schema,
         table: params.tableName,
         rowId: params.rowId,
@@ -222,8 +221,8 @@ export const routes = [
     }),
     status: 201,
     errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT, RESULT_LIMITS],
-    handler: async ({ params, body, principal, signal }) =>
-      insertRows(await schemaAccess(principal, body.schema, signal), resultLimits(await getConfig()), {
+    handler: async ({ params, body, accessTo }) =>
+      insertRows(await accessTo(body.schema), resultLimits(await getConfig()), {
         schema: body.schema,
         table: params.tableName,
         rows: body.rows,
@@ -253,9 +252,9 @@ export const routes = [
     }),
     response: z.object({ success: z.boolean(), deletedCount: z.number(), message: z.string() }),
     errors: [...SCHEMA_SESSION, NO_TABLE, MAX_AFFECTED, WIRE_LIMIT],
-    handler: async ({ params, query, body, principal, signal }) => {
+    handler: async ({ params, query, body, accessTo }) => {
       const { all, maxAffected, ...where } = query;
-      return deleteRows(await schemaAccess(principal, body.schema, signal), {
+      return deleteRows(await accessTo(body.schema), {
         schema: body.schema,
         table: params.tableName,
         rowIds: body.rowIds,

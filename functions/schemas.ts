@@ -27,7 +27,8 @@ export const routes = [
     body: z.strictObject({ schemaName, password: schemaPassword }),
     response: Outcome.extend({ username: z.string() }),
     status: 201,
-    handler: async ({ body }) => createSchema(await getDatabase(), (await getConfig()).DBADMIN_SECRET, body),
+    handler: async ({ body, audit }) =>
+      createSchema(await getDatabase(), (await getConfig()).DBADMIN_SECRET, body, audit),
   }),
   defineRoute({
     method: 'DELETE',
@@ -39,8 +40,8 @@ export const routes = [
     query: z.strictObject({ cascade: queryBoolean.default(false) }),
     response: Outcome,
     errors: [NO_SCHEMA, ROLES_BUSY],
-    handler: async ({ params, query }) =>
-      deleteSchema(await getDatabase(), { schemaName: params.schemaName, cascade: query.cascade }),
+    handler: async ({ params, query, audit }) =>
+      deleteSchema(await getDatabase(), { schemaName: params.schemaName, cascade: query.cascade }, audit),
   }),
 ];
 

@@ -14,7 +14,7 @@ import {
   tablesRead,
 } from '#lib/admin/tables';
 import { getConfig, resultLimits } from '#lib/config';
-import { assertTenantSchema, schemaAccess } from '#lib/db/executor';
+import { assertTenantSchema } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
 import { tableEstimateRead } from '#lib/db/table-estimate';
 import {
@@ -182,9 +182,9 @@ export const routes = [
     }),
     errors: [...SCHEMA_SESSION, NO_TABLE, RESULT_LIMITS, RESPONSE_LIMIT],
     reads: ({ params, query }) => tenantRead(query.schema, params.tableName, tableEstimateRead),
-    handler: async ({ query, read, principal, signal }) => {
+    handler: async ({ query, read, accessTo }) => {
       const config = await getConfig();
-      const access = await schemaAccess(principal, query.schema, signal);
+      const access = await accessTo(query.schema);
       const { schema, page, limit, count, after, ...search } = query;
       if (isSearch(search)) {
         return searchPage(access, read, resultLimits(config), {
@@ -218,8 +218,7 @@ export const routes = [
     response: Outcome,
     status: 201,
     errors: SCHEMA_SESSION,
-    handler: async ({ body, principal, signal }) =>
-      createTable(await schemaAccess(principal, body.schema, signal), body),
+    handler: async ({ body, accessTo }) => createTable(await accessTo(body.schema), body),
   }),
   defineRoute({
     method: 'DELETE',
@@ -231,8 +230,8 @@ export const routes = [
     query: z.strictObject({ schema: inSchema, cascade: queryBoolean.default(false) }),
     response: Outcome,
     errors: [...SCHEMA_SESSION, NO_TABLE],
-    handler: async ({ params, query, principal, signal }) =>
-      deleteTable(await schemaAccess(principal, query.schema, signal), {
+    handler: async ({ params, query, accessTo }) =>
+      deleteTable(await accessTo(query.schema), {
         schema: query.schema,
         table: params.tableName,
         cascade: query.cascade,
@@ -253,8 +252,8 @@ export const routes = [
     response: Outcome,
     status: 201,
     errors: [...SCHEMA_SESSION, NO_TABLE],
-    handler: async ({ params, body, principal, signal }) =>
-      cloneTable(await schemaAccess(principal, body.schema, signal), {
+    handler: async ({ params, body, accessTo }) =>
+      cloneTable(await accessTo(body.schema), {
         schema: body.schema,
         table: params.tableName,
         newTableName: body.newTableName,
@@ -298,16 +297,11 @@ export const routes = [
       RESPONSE_LIMIT,
     ],
     reads: ({ params, query }) => tenantRead(query.schema, params.tableName, exportTableRead),
-    handler: async ({ query, read, principal, signal }) =>
-      exportTable(
-        await schemaAccess(principal, query.schema, signal),
-        read,
-        resultLimits(await getConfig()),
-        {
-          ...query,
-          cursorSecret: (await getConfig()).DBADMIN_SECRET,
-        },
-      ),
+    handler: async ({ query, read, accessTo }) =>
+      exportTable(await accessTo(query.schema), read, resultLimits(await getConfig()), {
+        ...query,
+        cursorSecret: (await getConfig()).DBADMIN_SECRET,
+      }),
   }),
   defineRoute({
     method: 'POST',
@@ -332,8 +326,8 @@ export const routes = [
     status: 201,
     // Adding a column with a default runs it for every row: code planted there can talk back.
     errors: [...SCHEMA_SESSION, NO_TABLE, WIRE_LIMIT],
-    handler: async ({ params, body, principal, signal }) =>
-      addColumn(await schemaAccess(principal, body.schema, signal), {
+    handler: async ({ params, body, accessTo }) =>
+      addColumn(await accessTo(body.schema), {
         schema: body.schema,
         table: params.tableName,
         column: {
@@ -383,8 +377,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, body, principal, signal }) =>
-      schemaChange({ principal, signal, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+    handler: async ({ params, body, principal, signal, audit }) =>
+      schemaChange({ principal, signal, audit, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
         planColumnChange(catalog, {
           ...body,
           table: params.tableName,
@@ -409,8 +403,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, query, principal, signal }) =>
-      schemaChange({ principal, signal, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
+    handler: async ({ params, query, principal, signal, audit }) =>
+      schemaChange({ principal, signal, audit, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
         planDropColumn(catalog, {
           schema: query.schema,
           table: params.tableName,

@@ -171,7 +171,7 @@ export const routes = [
     body: QuotaBody,
     response: Quota,
     errors: [NO_SCHEMA],
-    handler: async ({ params, body }) => setQuota(await getDatabase(), params.schema, body),
+    handler: async ({ params, body, audit }) => setQuota(await getDatabase(), params.schema, body, audit),
   }),
   ...(['cancel', 'terminate'] as const).map((how) =>
     defineRoute({

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { type ImportOptions, type ImportOutcome, importRows } from '#lib/admin/import';
-import { nothingChanged } from '#lib/db/audit-log';
+import { type AuditDraft, nothingChanged } from '#lib/db/audit-log';
 import { tableInfo } from '#lib/db/catalog';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
@@ -33,6 +33,8 @@ export interface SessionScope {
   schema: string;
   table: string;
   principal: Principal | undefined;
+  /** The request's audit entry, committed with the change. */
+  audit?: AuditDraft;
 }
 
 interface SessionRow {
@@ -139,7 +141,7 @@ export async function openImport(
         [id, scope.schema, scope.table, ownerOf(scope.principal), JSON.stringify(options), expiresAt],
       );
     },
-    { audited: () => undefined },
+    { audit: scope.audit },
   );
   return {
     id,
@@ -216,7 +218,7 @@ export async function putPart(
       const totalBytes = Number(rows[0]?.mine ?? 0) + bytes.length;
       return { part, bytes: bytes.length, parts: (rows[0]?.n ?? 0) + 1, totalBytes };
     },
-    { audited: () => undefined },
+    { audit: scope.audit },
   );
 }
 
@@ -304,7 +306,7 @@ export async function commitImport(
   const found = await session(db, id, scope, limits);
   if (found.state === 'committed' && found.outcome) {
     // Sent again: the same answer, and no second audit entry for the one import.
-    nothingChanged();
+    nothingChanged(scope.audit);
     return found.outcome;
   }
   const { rowCount } = await db.query(

@@ -391,7 +391,8 @@ export async function importRows(
   // Explained inside the session's work: past it, the executor has made it a plain 400.
   const rows = await access.run((client) =>
     inTransaction(client, () => write(client, target, table, plan, options.mode), {
-      audited: (n) => n,
+      audit: access.audit,
+      rows: (n) => n,
     }).catch((error: unknown) => {
       throw explained(error, plan);
     }),

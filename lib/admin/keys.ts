@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { describeChange } from '#lib/db/audit-log';
+import { type AuditDraft, describeChange } from '#lib/db/audit-log';
 import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
 import { isPgError } from '#lib/db/pg-errors';
@@ -37,7 +37,12 @@ function assertKeyableSchema(schema: string): void {
 }
 
 /** A new key, returned this once; only its hash and prefix are kept. Its role may log in from now on. */
-export async function createKey(db: pg.Pool, secret: string, { schema, keyName, keyType }: CreateKeyInput) {
+export async function createKey(
+  db: pg.Pool,
+  secret: string,
+  { schema, keyName, keyType }: CreateKeyInput,
+  audit?: AuditDraft,
+) {
   assertKeyableSchema(schema);
   const key = randomBytes(32).toString('hex');
   return withTransaction(
@@ -63,7 +68,7 @@ export async function createKey(db: pg.Pool, secret: string, { schema, keyName, 
         throw error;
       }
       await prepareSchemaRole(client, secret, schema, kindOfKey(keyType));
-      describeChange({ target: `key ${row.id} (${keyName})` });
+      describeChange(audit, { target: `key ${row.id} (${keyName})` });
       return {
         id: row.id,
         key,
@@ -74,7 +79,7 @@ export async function createKey(db: pg.Pool, secret: string, { schema, keyName, 
         createdAt: row.created_at.toISOString(),
       };
     },
-    { audited: () => undefined },
+    { audit },
   );
 }
 
@@ -92,7 +97,13 @@ export async function listKeys(db: pg.Pool, schema: string) {
  * Deletes the key. Its role's password is reset (whatever the key's SQL set is void) and its
  * sessions end; with the schema's last key of its type the role also loses its login.
  */
-export async function deleteKey(db: pg.Pool, secret: string, schema: string, keyId: number) {
+export async function deleteKey(
+  db: pg.Pool,
+  secret: string,
+  schema: string,
+  keyId: number,
+  audit?: AuditDraft,
+) {
   const { rows } = await db.query<{ key_type: KeyType }>(
     'SELECT key_type FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2',
     [schema, keyId],
@@ -117,7 +128,7 @@ export async function deleteKey(db: pg.Pool, secret: string, schema: string, key
       if (!rowCount) throw notFound();
       await resetKeyRole(client, secret, schema, kind);
     },
-    { audited: true },
+    { audit },
   );
   await dropRolePool(role);
   return { success: true, message: `Key ${keyId} deleted` };

@@ -96,7 +96,7 @@ export async function updateRows(access: SchemaAccess, limits: ResultLimits, inp
           overLimit(count);
           return { count };
         },
-        { audited: ({ count }) => count },
+        { audit: access.audit, rows: ({ count }) => count },
       ),
     );
   }
@@ -123,7 +123,7 @@ export async function updateRows(access: SchemaAccess, limits: ResultLimits, inp
         overLimit(counted.count);
         return counted;
       },
-      { audited: ({ count }) => count },
+      { audit: access.audit, rows: ({ count }) => count },
     ),
   );
 }
@@ -176,7 +176,7 @@ export async function deleteRows(access: SchemaAccess, input: DeleteRowsInput) {
           throw new TooManyRows('deleted', count, maxAffected);
         return count;
       },
-      { audited: (count) => count },
+      { audit: access.audit, rows: (count) => count },
     ),
   );
   return {

@@ -1,6 +1,14 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { auditing, commitAudited, describeChange, nothingChanged, sealFor, xidOf } from '#lib/db/audit-log';
+import {
+  type AuditDraft,
+  auditing,
+  commitAudited,
+  describeChange,
+  nothingChanged,
+  sealFor,
+  xidOf,
+} from '#lib/db/audit-log';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
@@ -78,7 +86,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
   const { sql, schema, timeoutMs, limits, asKey, adminRights } = input;
   // A read-only access runs in a transaction of its own that it rolls back (lib/db/executor).
   // Our transaction's id, for the audit entry committed with it (lib/db/audit-log).
-  const sealed = !access.readOnly && !input.readOnly && auditing();
+  const sealed = !access.readOnly && !input.readOnly && auditing(access.audit);
   const begin = [
     ...(access.readOnly ? [] : [input.readOnly ? 'BEGIN READ ONLY' : 'BEGIN']),
     `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
@@ -95,17 +103,17 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       // The script's first row is our prefix's: the transaction's id.
       let xid: string | undefined;
       const results = asKey
-        ? await runKeyStatement(client, begin, sql, bounded)
+        ? await runKeyStatement(client, begin, sql, bounded, access.audit)
         : await runScript(begin, sql, bounded, (row) => {
             xid = String((row as { xid?: unknown }).xid);
           });
       if (sealed && !asKey) {
         // A script that ended our transaction itself has its entry written in whichever commits it.
         const ended = results.slice(begin.length).some((r) => TRANSACTION_CONTROL.has(r.command));
-        sealFor(ended ? undefined : xid);
+        sealFor(access.audit, ended ? undefined : xid);
       }
       // Our transaction is still open unless the admin's script ended it itself.
-      await endTransaction(client, access.readOnly, input.readOnly === true, changedRows(results));
+      await endTransaction(client, access, input.readOnly === true, changedRows(results));
       const last = results.at(-1) as pg.QueryResult;
       return {
         rows: last.rows,
@@ -127,18 +135,13 @@ type Bounded = (query: pg.QueryConfig, onFirstRow?: (row: unknown) => void) => P
  * entry; or, read-only (a key over its schema's storage quota), rolled back like an anon key's,
  * since before PostgreSQL 17 a READ ONLY transaction may still create large objects.
  */
-async function endTransaction(
-  client: pg.PoolClient,
-  accessReadOnly: boolean,
-  readOnly: boolean,
-  rows: number,
-) {
-  const open = !accessReadOnly && client.getTransactionStatus() !== 'I';
+async function endTransaction(client: pg.PoolClient, access: SchemaAccess, readOnly: boolean, rows: number) {
+  const open = !access.readOnly && client.getTransactionStatus() !== 'I';
   if (readOnly) {
-    nothingChanged();
+    nothingChanged(access.audit);
     if (open) await client.query('ROLLBACK');
-  } else if (open) await commitAudited(client, rows);
-  else describeChange({ rows });
+  } else if (open) await commitAudited(client, access.audit, rows);
+  else describeChange(access.audit, { rows });
 }
 
 const XID = 'SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid';
@@ -159,12 +162,13 @@ async function runKeyStatement(
   begin: string[],
   sql: string,
   bounded: Bounded,
+  audit: AuditDraft | undefined,
 ): Promise<pg.QueryResult[]> {
   const opened = (await client.query(
     [...begin, 'SELECT pg_catalog.transaction_timestamp() AS began'].join('; '),
   )) as unknown as pg.QueryResult<{ began: Date }>[];
   const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
-  sealFor(xidOf(opened));
+  sealFor(audit, xidOf(opened));
   const results = await bounded({ text: sql, queryMode: 'extended' } as pg.QueryConfig);
   // The statement ended our transaction itself (COMMIT, ROLLBACK, PREPARE TRANSACTION), or ended
   // it and chained a new one, which would run without our settings (COMMIT/ROLLBACK AND CHAIN).

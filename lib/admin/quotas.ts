@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { schemaUser } from '#lib/admin/schemas';
+import type { AuditDraft } from '#lib/db/audit-log';
 import { assertSchemaExists } from '#lib/db/catalog';
 import { assertTenantSchema } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
@@ -34,7 +35,7 @@ export const shownQuota = (quota: Quota | undefined) => ({
   overStorage: overStorageQuota(quota) !== undefined,
 });
 
-export async function setQuota(db: pg.Pool, schema: string, input: QuotaInput) {
+export async function setQuota(db: pg.Pool, schema: string, input: QuotaInput, audit?: AuditDraft) {
   assertTenantSchema(schema);
   await withTransaction(
     db,
@@ -64,7 +65,7 @@ export async function setQuota(db: pg.Pool, schema: string, input: QuotaInput) {
         );
       }
     },
-    { audited: () => undefined },
+    { audit },
   );
   // Measured now, so the answer (and this process) knows where the schema stands. The quota is
   // set by then: a measurement that fails is the background's to retry, not the caller's error.

@@ -53,7 +53,7 @@ export function writeReturning(
         if (rows.length === 0 && none) throw none();
         return rows;
       },
-      { audited: (rows) => rows.length },
+      { audit: access.audit, rows: (rows) => rows.length },
     ),
   );
 }
@@ -130,7 +130,7 @@ export async function deleteRow(access: SchemaAccess, { schema, table, rowId }: 
         if (!rowCount) throw rowNotFound(table, rowId);
         return rowCount;
       },
-      { audited: (count) => count },
+      { audit: access.audit, rows: (count) => count },
     ),
   );
   return { success: true, message: `Row ${JSON.stringify(rowId)} deleted from "${table}"` };

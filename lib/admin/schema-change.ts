@@ -276,7 +276,7 @@ async function runInTransaction(
       async () => {
         for (const statement of change.statements) await runStatement(client, statement);
       },
-      { lockTimeout: `${Math.trunc(options.lockTimeoutMs)}ms`, audited: () => undefined },
+      { lockTimeout: `${Math.trunc(options.lockTimeoutMs)}ms`, audit: access.audit },
     );
   } catch (error) {
     throw await failure(access, client, change, options, error);

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { AuditDraft } from '#lib/db/audit-log';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import { dropRolePool } from '#lib/db/executor';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
@@ -89,7 +90,12 @@ async function assertOffSearchPaths(client: pg.ClientBase, schemaName: string): 
  * `<schemaName>_owner`) and the role the admin's requests in it run as (`<schemaName>_exec`).
  * All or nothing.
  */
-export async function createSchema(db: pg.Pool, secret: string, { schemaName, password }: CreateSchemaInput) {
+export async function createSchema(
+  db: pg.Pool,
+  secret: string,
+  { schemaName, password }: CreateSchemaInput,
+  audit?: AuditDraft,
+) {
   const username = schemaUser(schemaName);
   await withTransaction(
     db,
@@ -125,7 +131,7 @@ export async function createSchema(db: pg.Pool, secret: string, { schemaName, pa
       await client.query(`ALTER ROLE ${role} SET search_path = ${schema}`);
       await prepareSchemaRole(client, secret, schemaName, 'exec');
     },
-    { audited: () => undefined },
+    { audit },
   );
   return {
     success: true,
@@ -155,7 +161,11 @@ async function schemaHasObjects(client: pg.ClientBase, schemaName: string): Prom
  * (committed), and every session of its roles ends, so none holds a lock the drop waits for or
  * outlives it; then the drop. Should the drop fail, the schema stays shut: retry the delete.
  */
-export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteSchemaInput) {
+export async function deleteSchema(
+  db: pg.Pool,
+  { schemaName, cascade }: DeleteSchemaInput,
+  audit?: AuditDraft,
+) {
   if (isProtectedSchema(schemaName)) {
     throw new BadRequest(
       'Protected schema',
@@ -189,7 +199,7 @@ export async function deleteSchema(db: pg.Pool, { schemaName, cascade }: DeleteS
       if (await roleExists(client, username)) await dropUser(client, username);
       await client.query('DELETE FROM _dbadmin.schema_locks WHERE schema_name = $1', [schemaName]);
     },
-    { audited: () => undefined },
+    { audit },
   );
   return { success: true, message: `Schema "${schemaName}" deleted` };
 }

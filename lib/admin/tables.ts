@@ -264,7 +264,11 @@ export async function createTable(access: SchemaAccess, { schema, tableName, col
   await assertSchemaExists(access.catalog, schema);
   await assertNoTable(access.catalog, schema, tableName);
   await access.run((client) =>
-    auditedStatement(client, `CREATE TABLE ${qualified(schema, tableName)} (${definitions.join(', ')})`),
+    auditedStatement(
+      client,
+      `CREATE TABLE ${qualified(schema, tableName)} (${definitions.join(', ')})`,
+      access.audit,
+    ),
   );
   return { success: true, message: `Table "${tableName}" created in schema "${schema}"` };
 }
@@ -323,7 +327,7 @@ export async function cloneTable(
         }
         return copied?.rowCount ?? undefined;
       },
-      { audited: (rows) => rows },
+      { audit: access.audit, rows: (rows) => rows },
     ),
   );
   return {
@@ -342,7 +346,11 @@ export async function deleteTable(access: SchemaAccess, { schema, table, cascade
   await tableInfo(access.catalog, schema, table);
   await access.run(async (client) => {
     try {
-      await auditedStatement(client, `DROP TABLE ${qualified(schema, table)}${cascade ? ' CASCADE' : ''}`);
+      await auditedStatement(
+        client,
+        `DROP TABLE ${qualified(schema, table)}${cascade ? ' CASCADE' : ''}`,
+        access.audit,
+      );
     } catch (error) {
       if (isPgError(error) && error.code === '2BP01') {
         throw new BadRequest(
@@ -374,6 +382,7 @@ export async function addColumn(access: SchemaAccess, { schema, table, column }:
     auditedStatement(
       client,
       `ALTER TABLE ${qualified(schema, table)} ADD COLUMN ${columnSql(column, { enums })}`,
+      access.audit,
     ),
   );
   return { success: true, message: `Column "${column.name}" added to table "${table}"` };

@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { isPgError } from '#lib/db/pg-errors';
@@ -46,27 +45,24 @@ export interface AuditDraft {
   settled: boolean;
 }
 
-const drafts = new AsyncLocalStorage<AuditDraft>();
-
-/** Runs a changing request's work with its entry in reach of every commit it makes. */
-export const withAuditDraft = <T>(draft: AuditDraft, work: () => Promise<T>): Promise<T> =>
-  drafts.run(draft, work);
-
-/** Whether the request in flight is audited (its entry still to be written). */
-export const auditing = () => drafts.getStore()?.settled === false;
+/**
+ * Whether the request is audited and its entry still to be written. The draft goes down the call
+ * chain by hand (RouteInput.audit, SchemaAccess.audit), never through AsyncLocalStorage: on Node 20
+ * and 22 that runs on async hooks, a tax on every promise of every request once one has used it.
+ */
+export const auditing = (draft: AuditDraft | undefined): draft is AuditDraft => draft?.settled === false;
 
 /** The request turned out to change nothing (a read-only transaction): it gets no entry. */
-export function nothingChanged(): void {
-  const draft = drafts.getStore();
+export function nothingChanged(draft: AuditDraft | undefined): void {
   if (draft) draft.settled = true;
 }
 
 /** What the work learnt about its change (rows, the SQL's kind): kept for the entry. */
 export function describeChange(
+  draft: AuditDraft | undefined,
   details: Partial<Pick<AuditEntry, 'rows' | 'target' | 'schema' | 'sqlKind' | 'sqlFingerprint' | 'sqlText'>>,
 ): void {
-  const draft = drafts.getStore();
-  if (draft && !draft.settled) Object.assign(draft.entry, details);
+  if (auditing(draft)) Object.assign(draft.entry, details);
 }
 
 export const newEntryId = () => randomUUID();
@@ -122,9 +118,8 @@ export const BEGIN_AUDITED = 'BEGIN; SELECT pg_catalog.pg_current_xact_id()::pg_
  * The request's entry is to be written in the transaction just begun, whose id is `xid`; with
  * none, in whatever transaction commits it (its text then never holds it).
  */
-export function sealFor(xid: string | undefined): void {
-  const draft = drafts.getStore();
-  if (!draft || draft.settled) return;
+export function sealFor(draft: AuditDraft | undefined, xid: string | undefined): void {
+  if (!auditing(draft)) return;
   if (xid) draft.entry.xid = xid;
   else delete draft.entry.xid;
 }
@@ -151,9 +146,12 @@ function appendAndCommit(draft: AuditDraft): string {
  * audited and its entry not yet written (one round trip either way). A transaction not begun with
  * BEGIN_AUDITED has no id in its entry: the entry then goes as bind parameters, never in text.
  */
-export async function commitAudited(client: pg.ClientBase, rows?: number): Promise<void> {
-  const draft = drafts.getStore();
-  if (!draft || draft.settled) {
+export async function commitAudited(
+  client: pg.ClientBase,
+  draft: AuditDraft | undefined,
+  rows?: number,
+): Promise<void> {
+  if (!auditing(draft)) {
     await client.query('COMMIT');
     return;
   }

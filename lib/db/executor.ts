@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { type Config, getConfig, resultLimits } from '#lib/config';
+import type { AuditDraft } from '#lib/db/audit-log';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import {
@@ -68,6 +69,8 @@ export interface SchemaAccess {
   cancel(client: pg.PoolClient): void;
   /** How long one of its statements may run: QUERY_TIMEOUT_MS, or the schema's quota when lower. */
   timeoutMs: number;
+  /** The request's audit entry, when it is audited: committed with the change made through this access. */
+  audit: AuditDraft | undefined;
 }
 
 /** At most this many role pools per container; the least recently used one is closed. */
@@ -175,6 +178,7 @@ export async function schemaAccess(
   principal: Principal | undefined,
   schema: string,
   signal?: AbortSignal,
+  audit?: AuditDraft,
 ): Promise<SchemaAccess> {
   assertTenantSchema(schema);
   const kind: RoleKind = principal?.kind === 'key' ? kindOfKey(principal.keyType) : 'exec';
@@ -185,6 +189,7 @@ export async function schemaAccess(
     catalog,
     readOnly: kind === 'anon',
     timeoutMs,
+    audit,
     run: async (work) =>
       guarded(
         catalog,
@@ -287,13 +292,18 @@ function fromTenantCode(error: unknown): unknown {
  * Where the admin's ad-hoc SQL runs with the admin's own rights (`runAs: "admin"`): the query
  * pool, whose sessions are reset after each use like a schema role's.
  */
-export async function adminAccess(schema: string, signal?: AbortSignal): Promise<SchemaAccess> {
+export async function adminAccess(
+  schema: string,
+  signal?: AbortSignal,
+  audit?: AuditDraft,
+): Promise<SchemaAccess> {
   const [catalog, pool, config] = await Promise.all([getDatabase(), getQueryPool(), getConfig()]);
   return {
     schema,
     catalog,
     readOnly: false,
     timeoutMs: config.QUERY_TIMEOUT_MS,
+    audit,
     run: async (work) => guarded(catalog, config.QUERY_TIMEOUT_MS, () => pool.connect(), work, signal),
     cancel: (client) => stopBackend(catalog, client, 'cancel'),
   };

@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type pg from 'pg';
+import type { AuditDraft } from '#lib/db/audit-log';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError, schemaBusy } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
@@ -345,17 +346,12 @@ export async function revoking<T>(
   db: pg.Pool,
   roles: string[],
   work: (client: pg.PoolClient) => Promise<T>,
-  {
-    audited = false,
-  }: { /** The request's change: its audit entry commits with it. */ audited?: boolean } = {},
+  { audit }: { /** The request's audit entry, committed with the change. */ audit?: AuditDraft } = {},
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     await endSessions(db, roles);
     try {
-      const result = await withTransaction(db, work, {
-        lockTimeout: LOCK_WAIT,
-        ...(audited ? { audited: () => undefined } : {}),
-      });
+      const result = await withTransaction(db, work, { lockTimeout: LOCK_WAIT, audit });
       await endSessions(db, roles);
       return result;
     } catch (error) {

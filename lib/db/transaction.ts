@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { auditing, BEGIN_AUDITED, commitAudited, sealFor, xidOf } from '#lib/db/audit-log';
+import { type AuditDraft, auditing, BEGIN_AUDITED, commitAudited, sealFor, xidOf } from '#lib/db/audit-log';
 
 export interface TransactionOptions<T = unknown> {
   /**
@@ -8,38 +8,39 @@ export interface TransactionOptions<T = unknown> {
    */
   lockTimeout?: `${number}ms` | `${number}s`;
   /**
-   * The transaction is the request's change: the request's audit entry commits with it
-   * (lib/db/audit-log), with the rows it says it affected.
+   * The transaction is the request's change: the request's audit entry (lib/db/audit-log), when
+   * it is audited, commits with it.
    */
-  audited?: (result: T) => number | undefined;
+  audit?: AuditDraft;
+  /** The rows the change affected, for its audit entry. */
+  rows?: (result: T) => number | undefined;
 }
 
 /** One statement as the request's change, its audit entry committed with it. */
-export const auditedStatement = (client: pg.ClientBase, text: string) =>
-  inTransaction(client, () => client.query(text), { audited: () => undefined });
+export const auditedStatement = (client: pg.ClientBase, text: string, audit: AuditDraft | undefined) =>
+  inTransaction(client, () => client.query(text), { audit });
 
 /** Runs `work` in one transaction: all of it commits, or none of it. */
 export function inTransaction<T>(
   client: pg.ClientBase,
   work: () => Promise<T>,
-  { lockTimeout, audited }: TransactionOptions<T> = {},
+  { lockTimeout, audit, rows }: TransactionOptions<T> = {},
 ): Promise<T> {
   // Inside another transaction our COMMIT would commit that one too (an anon key's, which is
   // only ever rolled back): refused, so such a mistake fails closed.
   if (client.getTransactionStatus() !== 'I') {
     return Promise.reject(new Error('inTransaction called inside an open transaction'));
   }
-  const sealed = audited !== undefined && auditing();
+  const sealed = auditing(audit);
   const begin = [
     sealed ? BEGIN_AUDITED : 'BEGIN',
     ...(lockTimeout ? [`SET LOCAL lock_timeout = '${lockTimeout}'`] : []),
   ];
   return client.query(begin.join('; ')).then(async (started) => {
-    if (sealed) sealFor(xidOf(started as unknown as pg.QueryResult[]));
+    if (sealed) sealFor(audit, xidOf(started as unknown as pg.QueryResult[]));
     try {
       const result = await work();
-      if (audited) await commitAudited(client, audited(result));
-      else await client.query('COMMIT');
+      await commitAudited(client, audit, rows?.(result));
       return result;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);

@@ -1,14 +1,7 @@
 import type pg from 'pg';
 import { sweepAuditLog } from '#lib/admin/audit';
 import { type Config, getConfig } from '#lib/config';
-import {
-  type AuditDraft,
-  AuditUnavailable,
-  appendAfter,
-  newEntryId,
-  readSealKey,
-  withAuditDraft,
-} from '#lib/db/audit-log';
+import { type AuditDraft, AuditUnavailable, appendAfter, newEntryId, readSealKey } from '#lib/db/audit-log';
 import { getDatabase } from '#lib/db/pool';
 import { countAuditFailure } from '#lib/http/metrics';
 import { field, type RequestInput, requestSchema } from '#lib/http/request-schema';
@@ -73,13 +66,17 @@ function draftEntry(route: AnyRoute, input: AuditInput, key: Buffer): AuditDraft
   };
 }
 
-/** Runs the route's work with its entry in reach, and writes the entry after it if no commit did. */
-export async function audited<T>(route: AnyRoute, input: AuditInput, work: () => Promise<T>): Promise<T> {
+/** Runs the route's work with its entry, and writes the entry after it if no commit did. */
+export async function audited<T>(
+  route: AnyRoute,
+  input: AuditInput,
+  work: (audit: AuditDraft | undefined) => Promise<T>,
+): Promise<T> {
   const config = await getConfig();
-  if (!audits(route, input, config)) return work();
+  if (!audits(route, input, config)) return work(undefined);
   const db = await getDatabase();
   const draft = draftEntry(route, input, await keyFor(db));
-  const result = await withAuditDraft(draft, work).catch((error: unknown) => {
+  const result = await work(draft).catch((error: unknown) => {
     if (error instanceof AuditUnavailable) countAuditFailure();
     throw error;
   });

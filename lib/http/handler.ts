@@ -2,6 +2,7 @@ import middy from '@middy/core';
 import httpRouterHandler from '@middy/http-router';
 import type { Context } from 'aws-lambda';
 import { type CatalogRead, runCatalogRead, sameRead } from '#lib/db/catalog-read';
+import { schemaAccess } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';
 import { Download } from '#lib/download';
 import { MethodNotAllowed, NotFound, QueryTimeout } from '#lib/errors';
@@ -71,7 +72,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
     const result = await audited(
       route,
       { params, query, body, principal, requestId: context.awsRequestId },
-      async () =>
+      async (audit) =>
         route.handler({
           params,
           query,
@@ -81,6 +82,8 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
           signal,
           clientAddress: clientAddress(event),
           upload: route.upload ? (event.body as Upload) : undefined,
+          audit,
+          accessTo: (schema) => schemaAccess(principal, schema, signal, audit),
         }),
     );
     if (result instanceof Download) return download(result);

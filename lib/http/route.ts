@@ -1,5 +1,7 @@
 import type { z } from 'zod';
+import type { AuditDraft } from '#lib/db/audit-log';
 import type { CatalogRead } from '#lib/db/catalog-read';
+import type { SchemaAccess } from '#lib/db/executor';
 import type { Download } from '#lib/download';
 import type { Answer } from '#lib/http/answers';
 import type { Asset } from '#lib/http/asset';
@@ -28,6 +30,13 @@ export interface RouteInput<P, Q, B, C = undefined> {
   clientAddress: string | undefined;
   /** The file a route with `upload` was sent. */
   upload: Upload | undefined;
+  /**
+   * The request's audit entry while it is to be written (lib/http/audit), undefined for a request
+   * that is not audited: the lib call that makes the change commits it with the change.
+   */
+  audit: AuditDraft | undefined;
+  /** Where the principal's SQL in `schema` runs (lib/db/executor schemaAccess), `audit` with it. */
+  accessTo(schema: string): Promise<SchemaAccess>;
 }
 
 /**

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { type Change, LOCK_LEVELS, runChange } from '#lib/admin/schema-change';
 import { getConfig } from '#lib/config';
+import type { AuditDraft } from '#lib/db/audit-log';
 import { schemaAccess } from '#lib/db/executor';
 import type { Answer } from '#lib/http/answers';
 import type { Principal } from '#lib/principal';
@@ -62,12 +63,14 @@ export async function schemaChange(
   request: {
     principal: Principal | undefined;
     signal?: AbortSignal | undefined;
+    /** The request's audit entry: the change commits it. */
+    audit: AuditDraft | undefined;
     schema: string;
     dryRun: boolean;
   },
   plan: (catalog: pg.Pool) => Promise<Change>,
 ) {
-  const access = await schemaAccess(request.principal, request.schema, request.signal);
+  const access = await schemaAccess(request.principal, request.schema, request.signal, request.audit);
   return runChange(
     access,
     await plan(access.catalog),
