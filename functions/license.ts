@@ -4,8 +4,7 @@ import { DATABASE } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { getLicensing } from '#lib/license/index';
-import { NotActivated, TrialRefused } from '#lib/license/licensing';
-import type { LicenseState } from '#lib/license/state';
+import { type LicenseState, NotActivated, TrialRefused } from '#lib/license/licensing';
 
 const email = z.string().trim().email('email must be an email address');
 const licenseKey = z.string().trim().min(1, 'licenseKey is required').max(200);

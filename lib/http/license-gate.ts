@@ -3,7 +3,7 @@ import { getConfig } from '#lib/config';
 import { ApiError } from '#lib/errors';
 import type { HttpResponse } from '#lib/http/respond';
 import { getLicensing } from '#lib/license/index';
-import type { LicenseState } from '#lib/license/state';
+import type { LicenseState } from '#lib/license/licensing';
 import { logger } from '#lib/log';
 
 const ALLOWED = new Set(['active', 'trial', 'grace_period']);

@@ -4,7 +4,7 @@ import { isLambda } from '#lib/config';
 import { rolePoolUse } from '#lib/db/executor';
 import { getDatabase, servicePoolUse } from '#lib/db/pool';
 import { getLicensing } from '#lib/license/index';
-import type { LicenseState, LicenseStatusValue } from '#lib/license/state';
+import type { LicenseState, LicenseStatusValue } from '#lib/license/licensing';
 import { loggedError, logger } from '#lib/log';
 
 /**

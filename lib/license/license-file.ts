@@ -38,7 +38,7 @@ export interface LicenseFile extends Omit<LicenseFileContents, 'encryptedLicense
   licenseKey: string | null;
 }
 
-interface FileKeys {
+export interface FileKeys {
   encryption: Buffer;
   signing: Buffer;
 }
