@@ -8,6 +8,7 @@ import type { CatalogRead, CatalogRow } from '#lib/db/catalog-read';
 import { getDatabase } from '#lib/db/pool';
 import type { KeyType } from '#lib/db/schema-roles';
 import { Unauthorized } from '#lib/errors';
+import type { AuthContext, Carried } from '#lib/http/auth-context';
 import { AuthThrottle, clientKey, type FailureCount } from '#lib/http/auth-throttle';
 import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
 import { keyTypesFor } from '#lib/http/key-scope';
@@ -52,18 +53,6 @@ export function adminMatches({ user, pass }: { user: string; pass: string }, adm
   const userOk = timingSafeEqual(digest(user), admin.user);
   const passOk = timingSafeEqual(digest(pass), admin.pass);
   return userOk && passOk;
-}
-
-/** A catalog read that was carried by the sign-in read, and the row it found (undefined: none). */
-export interface Carried {
-  read: CatalogRead<unknown>;
-  row: CatalogRow | undefined;
-}
-
-export interface AuthContext {
-  principal?: Principal;
-  /** The route's catalog read, when the sign-in read carried it (lib/http/handler takes it). */
-  carried?: Carried;
 }
 
 interface Checks {

@@ -3,7 +3,7 @@ import type { Context } from 'aws-lambda';
 import { z } from 'zod';
 import type { KeyType } from '#lib/db/schema-roles';
 import { Forbidden } from '#lib/errors';
-import type { AuthContext } from '#lib/http/authenticate';
+import type { AuthContext } from '#lib/http/auth-context';
 import type { HttpEvent } from '#lib/http/event';
 import type { Access, AnyRoute } from '#lib/http/route';
 import type { Principal } from '#lib/principal';

@@ -1,6 +1,6 @@
 import type { MiddlewareObj, Request } from '@middy/core';
 import type { Context } from 'aws-lambda';
-import type { AuthContext } from '#lib/http/authenticate';
+import type { AuthContext } from '#lib/http/auth-context';
 import type { HttpEvent } from '#lib/http/event';
 import { countRequest } from '#lib/http/metrics';
 import type { HttpResponse } from '#lib/http/respond';
