@@ -43,10 +43,23 @@ export const licenseGate = (): MiddlewareObj<
   },
 });
 
+/** The most of a warning a header carries; the whole of it is in GET /api/license/status. */
+const MAX_WARNING = 256;
+
+/**
+ * A warning as a header value: it quotes the license server (its refusal, why it was
+ * unreachable), so one line of printable ASCII, bounded; a header with other characters makes some
+ * HTTP stacks fail the whole response.
+ */
+function headerText(text: string): string {
+  const printable = text.replace(/\s+/g, ' ').replace(/[^\x20-\x7e]/g, '?');
+  return printable.length > MAX_WARNING ? `${printable.slice(0, MAX_WARNING - 3)}...` : printable;
+}
+
 /** A state carries a warning exactly when it is not healthy (grace, expired, invalid, none). */
 export function licenseHeaders(state: LicenseState): Record<string, string> {
   return state.warning
-    ? { 'X-License-Status': state.status, 'X-License-Warning': state.warning }
+    ? { 'X-License-Status': state.status, 'X-License-Warning': headerText(state.warning) }
     : { 'X-License-Status': state.status };
 }
 

@@ -130,8 +130,9 @@ const COMPONENT_HEADERS = {
     schema: { enum: ['active', 'trial', 'grace_period', 'expired', 'invalid', 'none'] },
   },
   'X-License-Warning': {
-    description: 'What is wrong with the license, when it is not healthy.',
-    schema: { type: 'string' },
+    description:
+      'What is wrong with the license, when it is not healthy: one line of printable ASCII, at most 256 characters (GET /api/license/status has the whole warning).',
+    schema: { type: 'string', maxLength: 256 },
   },
   'Content-Disposition': {
     description: 'On text/csv answers: an attachment, named after the table.',
