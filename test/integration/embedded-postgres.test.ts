@@ -12,6 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import pg from 'pg';
 import { binariesCopy, postgresAccount, reachableBy } from '../../bin/postgres-reach';
 
 jest.setTimeout(120_000);
@@ -121,5 +122,24 @@ describe('the copy of the binaries for the postgres user', () => {
     const again = binariesCopy();
 
     expect(isAbsolute(readlinkSync(join(again, relative(home, link.path))))).toBe(false);
+  });
+});
+
+const embedded = process.env.DBADMIN_TEST_SUPERUSER_URL;
+
+(embedded ? describe : describe.skip)('the embedded PostgreSQL’s sockets', () => {
+  it('listens on TCP alone: no Unix socket or lock file in /tmp, for a killed server to leave behind', async () => {
+    const url = embedded as string;
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ dirs: string }>("SELECT current_setting('unix_socket_directories') AS dirs");
+      expect(rows[0]?.dirs).toBe('');
+    } finally {
+      await client.end();
+    }
+    const port = new URL(url).port;
+    const socketFiles = (dir: string) => readdirSync(dir).filter((name) => name.startsWith(`.s.PGSQL.${port}`));
+    expect([...socketFiles('/tmp'), ...socketFiles(tmpdir())]).toEqual([]);
   });
 });

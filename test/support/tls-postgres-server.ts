@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { provisionServiceRole } from '../../bin/embedded-postgres';
+import { EMBEDDED_FLAGS, provisionServiceRole } from '../../bin/embedded-postgres';
 import { freePort } from '../../bin/free-port';
 import { loadEmbeddedPostgres, postgresAccount, serverDataDir } from '../../bin/postgres-reach';
 
@@ -49,7 +49,10 @@ async function main(cert: string, key: string, caFile: string): Promise<void> {
     persistent: false,
     createPostgresUser: process.getuid?.() === 0,
     // Relative to the data directory.
-    postgresFlags: ['-c', 'ssl=on', '-c', 'ssl_cert_file=server.crt', '-c', 'ssl_key_file=server.key'],
+    postgresFlags: [
+      ...EMBEDDED_FLAGS,
+      ...['-c', 'ssl=on', '-c', 'ssl_cert_file=server.crt', '-c', 'ssl_key_file=server.key'],
+    ],
     onLog: () => undefined,
     onError: () => undefined,
   });
