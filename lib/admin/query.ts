@@ -122,7 +122,10 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
         duration: Math.round(performance.now() - started),
       };
     } catch (error) {
-      if (client.getTransactionStatus() !== 'I') await client.query('ROLLBACK').catch(() => undefined);
+      // Always: pg rejects on the server's error before the ReadyForQuery after it, so the status
+      // read here can still be the one from before our BEGIN. Queued behind that ReadyForQuery, the
+      // ROLLBACK ends whatever is open (outside a transaction it is only a warning).
+      await client.query('ROLLBACK').catch(() => undefined);
       throw queryError(error);
     }
   });

@@ -133,13 +133,16 @@ const embedded = process.env.DBADMIN_TEST_SUPERUSER_URL;
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      const { rows } = await client.query<{ dirs: string }>("SELECT current_setting('unix_socket_directories') AS dirs");
+      const { rows } = await client.query<{ dirs: string }>(
+        "SELECT current_setting('unix_socket_directories') AS dirs",
+      );
       expect(rows[0]?.dirs).toBe('');
     } finally {
       await client.end();
     }
     const port = new URL(url).port;
-    const socketFiles = (dir: string) => readdirSync(dir).filter((name) => name.startsWith(`.s.PGSQL.${port}`));
+    const socketFiles = (dir: string) =>
+      readdirSync(dir).filter((name) => name.startsWith(`.s.PGSQL.${port}`));
     expect([...socketFiles('/tmp'), ...socketFiles(tmpdir())]).toEqual([]);
   });
 });

@@ -1,12 +1,14 @@
+import pg from 'pg';
 import { handler as query } from '#functions/query';
 import { handler as tables } from '#functions/tables';
 import { runQuery } from '#lib/admin/query';
-import { adminAccess, schemaAccess } from '#lib/db/executor';
+import { adminAccess, type SchemaAccess, schemaAccess } from '#lib/db/executor';
 import { closePool } from '#lib/db/pool';
 import { asTenant, loginAs } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { freshSchema } from '#test/support/tables';
+import { TcpProxy } from '#test/support/tcp-proxy';
 
 afterAll(closePool);
 
@@ -40,6 +42,17 @@ const asAdmin = {
 };
 
 describe('POST /api/query', () => {
+  it.each([
+    ['a statement that fails', 'SELECT 1/0'],
+    ['a script whose second statement fails', 'SELECT 1; SELECT 1/0'],
+    ['a key violation', "INSERT INTO authors (id, name) VALUES (1, 'again')"],
+  ])('keeps its session after %s: rolled back, not thrown away', async (_, failing) => {
+    const pid = async () => (await sql('SELECT pg_backend_pid() AS pid')).body.rows[0].pid as number;
+    const before = await pid();
+    for (let i = 0; i < 3; i++) expect((await sql(failing)).status).toBe(400);
+    expect(await pid()).toBe(before);
+  });
+
   it('answers rows, fields, rowCount and an integer duration, with the schema on the search path', async () => {
     const reply = await sql('SELECT id, name FROM authors ORDER BY id');
 
@@ -626,5 +639,41 @@ describe('GET /api/schema', () => {
     const invalid = await call(tables, { path: '/api/schema', query: { schema: 'x;y' } });
     expect(invalid.status).toBe(400);
     expect(invalid.body.error).toBe('Invalid schema name');
+  });
+});
+
+describe('runQuery on a slow network', () => {
+  const database = new URL(process.env.DATABASE_URL as string);
+  // Each message of the server's reply arrives apart: pg rejects on the error, before the
+  // ReadyForQuery after it says what became of the transaction.
+  const proxy = new TcpProxy(database.hostname, Number(database.port || 5432), true);
+  beforeAll(() => proxy.up());
+  afterAll(() => proxy.down());
+
+  it.each([
+    ['a statement', 'SELECT 1/0'],
+    ['a script’s last statement', 'SELECT 1; SELECT 1/0'],
+  ])('rolls its transaction back when %s fails', async (_, failing) => {
+    const url = new URL(database);
+    url.host = `127.0.0.1:${proxy.port}`;
+    const client = new pg.Client({ connectionString: url.toString() });
+    await client.connect();
+    try {
+      const slow: SchemaAccess = {
+        ...(await adminAccess('public')),
+        run: (work) => work(client as pg.PoolClient),
+      };
+
+      await expect(runQuery(slow, { ...asAdmin, sql: failing, timeoutMs: 5000 })).rejects.toMatchObject({
+        status: 400,
+      });
+
+      // Everything the server sent has arrived: the session is out of any transaction, ready for
+      // the next request (withSession throws away one left inside).
+      await client.query('SELECT 1').catch(() => undefined);
+      expect(client.getTransactionStatus()).toBe('I');
+    } finally {
+      await client.end();
+    }
   });
 });

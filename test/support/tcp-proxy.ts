@@ -11,6 +11,11 @@ export class TcpProxy {
   constructor(
     private readonly targetHost: string,
     private readonly targetPort: number,
+    /**
+     * The database's messages reach the client one at a time, 50 ms apart: a client
+     * then handles each message of a reply alone, as a slow network can deliver them.
+     */
+    private readonly dribble = false,
   ) {}
 
   async up(): Promise<void> {
@@ -24,7 +29,9 @@ export class TcpProxy {
       upstream.on('data', (chunk: Buffer) => {
         this.bytesToClients += chunk.length;
       });
-      client.pipe(upstream).pipe(client);
+      client.pipe(upstream);
+      if (this.dribble) dribbleInto(upstream, client);
+      else upstream.pipe(client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
@@ -41,4 +48,49 @@ export class TcpProxy {
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
   }
+}
+
+/**
+ * Writes what the database sends into `to` a protocol message at a time (type byte, then a length
+ * counting itself), 50 ms apart, so the client reads and handles each alone.
+ */
+function dribbleInto(from: Socket, to: Socket): void {
+  let buffered: Buffer = Buffer.alloc(0);
+  const messages: Buffer[] = [];
+  let writing = false;
+  const next = () => {
+    const message = messages.shift();
+    if (!message || to.destroyed) {
+      writing = false;
+      return;
+    }
+    to.write(message);
+    // Long enough for the client to have handled the message and what follows from it (5 ms was
+    // not: pg's error path took longer, and the next message came first).
+    setTimeout(next, 50);
+  };
+  from.on('data', (chunk: Buffer) => {
+    const split = wholeMessages(Buffer.concat([buffered, chunk]));
+    messages.push(...split.messages);
+    buffered = split.rest;
+    if (!writing && messages.length > 0) {
+      writing = true;
+      next();
+    }
+  });
+}
+
+/** The complete protocol messages at the start of `bytes`, and what is left of an incomplete one. */
+function wholeMessages(bytes: Buffer): { messages: Buffer[]; rest: Buffer } {
+  const messages: Buffer[] = [];
+  let rest = bytes;
+  while (rest.length > 0) {
+    // SSL's one-byte answer (N or S) to an SSLRequest comes alone, before any message.
+    const sslAnswer = rest.length === 1 && (rest[0] === 0x4e || rest[0] === 0x53);
+    const length = sslAnswer ? 1 : rest.length >= 5 ? 1 + rest.readUInt32BE(1) : Number.POSITIVE_INFINITY;
+    if (rest.length < length) break;
+    messages.push(rest.subarray(0, length));
+    rest = rest.subarray(length);
+  }
+  return { messages, rest };
 }
