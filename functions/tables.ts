@@ -77,7 +77,15 @@ const StructureEntry = z.object({
       type: z.string(),
       maxLength: z.number().nullable(),
       nullable: z.boolean(),
-      defaultValue: z.string().nullable(),
+      defaultValue: z.string().nullable().meta({
+        description:
+          'its DEFAULT as PostgreSQL prints it; null for none, for a generated column, and for a default PostgreSQL cannot print',
+      }),
+      identity: z
+        .enum(['always', 'by default'])
+        .nullable()
+        .meta({ description: 'an identity column: `always` takes no value on insert, `by default` may' }),
+      generated: z.boolean().meta({ description: 'a generated column: computed from others, never written' }),
       primaryKey: z.boolean(),
       comment: z.string().nullable(),
     }),

@@ -9,9 +9,16 @@ export interface Column {
   maxLength: number | null;
   nullable: boolean;
   defaultValue: string | null;
+  /** An identity column: `always` takes no value on insert, `by default` may. */
+  identity?: 'always' | 'by default' | null;
+  /** A generated column: computed from others, never written. */
+  generated?: boolean;
   primaryKey: boolean;
   comment?: string | null;
 }
+
+/** What PostgreSQL fills in itself and refuses a value for: an identity ALWAYS or generated column. */
+export const filledByPostgres = (column: Column) => column.generated === true || column.identity === 'always';
 
 export interface ForeignKey {
   column: string;

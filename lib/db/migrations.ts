@@ -218,6 +218,24 @@ export const MIGRATIONS: readonly Migration[] = [
       $fn$;
       REVOKE ALL ON FUNCTION _dbadmin.relation_size(oid) FROM PUBLIC`,
   },
+  {
+    id: 11,
+    name: 'printed default',
+    // A column's default as pg_get_expr prints it, or null where it cannot: a constant of a row
+    // type whose table has changed since (lib/admin/structure). A lock wait that ended is still
+    // the caller's 409; anything else PostgreSQL raises while printing is that one default's.
+    sql: `
+      CREATE FUNCTION _dbadmin.printed_default(expr pg_catalog.pg_node_tree) RETURNS pg_catalog.text
+        LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+      BEGIN
+        RETURN pg_catalog.pg_get_expr(expr, 0);
+      EXCEPTION
+        WHEN lock_not_available THEN RAISE;
+        WHEN OTHERS THEN RETURN NULL;
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION _dbadmin.printed_default(pg_node_tree) FROM PUBLIC`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

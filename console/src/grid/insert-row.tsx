@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { Dialog, ErrorText, useAction } from '../ui';
-import { type Column, inputKind, parseInput, type TableStructure } from '../values';
+import { type Column, filledByPostgres, inputKind, parseInput, type TableStructure } from '../values';
 
 type Row = Record<string, unknown>;
 
@@ -60,12 +60,15 @@ export function InsertRow({
   onInserted: () => Promise<void>;
 }) {
   const [values, setValues] = useState<Record<string, string>>({});
+  const asked = structure.columns.filter((column) => !filledByPostgres(column));
+  const filled = structure.columns.filter(filledByPostgres);
   const insert = useAction(async () => {
     const data: Row = {};
-    for (const column of structure.columns) {
+    for (const column of asked) {
       const text = values[column.name];
       // Left empty: the column's default (or NULL) applies.
-      if (text === undefined || (text === '' && (column.defaultValue !== null || column.nullable))) continue;
+      const hasDefault = column.defaultValue !== null || column.identity || column.nullable;
+      if (text === undefined || (text === '' && hasDefault)) continue;
       data[column.name] = parseInput(column, text);
     }
     await api('POST', `table/${encodeURIComponent(table)}/row`, { body: { data, schema } });
@@ -81,14 +84,15 @@ export function InsertRow({
           insert.run();
         }}
       >
-        {structure.columns.map((column) => (
+        {asked.map((column) => (
           <div class="field" key={column.name}>
             <span>
               {column.name}{' '}
               <span class="muted">
                 {column.type}
                 {column.defaultValue ? ` = ${column.defaultValue}` : ''}
-                {column.nullable ? '' : ', required'}
+                {column.identity ? ', identity' : ''}
+                {column.nullable || column.identity ? '' : ', required'}
               </span>
             </span>
             <ValueInput
@@ -98,6 +102,14 @@ export function InsertRow({
             />
           </div>
         ))}
+        {filled.length > 0 && (
+          <p class="muted" data-testid="filled-by-postgres">
+            Filled in by PostgreSQL:{' '}
+            {filled
+              .map((column) => `${column.name} (${column.generated ? 'generated' : 'identity'})`)
+              .join(', ')}
+          </p>
+        )}
         <p class="muted">Leave a field empty for its default (or NULL).</p>
         <ErrorText error={insert.error} />
         <div class="actions">
