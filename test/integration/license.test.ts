@@ -1,6 +1,8 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import pg from 'pg';
 import { handler as license } from '#functions/license';
+import { handler as tables } from '#functions/tables';
 import { loadConfig, resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
 import { createLicensing, setLicensing } from '#lib/license/index';
@@ -92,6 +94,36 @@ describe('trial', () => {
       const deactivated = await call(license, { method: 'POST', path: '/api/license/deactivate', body: {} });
       expect([deactivated.status, deactivated.body.error]).toEqual([400, 'Not activated']);
     } finally {
+      delete process.env.LICENSE_ENFORCEMENT;
+      resetConfig();
+    }
+  });
+
+  it('under strict enforcement, signs in before the gate: 401 first, then 402 after one statement', async () => {
+    await deploy({ env: { LICENSE_ENFORCEMENT: 'strict' } });
+    process.env.LICENSE_ENFORCEMENT = 'strict';
+    resetConfig();
+    // Called through: every statement the pools send, by its prepared name or its text.
+    const spy = jest.spyOn(pg.Client.prototype, 'query');
+    const sent = () =>
+      spy.mock.calls.map(([config]) =>
+        typeof config === 'string' ? config : ((config as { name?: string; text?: string }).name ?? ''),
+      );
+    try {
+      // Wrong credentials: the caller learns nothing of the license.
+      const stranger = await call(tables, { path: '/api/tables', auth: { user: 'someone', pass: 'wrong' } });
+      expect(stranger.status).toBe(401);
+
+      await h.gated(); // the license's traces read once, as on any container's first request
+      spy.mockClear();
+      const refused = await h.gated();
+      expect(refused.status).toBe(402);
+      // One statement: the sign-in read with the route's catalog read carried in it (no round trip
+      // of its own); the gate, deciding from memory, refuses before anything else runs.
+      expect(sent()).toEqual([expect.stringMatching(/^dbadmin\.sign-in\+/)]);
+      expect(JSON.stringify(refused.body)).not.toMatch(/tables/);
+    } finally {
+      spy.mockRestore();
       delete process.env.LICENSE_ENFORCEMENT;
       resetConfig();
     }
