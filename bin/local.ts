@@ -10,6 +10,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from './embedded-postgres';
+import { serverDataDir } from './postgres-reach';
 
 export const localDataDir = (env: NodeJS.ProcessEnv) => resolve(env.DBADMIN_DATA_DIR ?? '.data');
 
@@ -66,8 +67,40 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
+
+/**
+ * The embedded PostgreSQL a host killed outright (SIGKILL, the kernel's OOM killer) left running:
+ * its postmaster.pid names a live server, and the host that started it (runtime.json) is gone. It
+ * holds the data directory, so no new host could start; it is stopped first (a fast shutdown, as
+ * Ctrl-C gives it). A server whose host is still running is left alone.
+ */
+async function stopOrphanedPostgres(dataDir: string): Promise<void> {
+  const serverDir = serverDataDir(join(dataDir, 'postgres'), () => undefined);
+  const pidFile = join(serverDir, 'postmaster.pid');
+  const postmaster = Number(existsSync(pidFile) && readFileSync(pidFile, 'utf8').split('\n')[0]);
+  if (!postmaster || !alive(postmaster)) return;
+  const host = existsSync(runtimeFile(dataDir))
+    ? Number((JSON.parse(readFileSync(runtimeFile(dataDir), 'utf8')) as { pid?: number }).pid)
+    : 0;
+  if (host && host !== process.pid && alive(host)) return;
+  console.log(`dbadmin: stopping the embedded PostgreSQL (pid ${postmaster}) a stopped host left running`);
+  process.kill(postmaster, 'SIGINT');
+  for (let waited = 0; existsSync(pidFile) && waited < 30_000; waited += 50) await pause(50);
+}
+
 /** The embedded PostgreSQL of this checkout, started with the local secrets. */
-export function startLocalPostgres(dataDir: string, secrets: LocalSecrets) {
+export async function startLocalPostgres(dataDir: string, secrets: LocalSecrets) {
+  await stopOrphanedPostgres(dataDir);
   return startEmbeddedPostgres({
     dataDir: join(dataDir, 'postgres'),
     password: secrets.postgresPassword,

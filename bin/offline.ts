@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export interface OfflineHost {
@@ -86,6 +86,7 @@ export function serveInThisProcess({ port, host, env, cwd, options = [], cleanup
   if (cwd) process.chdir(cwd);
   const [command, ...args] = offlineArguments(port, host, join(invokeDir, 'lambda.sock'), options);
   process.argv = [process.execPath, command as string, ...args];
+  require('./contain-errors.cjs');
   require(command as string);
 }
 
@@ -94,7 +95,7 @@ export function serveFromChild({ port, host, env, cwd, options = [], cleanup }: 
   const invokeDir = privateInvokeDir();
   const offline = spawn(
     process.execPath,
-    offlineArguments(port, host, join(invokeDir, 'lambda.sock'), options),
+    ['--require', CONTAIN_ERRORS, ...offlineArguments(port, host, join(invokeDir, 'lambda.sock'), options)],
     {
       env: hostEnvironment(env),
       stdio: 'inherit',
@@ -112,8 +113,12 @@ export function serveFromChild({ port, host, env, cwd, options = [], cleanup }: 
   };
   process.on('SIGINT', () => stop(0));
   process.on('SIGTERM', () => stop(0));
-  offline.on('exit', (code) => stop(code ?? 1));
+  // Its status passed on, a signal's as a shell gives it (128 + n): bin/supervise.sh reads it.
+  offline.on('exit', (code, signal) => stop(code ?? 128 + (signal ? osConstants.signals[signal] : 0)));
 }
+
+/** What serverless-offline's process loads first (see serveInThisProcess). */
+const CONTAIN_ERRORS = join(__dirname, 'contain-errors.cjs');
 
 /**
  * The Lambda invoke endpoint (which runs any function, activateLicense included, with any input)

@@ -6,6 +6,8 @@ export interface Host {
   base: string;
   output: () => string;
   stop: () => Promise<void>;
+  /** The process started: the host's own, or bin/supervise.sh's when `supervised`. */
+  pid: number;
 }
 
 /**
@@ -18,10 +20,15 @@ export async function startHost(
   prebuilt?: string,
   /** Where it is started from (the repository by default): relative settings resolve against it. */
   cwd?: string,
+  /** Under npm start's supervisor (bin/supervise.sh), which starts it again after a crash. */
+  supervised = false,
 ): Promise<Host> {
   const port = await freePort();
   const entry = prebuilt ? [join(prebuilt, 'bin', 'start.js')] : [require.resolve('tsx/cli'), 'bin/start.ts'];
-  const child = spawn(process.execPath, entry, {
+  const [command, args] = supervised
+    ? ['sh', [join(__dirname, '..', '..', 'bin', 'supervise.sh'), process.execPath, ...entry]]
+    : [process.execPath, entry];
+  const child = spawn(command as string, args as string[], {
     ...(cwd ? { cwd } : {}),
     env: { HOST: '127.0.0.1', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -44,8 +51,10 @@ export async function startHost(
   });
   return {
     base: `http://127.0.0.1:${port}`,
+    pid: child.pid as number,
     output: () => output,
     stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return; // ended by itself
       if (child.pid) process.kill(child.pid, 'SIGTERM');
       await exited;
     },

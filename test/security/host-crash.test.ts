@@ -1,0 +1,140 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { type Host, startHost } from '#test/support/host';
+import { ADMIN, basic } from '#test/support/http';
+import { buildProduction } from '../../bin/build';
+
+/**
+ * The local host runs every function in one process (serverless-offline --useInProcess): one
+ * function's failure outside a request's own await must not take the others' requests down. A
+ * rejection nobody waits for is logged and contained; an uncaught exception ends the process,
+ * and npm start's supervisor (bin/supervise.sh) starts the host again at once, as it does for a
+ * host killed outright. Run as `npm start` runs it: built, supervised, its own embedded PostgreSQL.
+ */
+
+jest.setTimeout(240_000);
+
+const BUILT = resolve('.host-crash-build');
+const CRASH = { crash: { handler: 'test/support/crash.handler', events: [{ httpApi: 'GET /test/crash' }] } };
+
+let host: Host;
+let dataDir: string;
+beforeAll(async () => {
+  await buildProduction({ dir: BUILT, functions: CRASH });
+  dataDir = mkdtempSync(join(tmpdir(), 'dbadmin-crash-'));
+  const { DATABASE_URL: _own, ...env } = process.env;
+  host = await startHost({ ...env, DBADMIN_DATA_DIR: dataDir }, BUILT, undefined, true);
+}, 240_000);
+afterAll(async () => {
+  await host?.stop();
+  rmSync(BUILT, { recursive: true, force: true });
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
+
+/** The status of one request, or 0 when nothing answered (the host is down). */
+async function status(path: string): Promise<number> {
+  try {
+    const response = await fetch(`${host.base}${path}`, { headers: { authorization: basic(ADMIN) } });
+    await response.arrayBuffer();
+    return response.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** The host's node process: the supervisor's one child. */
+function hostPid(): number {
+  const children = readFileSync(`/proc/${host.pid}/task/${host.pid}/children`, 'utf8').trim().split(/\s+/);
+  return Number(children[0]);
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Waits until the process has ended, up to `ms`. */
+async function ended(pid: number, ms: number): Promise<void> {
+  for (const started = performance.now(); alive(pid); await pause(20)) {
+    if (performance.now() - started > ms) throw new Error(`process ${pid} still running after ${ms} ms`);
+  }
+}
+
+/** Waits until the host answers again, up to `ms`; how long it took. */
+async function servedAgain(ms: number): Promise<number> {
+  const started = performance.now();
+  while (performance.now() - started < ms) {
+    if ((await status('/api/schemas')) === 200) return performance.now() - started;
+    await pause(100);
+  }
+  throw new Error(`not served again within ${ms} ms:\n${host.output().slice(-3000)}`);
+}
+
+describe('the local host, when a function fails outside a request', () => {
+  it('contains a rejection nobody waits for: logged, and the same process serves on', async () => {
+    const before = hostPid();
+
+    expect(await status('/test/crash?how=rejection')).toBe(200);
+    await pause(200);
+
+    expect(await status('/api/schemas')).toBe(200);
+    expect(hostPid()).toBe(before);
+    expect(host.output()).toMatch(
+      /a rejected promise nobody waited for \(the host keeps serving\): Error: planted/,
+    );
+  });
+
+  it('ends on an uncaught exception, says why, and is started again at once', async () => {
+    const before = hostPid();
+
+    expect(await status('/test/crash?how=exception')).toBe(200);
+    await ended(before, 10_000);
+    await servedAgain(60_000);
+
+    expect(hostPid()).not.toBe(before);
+    expect(host.output()).toMatch(/an uncaught error; the host exits to be started again: Error: planted/);
+    expect(host.output()).toMatch(
+      /the host ended \(exit 70: an uncaught error, logged above\); starting it again/,
+    );
+  });
+
+  it('is started again when killed in the middle of load, and the next requests are served', async () => {
+    const before = hostPid();
+    // fetch keeps connections open: those to the host ended above fail once each, then are dropped.
+    for (let round = 0; round < 3; round++)
+      await Promise.all(Array.from({ length: 8 }, () => status('/api/health')));
+    // Times from the monotonic clock: this machine's wall clock has been seen to step.
+    const answers: { at: number; status: number }[] = [];
+    let loading = true;
+    const load = Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (loading) answers.push({ status: await status('/api/schemas'), at: performance.now() });
+      }),
+    );
+    await pause(1000);
+    const killedAt = performance.now();
+    process.kill(before, 'SIGKILL');
+    const took = await servedAgain(60_000);
+    await pause(1000);
+    loading = false;
+    await load;
+
+    expect([...new Set(answers.filter((a) => a.at < killedAt).map((a) => a.status))]).toEqual([200]);
+    expect(answers.some((a) => a.at > killedAt && a.status !== 200)).toBe(true); // it was down
+    const last = answers.filter((a) => a.at > killedAt + took);
+    expect(last.length).toBeGreaterThan(10);
+    expect(last.every((a) => a.status === 200)).toBe(true);
+    expect(hostPid()).not.toBe(before);
+    expect(host.output()).toMatch(/the host ended \(exit 137: killed by SIGKILL\); starting it again/);
+    // Its embedded PostgreSQL, left running by the killed host, was stopped so a new one could start.
+    expect(host.output()).toMatch(/stopping the embedded PostgreSQL \(pid \d+\) a stopped host left running/);
+  });
+});
