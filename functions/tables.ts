@@ -4,15 +4,8 @@ import { exportTable, exportTableRead } from '#lib/admin/export';
 import { isSearch, searchPage } from '#lib/admin/row-search';
 import { MAX_CURSOR_LENGTH } from '#lib/admin/row-view';
 import { describeSchema } from '#lib/admin/structure';
-import {
-  addColumn,
-  cloneTable,
-  createTable,
-  deleteTable,
-  EXACT_COUNT_MAX_ROWS,
-  readTable,
-  tablesRead,
-} from '#lib/admin/tables';
+import { EXACT_COUNT_MAX_ROWS, readTable, tablesRead } from '#lib/admin/table-pages';
+import { addColumn, cloneTable, createTable, deleteTable } from '#lib/admin/tables';
 import { getConfig, resultLimits } from '#lib/config';
 import { assertTenantSchema } from '#lib/db/executor';
 import { getDatabase } from '#lib/db/pool';

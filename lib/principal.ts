@@ -1,4 +1,4 @@
-import type { KeyType } from '#lib/db/schema-roles';
+import type { KeyType } from '#lib/db/role-names';
 
 /** Who a request acts for: the admin (Basic credentials) or an API key bound to one schema. */
 export type Principal =

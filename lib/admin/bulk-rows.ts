@@ -1,9 +1,8 @@
 import { parameter, writeReturning } from '#lib/admin/rows';
-import { qualified } from '#lib/admin/tables';
 import { columnOf, type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import { runCatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
-import { quoteCatalogName } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import type { ResultLimits } from '#lib/db/result-limits';
 import { ApiError, BadRequest } from '#lib/errors';

@@ -1,11 +1,10 @@
 import type pg from 'pg';
 import { explainNulls, explainUnconvertible } from '#lib/admin/failing-rows';
 import type { Change, Dropped, TableLock } from '#lib/admin/schema-change';
-import { qualified } from '#lib/admin/tables';
 import { enumTypesAmong } from '#lib/admin/types';
 import { columnOf, tableInfo } from '#lib/db/catalog';
 import { columnTypeSql, defaultSql, type EnumTypes } from '#lib/db/column-types';
-import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { BadRequest } from '#lib/errors';
 

@@ -2,13 +2,12 @@ import type pg from 'pg';
 import { printedInSchemaSession } from '#lib/admin/deparse';
 import { explainDuplicates, explainFailingCheck } from '#lib/admin/failing-rows';
 import type { Change, TableLock } from '#lib/admin/schema-change';
-import { qualified } from '#lib/admin/tables';
 import { columnOf, type TableInfo, tableInfo } from '#lib/db/catalog';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
-import { quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
 import { schemaBusy } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { roleName } from '#lib/db/schema-roles';
+import { roleName } from '#lib/db/role-names';
 import { BadRequest, Forbidden, NotFound } from '#lib/errors';
 
 /**

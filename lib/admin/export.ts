@@ -9,11 +9,10 @@ import {
   parseSelect,
   type SortKey,
 } from '#lib/admin/row-view';
-import { qualified } from '#lib/admin/tables';
 import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
-import { quoteCatalogName } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName } from '#lib/db/identifiers';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { readText } from '#lib/db/text-result';
 import { Download } from '#lib/download';

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { qualified } from '#lib/admin/tables';
 import type { TableInfo } from '#lib/db/catalog';
-import { quoteCatalogName } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { BadRequest } from '#lib/errors';
 

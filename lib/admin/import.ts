@@ -13,11 +13,10 @@ import {
   type TargetColumn,
 } from '#lib/admin/import-format';
 import { columnNameFor } from '#lib/admin/import-infer';
-import { qualified } from '#lib/admin/tables';
 import { tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import { runCatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
-import { quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { inTransaction } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';

@@ -1,8 +1,7 @@
 import type pg from 'pg';
 import type { Change } from '#lib/admin/schema-change';
-import { qualified } from '#lib/admin/tables';
 import { columnOf, schemaNotFound, tableInfo, tableNotFound } from '#lib/db/catalog';
-import { IDENTIFIER_MAX_LENGTH, quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
+import { IDENTIFIER_MAX_LENGTH, qualified, quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
 import { isPgError, schemaBusy } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { BadRequest, NotFound } from '#lib/errors';

@@ -5,15 +5,9 @@ import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import {
-  type KeyType,
-  kindOfKey,
-  lockSchema,
-  prepareSchemaRole,
-  resetKeyRole,
-  revoking,
-  roleName,
-} from '#lib/db/schema-roles';
+import { type KeyType, kindOfKey, roleName } from '#lib/db/role-names';
+import { revoking } from '#lib/db/role-revocation';
+import { lockSchema, prepareSchemaRole, resetKeyRole } from '#lib/db/schema-roles';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /** SHA-256 suffices: keys are 256 random bits, so there is nothing to guess or stretch. */

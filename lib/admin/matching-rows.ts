@@ -1,10 +1,9 @@
 import type pg from 'pg';
 import { type RowSearch, searchWhere } from '#lib/admin/row-search';
 import { parameter, rowKey } from '#lib/admin/rows';
-import { qualified } from '#lib/admin/tables';
 import { columnOf, type TableInfo, tableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
-import { quoteCatalogName } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import { inTransaction } from '#lib/db/transaction';
 import { ApiError, BadRequest } from '#lib/errors';

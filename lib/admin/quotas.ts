@@ -6,7 +6,8 @@ import { assertTenantSchema } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { withTransaction } from '#lib/db/pool';
 import { measureSchema, overStorageQuota, type Quota, refreshQuotas } from '#lib/db/quotas';
-import { lockSchema, roleExists, TENANT_CONNECTION_LIMIT } from '#lib/db/schema-roles';
+import { TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
+import { lockSchema, roleExists } from '#lib/db/schema-roles';
 import { loggedError, logger } from '#lib/log';
 
 /**

@@ -1,7 +1,9 @@
 import { join } from 'node:path';
 import type pg from 'pg';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
-import { lockSchema, rederiveLogins, revoking, roleName, shutLogins } from '#lib/db/schema-roles';
+import { roleName } from '#lib/db/role-names';
+import { revoking, shutLogins } from '#lib/db/role-revocation';
+import { lockSchema, rederiveLogins } from '#lib/db/schema-roles';
 import { ApiError, BadRequest } from '#lib/errors';
 import { recoverMachineId } from '#lib/license/cache-table';
 import { fileKeys, LICENSE_FILE, openLicenseFileWith, saveLicenseFile } from '#lib/license/license-file';

@@ -1,7 +1,6 @@
-import { qualified } from '#lib/admin/tables';
 import { columnOf, type TableInfo, tableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
-import { quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName, quoteIdent } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import { inTransaction } from '#lib/db/transaction';
 import { BadRequest, NotFound } from '#lib/errors';

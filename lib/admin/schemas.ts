@@ -6,16 +6,9 @@ import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import {
-  dropSchemaRoles,
-  lockSchema,
-  prepareSchemaRole,
-  ROLE_SUFFIXES,
-  revoking,
-  roleExists,
-  shutOutSchema,
-  TENANT_CONNECTION_LIMIT,
-} from '#lib/db/schema-roles';
+import { ROLE_SUFFIXES, TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
+import { dropSchemaRoles, revoking, shutOutSchema } from '#lib/db/role-revocation';
+import { lockSchema, prepareSchemaRole, roleExists } from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 

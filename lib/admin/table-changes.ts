@@ -1,10 +1,9 @@
 import type pg from 'pg';
 import { explainDuplicates, explainNulls } from '#lib/admin/failing-rows';
 import type { Change } from '#lib/admin/schema-change';
-import { qualified } from '#lib/admin/tables';
 import { columnOf, tableInfo } from '#lib/db/catalog';
 import { assertTenantSchema } from '#lib/db/executor';
-import { quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { BadRequest } from '#lib/errors';
 
 /**

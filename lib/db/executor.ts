@@ -16,14 +16,8 @@ import {
 } from '#lib/db/pool';
 import { currentQuotas, statementTimeoutMs } from '#lib/db/quotas';
 import { ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
-import {
-  kindOfKey,
-  prepareSchemaRole,
-  type RoleKind,
-  roleName,
-  rolePassword,
-  type SchemaRole,
-} from '#lib/db/schema-roles';
+import { kindOfKey, type RoleKind, roleName, rolePassword, type SchemaRole } from '#lib/db/role-names';
+import { prepareSchemaRole } from '#lib/db/schema-roles';
 import { BadRequest, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 import type { Principal } from '#lib/principal';
 

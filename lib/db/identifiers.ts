@@ -33,3 +33,7 @@ export function quoteLiteral(value: string): string {
 export function quoteCatalogName(name: string): string {
   return pg.escapeIdentifier(name);
 }
+
+/** `"schema"."table"`, each name checked and quoted. */
+export const qualified = (schema: string, table: string) =>
+  `${quoteIdent(schema, 'schema name')}.${quoteIdent(table, 'table name')}`;

@@ -1,73 +1,22 @@
-import { createHmac } from 'node:crypto';
 import type pg from 'pg';
-import type { AuditDraft } from '#lib/db/audit-log';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
-import { isPgError, schemaBusy } from '#lib/db/pg-errors';
-import { withTransaction } from '#lib/db/pool';
+import { schemaBusy } from '#lib/db/pg-errors';
+import {
+  ROLE_CONNECTION_LIMIT,
+  type RoleKind,
+  roleName,
+  rolePassword,
+  type SchemaRole,
+  TENANT_CONNECTION_LIMIT,
+} from '#lib/db/role-names';
 import { scramVerifier } from '#lib/db/scram';
-import { ApiError, BadRequest, NotFound } from '#lib/errors';
+import { NotFound } from '#lib/errors';
 
 /**
- * The database roles that act inside one schema, so that PostgreSQL itself keeps whatever runs
- * there inside it. None of them is ever the service's own role, and none is a member of it:
- *
- * - `<schema>_exec`: the admin's requests in the schema (reads, writes, DDL, and ad-hoc SQL unless
- *   the admin opts into its own rights). A tenant's triggers, defaults, checks, rules and policies
- *   that fire there run with the schema's rights, not the service's.
- * - `<schema>_svc`: `service_role` keys; everything in the schema.
- * - `<schema>_anon`: `anon` keys; USAGE and SELECT, in read-only transactions.
- * - `<schema>_owner`: cannot log in; owns the schema. The tenant's `<schema>_user`, `_exec` and
- *   `_svc` are its members and work as it.
- *
- * They log in with passwords derived from DBADMIN_SECRET, never stored, reset whenever a pool for
- * them is made or a key is deleted: a password a tenant sets for one of them (any role may change
- * its own) lasts only until then. Key roles can log in only while a key of their type exists.
+ * Making a schema's roles (lib/db/role-names) and granting them their rights, within the caller's
+ * transaction: the owner, the logins with their derived passwords, the grants on what the schema
+ * holds and will hold. Taking them away again is lib/db/role-revocation's.
  */
-export type RoleKind = 'exec' | 'svc' | 'anon';
-/** `<schema>_owner`: NOLOGIN, owns the schema and what is made in it (see ensureOwner). */
-type OwnerKind = 'owner';
-export type KeyType = 'anon' | 'service_role';
-
-export const kindOfKey = (keyType: KeyType): RoleKind => (keyType === 'anon' ? 'anon' : 'svc');
-
-/** The suffixes of every role made for a schema; a schema may not be named like one of them. */
-export const ROLE_SUFFIXES = ['_user', '_exec', '_svc', '_anon', '_owner'] as const;
-
-/**
- * Connections a tenant's own login may hold at once (it must never take the server's last ones),
- * and the roles the service logs in as (one per container on Lambda, DB_POOL_MAX locally).
- * Only a role with CREATEROLE can raise them.
- */
-export const TENANT_CONNECTION_LIMIT = 10;
-export const ROLE_CONNECTION_LIMIT = 50;
-
-export function roleName(schema: string, kind: RoleKind | OwnerKind): string {
-  const role = `${schema}_${kind}`;
-  if (role.length > 63) {
-    throw new BadRequest(
-      'Invalid schema name',
-      `schema "${schema}" is too long to be administered (at most 57 characters)`,
-    );
-  }
-  return role;
-}
-
-/** Derived, never stored: HMAC of the role name under the server secret. */
-export function rolePassword(secret: string, role: string): string {
-  return createHmac('sha256', secret).update(`dbadmin key role:${role}`).digest('base64url');
-}
-
-export interface SchemaRole {
-  schema: string;
-  kind: RoleKind;
-  role: string;
-  /**
-   * The role whose rights the session works with (its objects belong to it): `<schema>_owner`,
-   * which cannot log in (a session may change the password of the role it works as: that must
-   * never give anyone a login). anon works as itself.
-   */
-  actsAs: string;
-}
 
 /**
  * Serialises changes to one schema (and its roles) across every dbadmin process: a row lock.
@@ -100,7 +49,7 @@ async function schemaOwner(client: pg.ClientBase, schema: string): Promise<strin
 }
 
 /** Creates the login role, or resets its password; LOGIN or NOLOGIN as asked. */
-async function upsertLogin(
+export async function upsertLogin(
   client: pg.ClientBase,
   secret: string,
   role: string,
@@ -214,15 +163,7 @@ async function hasActiveKey(client: pg.ClientBase, schema: string, kind: RoleKin
 }
 
 /** How long work on a schema's roles waits for a lock a tenant may hold, before it gives up. */
-const LOCK_WAIT = '2s' as const;
-
-/** Ends every session of the roles (the service's own pooled ones reconnect when allowed to). */
-export const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
-  client.query(
-    `SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
-      WHERE usename = ANY($1::text[]) AND pid <> pg_catalog.pg_backend_pid()`,
-    [roles],
-  );
+export const LOCK_WAIT = '2s' as const;
 
 /**
  * Makes the schema's role of this kind ready to log in as, within the caller's transaction:
@@ -298,90 +239,4 @@ export async function rederiveLogins(
     reset.push(role);
   }
   return reset;
-}
-
-/**
- * The service made the role: it grants itself each one it makes (upsertLogin). Not someone else's
- * role of the same name; a tenant cannot make roles at all (no CREATEROLE).
- */
-async function madeByService(client: pg.ClientBase, role: string): Promise<boolean> {
-  const { rowCount } = await client.query(
-    `SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles r ON r.oid = m.roleid
-      WHERE r.rolname = $1 AND m.member = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER)`,
-    [role],
-  );
-  // Two rows on PostgreSQL 16+ unless the service is superuser: CREATE ROLE's grant, and upsertLogin's.
-  return (rowCount ?? 0) > 0;
-}
-
-/**
- * The schema is gone (its owner may drop it) but its login roles are not: nothing legitimate logs
- * in as them any more (deleting a schema through the API drops them), so each one the service
- * made gets the password the secret derives and NOLOGIN. Within the caller's transaction, under
- * lockSchema (see revoking); answers the roles shut.
- */
-export async function shutLogins(client: pg.ClientBase, secret: string, schema: string): Promise<string[]> {
-  const shut: string[] = [];
-  for (const kind of ['exec', 'svc', 'anon'] as const) {
-    const role = roleName(schema, kind);
-    if (!(await madeByService(client, role))) continue;
-    await upsertLogin(client, secret, role, false);
-    shut.push(role);
-  }
-  return shut;
-}
-
-/** Lock waits a tenant could cause, and its concurrent changes to the same role: worth a retry. */
-const RETRYABLE = new Set(['55P03', '40001', '40P01']);
-const retryable = (error: unknown) =>
-  isPgError(error) &&
-  (RETRYABLE.has(error.code) || /tuple concurrently (updated|deleted)/.test(error.message));
-
-/**
- * Revokes something from a tenant that may be fighting it: every session of the roles ends
- * first (so none holds a lock on them), then `work` runs with a short lock timeout, retried a few
- * times should a new session get in between; once it commits, the sessions end again.
- */
-export async function revoking<T>(
-  db: pg.Pool,
-  roles: string[],
-  work: (client: pg.PoolClient) => Promise<T>,
-  { audit }: { /** The request's audit entry, committed with the change. */ audit?: AuditDraft } = {},
-): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    await endSessions(db, roles);
-    try {
-      const result = await withTransaction(db, work, { lockTimeout: LOCK_WAIT, audit });
-      await endSessions(db, roles);
-      return result;
-    } catch (error) {
-      if (!retryable(error)) throw error;
-      if (attempt === 3)
-        throw new ApiError(409, 'Conflict', "the schema's roles are busy changing; try again", {
-          cause: error,
-        });
-    }
-  }
-}
-
-/**
- * Before a schema is dropped: no role of it may log in any more (committed by the caller, see
- * revoking, before their sessions are ended, so none can slip back in).
- */
-export async function shutOutSchema(client: pg.ClientBase, schema: string): Promise<void> {
-  for (const suffix of ROLE_SUFFIXES) {
-    const role = `${schema}${suffix}`;
-    if (await roleExists(client, role)) await client.query(`ALTER ROLE ${quoteIdent(role)} NOLOGIN`);
-  }
-}
-
-/** Schema deletion takes its roles along (grants and default privileges included); not `_user`. */
-export async function dropSchemaRoles(client: pg.ClientBase, schema: string): Promise<void> {
-  for (const kind of ['anon', 'svc', 'exec', 'owner'] as const) {
-    const role = `${schema}_${kind}`;
-    if (!(await roleExists(client, role))) continue;
-    await client.query(`REASSIGN OWNED BY ${quoteIdent(role)} TO CURRENT_USER`);
-    await client.query(`DROP OWNED BY ${quoteIdent(role)}`);
-    await client.query(`DROP ROLE ${quoteIdent(role)}`);
-  }
 }

@@ -6,7 +6,7 @@ import { hashKey, KEY_PATTERN, touchKey } from '#lib/admin/keys';
 import { type Config, getConfig } from '#lib/config';
 import type { CatalogRead, CatalogRow } from '#lib/db/catalog-read';
 import { getDatabase } from '#lib/db/pool';
-import type { KeyType } from '#lib/db/schema-roles';
+import type { KeyType } from '#lib/db/role-names';
 import { Unauthorized } from '#lib/errors';
 import type { AuthContext, Carried } from '#lib/http/auth-context';
 import { AuthThrottle, clientKey, type FailureCount } from '#lib/http/auth-throttle';

@@ -1,7 +1,7 @@
 import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { z } from 'zod';
-import type { KeyType } from '#lib/db/schema-roles';
+import type { KeyType } from '#lib/db/role-names';
 import { Forbidden } from '#lib/errors';
 import type { AuthContext } from '#lib/http/auth-context';
 import type { HttpEvent } from '#lib/http/event';

@@ -1,6 +1,6 @@
 import { handler as query } from '#functions/query';
 import { handler as tables } from '#functions/tables';
-import { EXACT_COUNT_MAX_ROWS } from '#lib/admin/tables';
+import { EXACT_COUNT_MAX_ROWS } from '#lib/admin/table-pages';
 import { closePool } from '#lib/db/pool';
 import { call } from '#test/support/http';
 import { freshSchema } from '#test/support/tables';

@@ -9,7 +9,7 @@ import { handler as tables } from '#functions/tables';
 import { rotateSecret } from '#lib/admin/rotate-secret';
 import { resetConfig } from '#lib/config';
 import { closePool, getDatabase } from '#lib/db/pool';
-import { rolePassword } from '#lib/db/schema-roles';
+import { rolePassword } from '#lib/db/role-names';
 import { fileKeys, loadLicenseFile, saveLicenseFile } from '#lib/license/license-file';
 import { HOUR } from '#lib/license/state';
 import { bearer, createKey, loginAs, tenantSchema } from '#test/security/tenant';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { rotateSecret } from '#lib/admin/rotate-secret';
 import { resetConfig } from '#lib/config';
 import { closePool, getDatabase } from '#lib/db/pool';
-import { rolePassword } from '#lib/db/schema-roles';
+import { rolePassword } from '#lib/db/role-names';
 import { backendsStillRunning, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
 import { schemaExists, withAdminClient } from '#test/support/db';
 import { licenseTestDatabase } from '#test/support/license-db';
