@@ -15,6 +15,11 @@ import { schemas } from './schemas';
 import { cycleTheme, theme } from './theme';
 import { Dialog } from './ui';
 
+/**
+ * The console's shell: sign-in, the header (schemas, tenants, audit, license badge, theme), the
+ * keyboard shortcuts, and the page the route in the URL names.
+ */
+
 const SHORTCUTS: [string, string][] = [
   ['?', 'this list'],
   ['g s', 'schemas'],

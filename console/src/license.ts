@@ -1,6 +1,10 @@
 import { signal } from '@preact/signals';
 import { api } from './api';
 
+/**
+ * The license as the console shows it: the status read from the API, and the header badge's text.
+ */
+
 export interface LicenseStatus {
   valid: boolean;
   status: 'active' | 'trial' | 'grace_period' | 'expired' | 'invalid' | 'none';

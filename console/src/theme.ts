@@ -1,5 +1,9 @@
 import { effect, signal } from '@preact/signals';
 
+/**
+ * The colour theme: the system's, light or dark, kept in the browser and applied to the page.
+ */
+
 export type Theme = 'system' | 'light' | 'dark';
 const KEY = 'dbadmin.theme';
 const stored = localStorage.getItem(KEY);

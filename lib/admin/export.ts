@@ -19,6 +19,12 @@ import { Download } from '#lib/download';
 import { BadRequest, NotFound } from '#lib/errors';
 import { JsonText } from '#lib/json-text';
 
+/**
+ * A table's rows out as a file: JSON rendered by PostgreSQL (`row_to_json`) or CSV by its `COPY`,
+ * read as text while it arrives under the result limits, with the page read's filters, order and
+ * selection, and a cursor for the next page of a whole table (GET /api/table/{tableName}/export).
+ */
+
 export interface ExportInput extends RowSearch {
   format: 'json' | 'csv';
   limit: number;

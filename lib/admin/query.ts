@@ -15,6 +15,13 @@ import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import { ApiError, BadRequest, QueryTimeout } from '#lib/errors';
 
+/**
+ * The ad-hoc SQL of POST /api/query: the admin's scripts and a key's one statement, run in one
+ * transaction of ours under the statement timeout and the result limits, committed with the
+ * request's audit entry or rolled back; what a statement may not do (end our transaction, outlive
+ * the request) is refused here.
+ */
+
 export interface RunQueryInput {
   sql: string;
   schema: string;

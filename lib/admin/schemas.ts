@@ -12,6 +12,12 @@ import { lockSchema, prepareSchemaRole, roleExists } from '#lib/db/schema-roles'
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 
+/**
+ * Tenant schemas made and deleted: the schema, its owner and login roles (lib/db/schema-roles), its
+ * keys and quota rows, all under the schema's lock; and which schema names are PostgreSQL's or
+ * dbadmin's own and never a tenant's.
+ */
+
 const SYSTEM_SCHEMAS = new Set([INTERNAL_SCHEMA, 'public', 'pg_catalog', 'information_schema', 'pg_toast']);
 
 export const isProtectedSchema = (name: string) => SYSTEM_SCHEMAS.has(name) || name.startsWith('pg_');

@@ -2,6 +2,11 @@ import type pg from 'pg';
 import { type CatalogRead, type CatalogRow, runCatalogRead } from '#lib/db/catalog-read';
 import { BadRequest, NotFound } from '#lib/errors';
 
+/**
+ * What the catalog says about a table and a schema (columns with their types, the primary key), read
+ * on the service's pool without opening the table, and the 404s when they are not there.
+ */
+
 export interface ColumnInfo {
   name: string;
   /** As PostgreSQL prints it: `integer`, `character varying(255)`. */

@@ -1,5 +1,10 @@
 import pg from 'pg';
 
+/**
+ * The pg type parsers for a tenant's rows, which only ever leave as JSON: pg's own, but a
+ * timestamptz goes straight to the text JSON.stringify would make of its Date, with no Date made.
+ */
+
 const { builtins } = pg.types;
 
 /** A timestamptz as PostgreSQL prints it in UTC with the ISO DateStyle, microseconds optional. */

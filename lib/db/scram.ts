@@ -1,5 +1,10 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 
+/**
+ * SCRAM-SHA-256 verifiers for role passwords: a login's password is sent to PostgreSQL already
+ * hashed, never in clear text a log or pg_stat_activity could show.
+ */
+
 const ITERATIONS = 4096;
 
 /**

@@ -1,6 +1,11 @@
 import type pg from 'pg';
 import { type AuditDraft, auditing, BEGIN_AUDITED, commitAudited, sealFor, xidOf } from '#lib/db/audit-log';
 
+/**
+ * One transaction on one session, all or nothing, with a bounded lock wait when asked; the request's
+ * audit entry (lib/db/audit-log) commits with the transaction that is its change.
+ */
+
 export interface TransactionOptions<T = unknown> {
   /**
    * How long a statement in it may wait for a lock (`SET LOCAL lock_timeout`, sent with the BEGIN

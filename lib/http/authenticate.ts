@@ -15,6 +15,12 @@ import { keyTypesFor } from '#lib/http/key-scope';
 import type { AnyRoute } from '#lib/http/route';
 import type { Principal } from '#lib/principal';
 
+/**
+ * Sign-in: the admin's Basic credentials or a key's Bearer token, checked in one statement with
+ * the address's failed sign-ins (the throttle) and, for a route that starts with one, its catalog
+ * read carried along; the principal it finds is what every later step acts for.
+ */
+
 const digest = (value: string) => hash('sha256', value, 'buffer');
 
 /** Compared as equal-length digests, so the time taken does not depend on the input. */

@@ -24,6 +24,12 @@ import { type Upload, uploadBody } from '#lib/http/upload';
 import { JsonText } from '#lib/json-text';
 import { startLicensing } from '#lib/license/index';
 
+/**
+ * The Lambda handler of an endpoint group: the Middy chain (request log, error mapping, response
+ * limit, routing) and, per route, sign-in, license gate, body parsing, the key's scope, the storage
+ * quota, then the route's one lib call with its audit entry.
+ */
+
 const templateToRegExp = (template: string) => new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`);
 
 /** Unknown path -> 404; known path, other method -> 405 naming the allowed ones. */

@@ -2,6 +2,11 @@ import type { MiddlewareObj } from '@middy/core';
 import { BadRequest, PayloadTooLarge, UnsupportedMediaType } from '#lib/errors';
 import { type HttpEvent, header } from '#lib/http/event';
 
+/**
+ * Request bodies: JSON only, said so by Content-Type, at most MAX_BODY_BYTES, parsed before the
+ * route's zod schema sees them; anything else is a 4xx naming what to fix.
+ */
+
 export const MAX_BODY_BYTES = 1024 * 1024;
 
 const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;

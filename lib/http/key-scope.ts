@@ -8,6 +8,11 @@ import type { HttpEvent } from '#lib/http/event';
 import type { Access, AnyRoute } from '#lib/http/route';
 import type { Principal } from '#lib/principal';
 
+/**
+ * What an API key may reach: the route's key types (anon reads, service_role writes), and only its
+ * own schema, filled in where the request names none and refused where it names another.
+ */
+
 const takesSchema = (schema: unknown) => schema instanceof z.ZodObject && 'schema' in schema.shape;
 
 /** A key asked about another schema than its own. */

@@ -6,6 +6,11 @@ import { getLicensing } from '#lib/license/index';
 import type { LicenseState } from '#lib/license/licensing';
 import { logger } from '#lib/log';
 
+/**
+ * The license gate: SPEC.md's runtime rules on every gated endpoint, from the license state in
+ * memory; the X-License-Status and X-License-Warning headers, and the 402 of strict enforcement.
+ */
+
 const ALLOWED = new Set(['active', 'trial', 'grace_period']);
 
 interface GateInternal extends Record<string, unknown> {

@@ -3,6 +3,11 @@ import { MAX_BODY_BYTES } from '#lib/http/json-body';
 import { type Access, type AnyRoute, behindLicenseGate, requiresJsonContentType } from '#lib/http/route';
 import type { UploadRule } from '#lib/http/upload';
 
+/**
+ * The OpenAPI 3.1 document, made from the route tables themselves (their zod schemas, access,
+ * answers and errors), so what is documented is what is validated.
+ */
+
 type JsonSchema = Record<string, unknown>;
 
 const toSchema = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {

@@ -1,5 +1,10 @@
 import type { Download } from '#lib/download';
 
+/**
+ * The HTTP answers a handler gives: JSON, JSON text already rendered, and downloads with their
+ * file name; none of them cached or sniffed (no-store, nosniff).
+ */
+
 export interface HttpResponse {
   statusCode: number;
   headers: Record<string, string>;

@@ -9,6 +9,11 @@ import type { Upload, UploadRule } from '#lib/http/upload';
 import type { JsonText } from '#lib/json-text';
 import type { Principal } from '#lib/principal';
 
+/**
+ * What a route is: its method and path, who may call it, its zod schemas, the answers it documents,
+ * its audit declaration, and the one lib call it makes with the request's input.
+ */
+
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /**

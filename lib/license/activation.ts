@@ -2,6 +2,11 @@ import type { Config } from '#lib/config';
 import type { Licensing } from '#lib/license/licensing';
 import { logger } from '#lib/log';
 
+/**
+ * SPEC.md's activation at start: LICENSE_KEY and LICENSE_EMAIL activate this machine once, from
+ * the environment (the local host before it serves, Lambda at cold start), and are then dropped.
+ */
+
 export interface ActivationResult {
   success: boolean;
   message: string;

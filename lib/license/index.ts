@@ -5,6 +5,11 @@ import type { TrustedKey } from '#lib/license/lease';
 import { Licensing } from '#lib/license/licensing';
 import { licenseServerClient } from '#lib/license/server-client';
 
+/**
+ * The container's one Licensing (lib/license/licensing), made on first use with the settings and
+ * the service's pool; tests swap in their own with a clock.
+ */
+
 let instance: Promise<Licensing> | undefined;
 
 /** Tests move the clocks together and trust their own server's key; nothing else sets these. */

@@ -11,6 +11,12 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { signedLease } from '#lib/license/lease';
 
+/**
+ * The license file in LICENSE_DATA_DIR: its format, with the license key encrypted and the whole
+ * signed under keys derived from DBADMIN_SECRET and the machine id, so the disk alone neither
+ * reveals the key nor lets anyone forge the file or move it to another machine.
+ */
+
 export const LICENSE_FILE = 'license.json';
 
 /** SPEC.md's license file, plus what the service needs to rebuild its state from it. */

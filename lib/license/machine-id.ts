@@ -6,6 +6,11 @@ import { z } from 'zod';
 import { writeFileAtomically } from '#lib/license/license-file';
 import { logger } from '#lib/log';
 
+/**
+ * The deployment's machine id: made once, kept in the data directory (and recovered from the cache
+ * row when the directory was lost), the id the license server counts deployments by.
+ */
+
 export const MACHINE_ID_FILE = 'machine-id.json';
 
 const machineIdFile = z.object({

@@ -2,6 +2,10 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Column } from '../values';
 import { describeFilter, familyOf, type Operator, operatorsFor, takesValue, writeFilter } from './filters';
 
+/**
+ * The grid's filter bar: one row per condition (column, operator, value), kept in the URL's view.
+ */
+
 const PLACEHOLDERS: Record<string, string> = {
   date: '2024-01-31',
   'timestamp with time zone': '2024-01-31 12:00',

@@ -3,6 +3,11 @@ import { api } from '../api';
 import { Dialog, ErrorText, useAction } from '../ui';
 import { type Column, filledByPostgres, inputKind, parseInput, type TableStructure } from '../values';
 
+/**
+ * The insert form: an input per column that takes a value (identity ALWAYS and generated columns
+ * are PostgreSQL's to fill), empty for the column's default.
+ */
+
 type Row = Record<string, unknown>;
 
 /** An input that fits the column's type, named `column (type)` unless told otherwise. */

@@ -4,6 +4,11 @@ import { useLoad } from '../ui';
 import type { Column } from '../values';
 import { type GridView, rowsQuery } from './view';
 
+/**
+ * The grid's page of rows: read for the view in the URL (filters, order, page size, cursor), with
+ * the count only when the page needs it.
+ */
+
 export type Row = Record<string, unknown>;
 
 export interface Page {

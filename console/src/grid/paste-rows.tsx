@@ -4,6 +4,11 @@ import { Dialog, ErrorText, useAction } from '../ui';
 import { cellText, type TableStructure } from '../values';
 import { readSheet } from './sheet';
 
+/**
+ * Pasting rows from a spreadsheet: tab-separated text previewed against the table's columns, then
+ * inserted in one request.
+ */
+
 const PREVIEW_ROWS = 5;
 
 /** Paste rows from a spreadsheet; a preview says how many rows go in, and into which columns. */

@@ -4,6 +4,10 @@ import { HeaderRow } from './headers';
 import { referenceOf } from './references';
 import type { SortKey } from './view';
 
+/**
+ * The grid's table of rows: headers, selectable rows and cells that edit in place.
+ */
+
 type Row = Record<string, unknown>;
 
 /** The page's rows under their headers; a row is selectable and its cells editable unless read-only. */

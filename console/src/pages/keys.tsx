@@ -2,6 +2,10 @@ import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { ErrorText, formatDate, useAction, useLoad } from '../ui';
 
+/**
+ * A schema's API keys: listed, made (the key shown once) and deleted.
+ */
+
 interface KeyRow {
   id: number;
   key_name: string;

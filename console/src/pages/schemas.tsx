@@ -4,6 +4,10 @@ import { go, href } from '../router';
 import { schemas } from '../schemas';
 import { ConfirmByName, ErrorText, useAction, useLoad } from '../ui';
 
+/**
+ * The schemas page: the tenant schemas, made with their password, and deleted.
+ */
+
 export function SchemasPage() {
   const list = useLoad(() => schemas.load(), []);
   const [name, setName] = useState('');

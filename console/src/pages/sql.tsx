@@ -5,6 +5,11 @@ import { loadStructure } from '../structure';
 import { ErrorText, useAction } from '../ui';
 import { cellText, lineAndColumn } from '../values';
 
+/**
+ * The SQL page: the editor with completion of the schema's tables, running as the schema's role or
+ * the admin's, the result grid, drafts and history.
+ */
+
 interface Result {
   rows: Record<string, unknown>[];
   fields: { name: string; dataTypeID: number }[];

@@ -5,6 +5,10 @@ import { ErrorText, useLoad } from '../ui';
 import { IndexesTab } from './structure/indexes';
 import { Structure } from './structure/structure';
 
+/**
+ * A table's page: its tabs (data, structure, indexes), each in a module of its own.
+ */
+
 const TABS: { tab: TableTab; label: string }[] = [
   { tab: 'data', label: 'Data' },
   { tab: 'structure', label: 'Structure' },

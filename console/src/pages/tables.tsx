@@ -6,6 +6,10 @@ import { DropZone, FileButton } from '../transfer/transfer-buttons';
 import { ConfirmByName, Dialog, ErrorText, useAction, useLoad } from '../ui';
 import { EnumTypes, Views } from './schema-objects';
 
+/**
+ * A schema's tables: listed, and made from a form of columns (the column types the API allows).
+ */
+
 export const COLUMN_TYPES = [
   'SERIAL',
   'BIGSERIAL',
