@@ -155,6 +155,14 @@ describeInBrowser('schema changes in the console', () => {
       .filter({ has: page.getByRole('cell', { name: 'prices_label_idx', exact: true }) });
     await expectText(row, 'btree');
     expect(await row.textContent()).not.toContain('invalid');
+
+    await page.getByRole('button', { name: 'Drop index prices_label_idx' }).click();
+    const drop = page.getByRole('dialog', { name: 'Drop index prices_label_idx' });
+    expect(await drop.getByLabel('Concurrently: reads and writes go on meanwhile').isChecked()).toBe(true);
+    await drop.getByRole('button', { name: 'Review change' }).click();
+    await expectText(drop.getByTestId('change-sql'), 'DROP INDEX CONCURRENTLY');
+    await drop.getByRole('button', { name: 'Run change' }).click();
+    await page.getByRole('cell', { name: 'prices_label_idx', exact: true }).waitFor({ state: 'detached' });
     expect(errors).toEqual([]);
   });
 
@@ -186,6 +194,24 @@ describeInBrowser('schema changes in the console', () => {
     // The key holds: a price of an owner that does not exist is refused.
     const refused = await h.api('POST', 'table/prices/row', { schema, data: { label: 'x', owner: 99 } });
     expect(refused.status).toBe(400);
+
+    await page.goto(`${h.host.base}/#/s/${schema}/t/prices/structure`);
+    const listed = await h.api<{ constraints: { name: string; type: string }[] }>(
+      'GET',
+      `table/prices/constraints?schema=${schema}`,
+    );
+    const key = listed.body.constraints.find((c) => c.type === 'foreign key')?.name as string;
+    await page.getByRole('button', { name: `Drop constraint ${key}` }).click();
+    const drop = page.getByRole('dialog', { name: `Drop constraint ${key}` });
+    expect(await drop.getByLabel('Also drop the foreign keys that depend on it (cascade)').isChecked()).toBe(
+      false,
+    );
+    await drop.getByRole('button', { name: 'Review change' }).click();
+    await expectText(drop.getByTestId('change-sql'), `DROP CONSTRAINT "${key}"`);
+    await drop.getByRole('button', { name: 'Run change' }).click();
+    await drop.waitFor({ state: 'detached' });
+    const allowed = await h.api('POST', 'table/prices/row', { schema, data: { label: 'x', owner: 99 } });
+    expect(allowed.status).toBe(201);
     expect(errors).toEqual([]);
   });
   it('names the session a change would wait for, checks again once it is gone, and renames the table', async () => {

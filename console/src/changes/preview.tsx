@@ -312,3 +312,46 @@ export function ChangeDialog<T = unknown>({
     </Dialog>
   );
 }
+
+/**
+ * Dropping one thing of a table (an index, a constraint), previewed like every change, with the
+ * one option such a drop takes (`concurrently`, `cascade`) as a checkbox.
+ */
+export function DropDialog({
+  what,
+  name,
+  path,
+  schema,
+  option,
+  onClose,
+  onDone,
+}: {
+  what: string;
+  name: string;
+  /** The DELETE route, below the API's root. */
+  path: string;
+  schema: string;
+  option: { name: string; label: string; checked: boolean };
+  onClose: () => void;
+  onDone: () => void | Promise<void>;
+}) {
+  const [checked, setChecked] = useState(option.checked);
+  return (
+    <ChangeDialog
+      title={`Drop ${what} ${name}`}
+      danger
+      request={() => ({ method: 'DELETE', path, query: { schema, [option.name]: checked } })}
+      onClose={onClose}
+      onDone={onDone}
+    >
+      <label class="inline">
+        <input
+          type="checkbox"
+          checked={checked}
+          onChange={(event) => setChecked(event.currentTarget.checked)}
+        />
+        {option.label}
+      </label>
+    </ChangeDialog>
+  );
+}

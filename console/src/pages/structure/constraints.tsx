@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api } from '../../api';
-import { ChangeDialog, type ChangeRequest } from '../../changes/preview';
+import { ChangeDialog, type ChangeRequest, DropDialog } from '../../changes/preview';
 import { schemas } from '../../schemas';
 import { loadStructure } from '../../structure';
 import { ErrorText, useLoad } from '../../ui';
@@ -237,7 +237,6 @@ export function ConstraintsList({
     [schema, structure],
   );
   const [dialog, setDialog] = useState<{ drop: Constraint } | 'add' | undefined>(undefined);
-  const [cascade, setCascade] = useState(false);
   return (
     <section aria-label="Constraints">
       <h2>Constraints</h2>
@@ -254,10 +253,7 @@ export function ConstraintsList({
               <button
                 type="button"
                 aria-label={`Drop constraint ${c.name}`}
-                onClick={() => {
-                  setCascade(false);
-                  setDialog({ drop: c });
-                }}
+                onClick={() => setDialog({ drop: c })}
               >
                 Drop
               </button>
@@ -278,26 +274,19 @@ export function ConstraintsList({
         />
       )}
       {dialog && dialog !== 'add' && (
-        <ChangeDialog
-          title={`Drop constraint ${dialog.drop.name}`}
-          danger
-          request={() => ({
-            method: 'DELETE',
-            path: `table/${e(structure.table)}/constraints/${e(dialog.drop.name)}`,
-            query: { schema, cascade },
-          })}
+        <DropDialog
+          what="constraint"
+          name={dialog.drop.name}
+          path={`table/${e(structure.table)}/constraints/${e(dialog.drop.name)}`}
+          schema={schema}
+          option={{
+            name: 'cascade',
+            label: 'Also drop the foreign keys that depend on it (cascade)',
+            checked: false,
+          }}
           onClose={() => setDialog(undefined)}
           onDone={onChanged}
-        >
-          <label class="inline">
-            <input
-              type="checkbox"
-              checked={cascade}
-              onChange={(event) => setCascade(event.currentTarget.checked)}
-            />
-            Also drop the foreign keys that depend on it (cascade)
-          </label>
-        </ChangeDialog>
+        />
       )}
     </section>
   );

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../../api';
-import { ChangeDialog, type ChangeRequest, formatBytes } from '../../changes/preview';
+import { ChangeDialog, type ChangeRequest, DropDialog, formatBytes } from '../../changes/preview';
 import { ErrorText, useLoad } from '../../ui';
 import type { TableStructure } from '../../values';
 import { ColumnChoice } from './column-choice';
@@ -195,7 +195,6 @@ export function IndexesTab({
     [schema, structure],
   );
   const [dialog, setDialog] = useState<{ drop: Index } | 'create' | undefined>(undefined);
-  const [dropConcurrently, setDropConcurrently] = useState(true);
   return (
     <section aria-label="Indexes">
       <ErrorText error={list.error} />
@@ -254,26 +253,19 @@ export function IndexesTab({
         />
       )}
       {dialog && dialog !== 'create' && (
-        <ChangeDialog
-          title={`Drop index ${dialog.drop.name}`}
-          danger
-          request={() => ({
-            method: 'DELETE',
-            path: `table/${e(structure.table)}/indexes/${e(dialog.drop.name)}`,
-            query: { schema, concurrently: dropConcurrently },
-          })}
+        <DropDialog
+          what="index"
+          name={dialog.drop.name}
+          path={`table/${e(structure.table)}/indexes/${e(dialog.drop.name)}`}
+          schema={schema}
+          option={{
+            name: 'concurrently',
+            label: 'Concurrently: reads and writes go on meanwhile',
+            checked: true,
+          }}
           onClose={() => setDialog(undefined)}
           onDone={onChanged}
-        >
-          <label class="inline">
-            <input
-              type="checkbox"
-              checked={dropConcurrently}
-              onChange={(event) => setDropConcurrently(event.currentTarget.checked)}
-            />
-            Concurrently: reads and writes go on meanwhile
-          </label>
-        </ChangeDialog>
+        />
       )}
     </section>
   );
