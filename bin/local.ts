@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from './embedded-postgres';
 import { serverDataDir } from './postgres-reach';
@@ -78,23 +78,45 @@ const alive = (pid: number) => {
 
 const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
+/** The pid of the host runtime.json records (0: none, or a file cut short). */
+function recordedHost(dataDir: string): number {
+  try {
+    return Number((JSON.parse(readFileSync(runtimeFile(dataDir), 'utf8')) as { pid?: unknown }).pid) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Whether `pid` is a PostgreSQL serving `serverDir` (Linux's /proc; elsewhere never assumed). */
+function servesDirectory(pid: number, serverDir: string): boolean {
+  try {
+    const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return basename(args[0] ?? '') === 'postgres' && args.includes(serverDir);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The embedded PostgreSQL a host killed outright (SIGKILL, the kernel's OOM killer) left running:
- * its postmaster.pid names a live server, and the host that started it (runtime.json) is gone. It
- * holds the data directory, so no new host could start; it is stopped first (a fast shutdown, as
- * Ctrl-C gives it). A server whose host is still running is left alone.
+ * runtime.json still names that host, now gone, and postmaster.pid a live PostgreSQL serving this
+ * very data directory. It holds the directory, so no new host could start; it is stopped first (a
+ * fast shutdown, as Ctrl-C gives it). Anything else is left alone, for PostgreSQL's own refusal
+ * to speak for it: a server whose host runs, a CLI's (it records no host), a pid now someone else's.
  */
 async function stopOrphanedPostgres(dataDir: string): Promise<void> {
+  const host = recordedHost(dataDir);
+  if (!host || host === process.pid || alive(host)) return;
   const serverDir = serverDataDir(join(dataDir, 'postgres'), () => undefined);
   const pidFile = join(serverDir, 'postmaster.pid');
   const postmaster = Number(existsSync(pidFile) && readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (!postmaster || !alive(postmaster)) return;
-  const host = existsSync(runtimeFile(dataDir))
-    ? Number((JSON.parse(readFileSync(runtimeFile(dataDir), 'utf8')) as { pid?: number }).pid)
-    : 0;
-  if (host && host !== process.pid && alive(host)) return;
+  if (!postmaster || !servesDirectory(postmaster, serverDir)) return;
   console.log(`dbadmin: stopping the embedded PostgreSQL (pid ${postmaster}) a stopped host left running`);
-  process.kill(postmaster, 'SIGINT');
+  try {
+    process.kill(postmaster, 'SIGINT');
+  } catch {
+    return; // not ours to signal
+  }
   for (let waited = 0; existsSync(pidFile) && waited < 30_000; waited += 50) await pause(50);
 }
 

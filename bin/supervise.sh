@@ -20,8 +20,12 @@ why() {
 }
 
 while :; do
+  # A stop asked for while none ran (during the pause below) is honoured here.
+  [ -n "$stopping" ] && exit 0
   "$@" &
   child=$!
+  # ...and one that came between the start and the line above.
+  [ -n "$stopping" ] && kill -TERM "$child" 2>/dev/null
   status=0
   wait "$child" || status=$?
   # A trapped signal ends the wait early: wait again until the host has ended.
@@ -29,9 +33,10 @@ while :; do
     status=0
     wait "$child" || status=$?
   done
+  child=
   [ -n "$stopping" ] && exit 0
   reason=$(why "$status")
   [ -n "$reason" ] || exit "$status"
   echo "dbadmin: the host ended (exit $status: $reason); starting it again" >&2
-  sleep 0.5
+  sleep 0.5 2>/dev/null || sleep 1
 done

@@ -10,7 +10,7 @@ import { loggedError, logger } from '#lib/log';
 
 /**
  * Every request that may change something gets its audit entry: the route's lib work writes it
- * inside its own transaction where it has one (inTransaction's `audited`, lib/db/audit-log's
+ * inside its own transaction where it has one (inTransaction's `audit`, lib/db/audit-log's
  * commitAudited); a change made without one (a concurrent index build, a license activation) gets
  * it written here once the route has answered. A request that fails, or only previews (`dryRun`),
  * has none; nor does an anon key's, which can change nothing.

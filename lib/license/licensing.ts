@@ -91,7 +91,7 @@ export class Licensing {
   }
 
   async startTrial(email: string): Promise<{ trialExpiresAt: Date }> {
-    const started = await beginTrial(this.deps.db, await this.fresh(), email, this.clock());
+    const started = await beginTrial(this.deps.db, await this.fresh(), email, () => this.clock());
     await this.save(started);
     this.invalidate();
     return { trialExpiresAt: (started.trial as NonNullable<Known['trial']>).expiresAt };
@@ -174,6 +174,7 @@ export class Licensing {
 
   private async load(): Promise<Known> {
     const machineId = await this.machineId();
+    const previous = this.last;
     const reader = {
       deps: this.deps,
       trusted: this.trusted,
@@ -181,11 +182,11 @@ export class Licensing {
       keys: await this.keys(),
       hostNow: () => this.clock().getTime(),
     };
-    return readKnown(reader, this.last);
+    return readKnown(reader, previous);
   }
 
-  private async save(known: Known): Promise<void> {
-    await saveKnown(this.deps, await this.keys(), known, this.clock());
+  private save(known: Known): Promise<void> {
+    return saveKnown(this.deps, () => this.keys(), known, this.clock());
   }
 
   private judge(known: Known, reply: Reply, nonce: string, key: string): Judged {
@@ -193,7 +194,7 @@ export class Licensing {
       nonce,
       key,
       trusted: this.trusted,
-      requireSignature: this.deps.requireSignature === true,
+      requireSignature: this.deps.requireSignature ?? false,
     });
   }
 

@@ -10,7 +10,12 @@ import { licenseState } from '#lib/license/state';
  * Writes what a container knows back to its traces: the license file (signed with keys from the
  * secret and machine id, so the licensee cannot forge it) and the cache row other containers read.
  */
-export async function saveKnown(deps: LicensingDeps, keys: FileKeys, known: Known, now: Date): Promise<void> {
+export async function saveKnown(
+  deps: LicensingDeps,
+  keys: () => Promise<FileKeys>,
+  known: Known,
+  now: Date,
+): Promise<void> {
   const record = recordOf(known);
   const state = licenseState(record, now, known.answer);
   const highWater = new Date(Math.max(known.highWater, now.getTime()));
@@ -30,7 +35,7 @@ export async function saveKnown(deps: LicensingDeps, keys: FileKeys, known: Know
     highWater: highWater.toISOString(),
   };
   if (record) {
-    await saveLicenseFile(deps.dataDir, keys, file).catch((error: Error) => {
+    await saveLicenseFile(deps.dataDir, await keys(), file).catch((error: Error) => {
       throw new ConfigError(
         `cannot write the license file in ${deps.dataDir} (${error.message}); set LICENSE_DATA_DIR to a writable directory (EFS on Lambda)`,
       );

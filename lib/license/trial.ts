@@ -13,11 +13,17 @@ export class TrialRefused extends Error {
   override name = 'TrialRefused';
 }
 
-/** Records a trial starting `now`: what is known with it, or TrialRefused. */
-export async function beginTrial(db: pg.Pool, known: Known, email: string, now: Date): Promise<Known> {
+/** Records a trial starting now: what is known with it, or TrialRefused. */
+export async function beginTrial(
+  db: pg.Pool,
+  known: Known,
+  email: string,
+  clock: () => Date,
+): Promise<Known> {
   const refuse = (what: string) => new TrialRefused(`${what} on this deployment; trials cannot be restarted`);
   if (known.keyHash) throw refuse('a license is already active');
   if (known.trial) throw refuse('a trial was already started');
+  const now = clock();
   const expiresAt = new Date(now.getTime() + TRIAL_MS);
   const recorded = await recordTrial(db, { email, machineId: known.machineId, startedAt: now, expiresAt });
   if (!recorded) throw refuse('a trial was already started');
