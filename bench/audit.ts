@@ -5,7 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { type AuditDraft, readSealKey } from '../lib/db/audit-log';
+import { type AuditDraft, newEntryId, readSealKey } from '../lib/db/audit-log';
 import { inTransaction } from '../lib/db/transaction';
 import {
   atLeast,
@@ -134,8 +134,8 @@ export async function databaseAloneBench(databaseUrl: string, rounds: number): P
             key,
             settled: false,
             entry: {
-              id: crypto.randomUUID(),
-              requestId: crypto.randomUUID(),
+              id: newEntryId(),
+              requestId: newEntryId(),
               actor: 'admin',
               schema: SCHEMA,
               action: 'row.insert',

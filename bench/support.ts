@@ -10,6 +10,7 @@ import autocannon from 'autocannon';
 import { buildProduction, type ServiceFunction } from '../bin/build';
 import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import { freePort } from '../bin/free-port';
+import { gone } from '../bin/processes';
 import { runTmpdir } from '../bin/run-tmpdir';
 
 export const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -88,23 +89,6 @@ function ready(child: ChildProcessWithoutNullStreams): Promise<void> {
     child.on('exit', (code) => fail(new Error(`the host exited with ${code}\n${output}`)));
   });
 }
-
-async function gone(pids: number[], timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (pids.some((pid) => alive(pid))) {
-    if (Date.now() > deadline) throw new Error(`host processes still running: ${pids.filter(alive)}`);
-    await new Promise((wait) => setTimeout(wait, 50));
-  }
-}
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** What users run: the production layout, built with the baselines beside our functions. */
 export function buildBenchHost(): Promise<void> {

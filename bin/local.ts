@@ -11,6 +11,7 @@ import { basename, join, resolve } from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from './embedded-postgres';
 import { serverDataDir } from './postgres-reach';
+import { alive } from './processes';
 
 export const localDataDir = (env: NodeJS.ProcessEnv) => resolve(env.DBADMIN_DATA_DIR ?? '.data');
 
@@ -67,21 +68,21 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
-
 const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** The pid of the host runtime.json records (0: none, or a file cut short). */
 function recordedHost(dataDir: string): number {
   try {
     return Number((JSON.parse(readFileSync(runtimeFile(dataDir), 'utf8')) as { pid?: unknown }).pid) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** The number on a file's first line, postmaster.pid's pid (0: no file, or none we can read). */
+function firstNumber(file: string): number {
+  try {
+    return Number(readFileSync(file, 'utf8').split('\n')[0]) || 0;
   } catch {
     return 0;
   }
@@ -109,7 +110,7 @@ async function stopOrphanedPostgres(dataDir: string): Promise<void> {
   if (!host || host === process.pid || alive(host)) return;
   const serverDir = serverDataDir(join(dataDir, 'postgres'), () => undefined);
   const pidFile = join(serverDir, 'postmaster.pid');
-  const postmaster = Number(existsSync(pidFile) && readFileSync(pidFile, 'utf8').split('\n')[0]);
+  const postmaster = firstNumber(pidFile);
   if (!postmaster || !servesDirectory(postmaster, serverDir)) return;
   console.log(`dbadmin: stopping the embedded PostgreSQL (pid ${postmaster}) a stopped host left running`);
   try {

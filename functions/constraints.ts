@@ -118,9 +118,9 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, body, principal, signal, audit }) => {
+    handler: async ({ params, body, principal, accessTo }) => {
       const { dryRun, ...input } = body;
-      return schemaChange({ principal, signal, audit, schema: body.schema, dryRun }, (catalog) =>
+      return schemaChange({ principal, accessTo, schema: body.schema, dryRun }, (catalog) =>
         planAddConstraint(catalog, { ...input, table: params.tableName }),
       );
     },
@@ -143,8 +143,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_CONSTRAINT, TABLE_LOCKED],
-    handler: async ({ params, query, principal, signal, audit }) =>
-      schemaChange({ principal, signal, audit, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
+    handler: async ({ params, query, principal, accessTo }) =>
+      schemaChange({ principal, accessTo, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
         planDropConstraint(catalog, {
           schema: query.schema,
           table: params.tableName,
@@ -173,9 +173,9 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, body, principal, signal, audit }) => {
+    handler: async ({ params, body, principal, accessTo }) => {
       const { dryRun, ...input } = body;
-      return schemaChange({ principal, signal, audit, schema: body.schema, dryRun }, (catalog) =>
+      return schemaChange({ principal, accessTo, schema: body.schema, dryRun }, (catalog) =>
         planTableChange(catalog, { ...input, table: params.tableName }),
       );
     },
@@ -204,8 +204,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION],
-    handler: async ({ body, principal, signal, audit }) =>
-      schemaChange({ principal, signal, audit, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+    handler: async ({ body, principal, accessTo }) =>
+      schemaChange({ principal, accessTo, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
         planCreateEnum(catalog, body),
       ),
   }),
@@ -226,8 +226,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TYPE],
-    handler: async ({ params, body, principal, signal, audit }) =>
-      schemaChange({ principal, signal, audit, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+    handler: async ({ params, body, principal, accessTo }) =>
+      schemaChange({ principal, accessTo, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
         planAddEnumValue(catalog, { ...body, type: params.typeName }),
       ),
   }),

@@ -115,8 +115,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, body, principal, signal, audit }) =>
-      schemaChange({ principal, signal, audit, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+    handler: async ({ params, body, principal, accessTo }) =>
+      schemaChange({ principal, accessTo, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
         planCreateIndex(catalog, { ...body, table: params.tableName }),
       ),
   }),
@@ -135,8 +135,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, NO_INDEX, TABLE_LOCKED],
-    handler: async ({ params, query, principal, signal, audit }) =>
-      schemaChange({ principal, signal, audit, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
+    handler: async ({ params, query, principal, accessTo }) =>
+      schemaChange({ principal, accessTo, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
         planDropIndex(catalog, {
           schema: query.schema,
           table: params.tableName,

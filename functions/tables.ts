@@ -378,8 +378,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, body, principal, signal, audit }) =>
-      schemaChange({ principal, signal, audit, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
+    handler: async ({ params, body, principal, accessTo }) =>
+      schemaChange({ principal, accessTo, schema: body.schema, dryRun: body.dryRun }, (catalog) =>
         planColumnChange(catalog, {
           ...body,
           table: params.tableName,
@@ -404,8 +404,8 @@ export const routes = [
     }),
     response: SchemaChangeAnswer,
     errors: [...SCHEMA_SESSION, NO_TABLE, TABLE_LOCKED],
-    handler: async ({ params, query, principal, signal, audit }) =>
-      schemaChange({ principal, signal, audit, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
+    handler: async ({ params, query, principal, accessTo }) =>
+      schemaChange({ principal, accessTo, schema: query.schema, dryRun: query.dryRun }, (catalog) =>
         planDropColumn(catalog, {
           schema: query.schema,
           table: params.tableName,

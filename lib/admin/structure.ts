@@ -113,10 +113,11 @@ const schemaStructure = (printedDefault: string) => `
  * The tenant's own doing, and its inserts fail the same way; the rest of its schema is still
  * described, that default answered null (migration 11's _dbadmin.printed_default).
  */
-const READS = [
-  { name: 'dbadmin.structure', text: schemaStructure('pg_get_expr(d.adbin, 0)') },
-  { name: 'dbadmin.structure-each-default', text: schemaStructure('_dbadmin.printed_default(d.adbin)') },
-];
+const STRUCTURE_READ = { name: 'dbadmin.structure', text: schemaStructure('pg_get_expr(d.adbin, 0)') };
+const EACH_DEFAULT_READ = {
+  name: 'dbadmin.structure-each-default',
+  text: schemaStructure('_dbadmin.printed_default(d.adbin)'),
+};
 
 /**
  * `{schema: [{table, columns, foreignKeys, indexes, constraints, comment, sizeBytes, estimatedRows}]}`,
@@ -126,17 +127,16 @@ const READS = [
  * service's pool no more than any request does.
  */
 export async function describeSchema(db: pg.Pool, schema: string): Promise<JsonText> {
-  const read = (query: (typeof READS)[number]) =>
+  const read = (query: typeof STRUCTURE_READ) =>
     withTransaction(
       db,
       (client) => client.query<{ schema_exists: boolean; entries: string }>({ ...query, values: [schema] }),
       { lockTimeout: '50ms' },
     );
-  const [fast, eachDefault] = READS as [(typeof READS)[number], (typeof READS)[number]];
-  const { rows } = await read(fast)
+  const { rows } = await read(STRUCTURE_READ)
     .catch((error: unknown) => {
       if (!isPgError(error) || NOT_A_DEFAULT.has(error.code)) throw error;
-      return read(eachDefault);
+      return read(EACH_DEFAULT_READ);
     })
     .catch((error: unknown) => {
       throw schemaBusy(schema, error);

@@ -2,9 +2,8 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { type Change, LOCK_LEVELS, runChange } from '#lib/admin/schema-change';
 import { getConfig } from '#lib/config';
-import type { AuditDraft } from '#lib/db/audit-log';
-import { schemaAccess } from '#lib/db/executor';
 import type { Answer } from '#lib/http/answers';
+import type { RouteInput } from '#lib/http/route';
 import type { Principal } from '#lib/principal';
 
 /**
@@ -60,17 +59,14 @@ const changeOptions = async (dryRun: boolean, principal: Principal | undefined) 
  * with dryRun previewed, on a session of the schema's role as the principal may act there.
  */
 export async function schemaChange(
-  request: {
-    principal: Principal | undefined;
-    signal?: AbortSignal | undefined;
-    /** The request's audit entry: the change commits it. */
-    audit: AuditDraft | undefined;
+  request: Pick<RouteInput<unknown, unknown, unknown>, 'principal' | 'accessTo'> & {
     schema: string;
     dryRun: boolean;
   },
   plan: (catalog: pg.Pool) => Promise<Change>,
 ) {
-  const access = await schemaAccess(request.principal, request.schema, request.signal, request.audit);
+  // The route's own access: the request's audit entry commits with the change.
+  const access = await request.accessTo(request.schema);
   return runChange(
     access,
     await plan(access.catalog),

@@ -30,7 +30,7 @@ beforeAll(async () => {
   host = await startHost(
     { ...env, DATABASE_URL: database.url, DBADMIN_DATA_DIR: join(workDir, '.data') },
     BUILT,
-    workDir,
+    { cwd: workDir },
   );
 });
 

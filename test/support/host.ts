@@ -18,10 +18,15 @@ export interface Host {
 export async function startHost(
   env: NodeJS.ProcessEnv,
   prebuilt?: string,
-  /** Where it is started from (the repository by default): relative settings resolve against it. */
-  cwd?: string,
-  /** Under npm start's supervisor (bin/supervise.sh), which starts it again after a crash. */
-  supervised = false,
+  {
+    cwd,
+    supervised = false,
+  }: {
+    /** Where it is started from (the repository by default): relative settings resolve against it. */
+    cwd?: string;
+    /** Under npm start's supervisor (bin/supervise.sh), which starts it again after a crash. */
+    supervised?: boolean;
+  } = {},
 ): Promise<Host> {
   const port = await freePort();
   const entry = prebuilt ? [join(prebuilt, 'bin', 'start.js')] : [require.resolve('tsx/cli'), 'bin/start.ts'];

@@ -22,20 +22,26 @@ function importsOf(module: string): string[] {
   return [...source.matchAll(/from '#(lib\/[^']+)'/g)].map((match) => match[1] as string);
 }
 
-/** Every cycle, each as the modules around it from its first, once. */
+/**
+ * A cycle for each import that leads back to a module still being walked (a depth-first walk
+ * that visits each module once), as the modules around it.
+ */
 function cycles(graph: Map<string, string[]>): string[][] {
-  const found = new Map<string, string[]>();
-  const walk = (module: string, path: string[]) => {
-    const at = path.indexOf(module);
-    if (at >= 0) {
-      const cycle = path.slice(at);
-      found.set([...cycle].sort().join(' '), cycle);
-      return;
+  const found: string[][] = [];
+  const done = new Set<string>();
+  const path: string[] = [];
+  const walk = (module: string) => {
+    path.push(module);
+    for (const next of graph.get(module) ?? []) {
+      const at = path.indexOf(next);
+      if (at >= 0) found.push(path.slice(at));
+      else if (!done.has(next)) walk(next);
     }
-    for (const next of graph.get(module) ?? []) walk(next, [...path, module]);
+    path.pop();
+    done.add(module);
   };
-  for (const module of graph.keys()) walk(module, []);
-  return [...found.values()];
+  for (const module of graph.keys()) if (!done.has(module)) walk(module);
+  return found;
 }
 
 describe('module layout', () => {
