@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { listAudit } from '#lib/admin/audit';
-import { getDatabase } from '#lib/db/pool';
+import { drainedLog } from '#lib/http/audit';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
 import { queryInt, schemaRef } from '#lib/validation';
@@ -62,7 +62,7 @@ export const routes = [
       limit: queryInt('limit', 1, 1000).default(100),
     }),
     response: z.object({ entries: z.array(Entry), nextCursor: z.string().nullable() }),
-    handler: async ({ query }) => listAudit(await getDatabase(), query),
+    handler: async ({ query }) => listAudit(await drainedLog(), query),
   }),
 ];
 

@@ -8,11 +8,14 @@ import { ServiceUnavailable } from '#lib/errors';
  * transaction, on whichever session makes the change (a tenant role's, the service's), so no
  * committed change lacks its entry and no entry outlives a change that rolled back.
  *
- * Tenant sessions cannot touch `_dbadmin`; the one way in is `_dbadmin_audit.append(entry, seal)`
- * (migration 9), which takes an entry only with its seal: SHA-256(k ‖ SHA-256(k ‖ entry)), k being
- * a random key in `_dbadmin.audit_seal` that only the service reads. Tenant code running in the
- * same transaction (a trigger, a deferred constraint) can call it, never forge an entry, and never
- * remove one: the log has no grant to anyone.
+ * Tenant sessions cannot touch `_dbadmin`. An entry goes with its seal, SHA-256(k ‖ SHA-256(k ‖
+ * entry)), k being a random key in `_dbadmin.audit_seal` that only the service reads, either into
+ * `_dbadmin_audit.inbox` (migration 12: a plain row in the same round trip as our COMMIT, sealed
+ * for the transaction's id; lib/db/audit-inbox moves it into the log, checking the seal and the
+ * transaction that wrote it) or through `_dbadmin_audit.append(entry, seal)` (migration 9: checked
+ * as it is written, for entries sent as bind parameters). Tenant code running in the same
+ * transaction (a trigger, a deferred constraint) can write either, never forge an entry, and never
+ * remove one: neither the log nor the inbox grants a read, a change or a delete to anyone.
  */
 
 /** What an entry records: never row values, keys, passwords, or SQL text unless asked for. */
@@ -102,12 +105,7 @@ const fromAppend = (error: unknown) =>
   isPgError(error) &&
   !TENANT_CAUSED.has(error.code) &&
   // Raised in our own call (the outermost frame), not in the tenant's code calling it.
-  Boolean(
-    (error as { where?: string }).where
-      ?.split('\n')
-      .at(-1)
-      ?.startsWith('PL/pgSQL function _dbadmin_audit.append('),
-  );
+  Boolean(error.where?.split('\n').at(-1)?.startsWith('PL/pgSQL function _dbadmin_audit.append('));
 
 const APPEND = 'SELECT _dbadmin_audit.append($1, $2)';
 
@@ -131,15 +129,29 @@ export const xidOf = (results: pg.QueryResult | pg.QueryResult[]) =>
     .find((xid): xid is string => typeof xid === 'string');
 
 /**
- * The append in the same round trip as our COMMIT. Its text holds the entry (base64) and the
- * seal (hex), which code running in the transaction can read (current_query()); the entry is
- * sealed for this transaction's id, so that text is worth nothing in any other.
+ * The entry into the inbox in the same round trip as our COMMIT: one plain row, no function call.
+ * Its text holds the entry (base64) and the seal (hex), which code running in the transaction can
+ * read (current_query()) and write again; the entry is sealed for this transaction's id, which
+ * the inbox records for each row from the database's side, so a copy written in any other
+ * transaction is refused when the inbox is drained (lib/db/audit-inbox), and one written again in
+ * this one is the same entry.
  */
 function appendAndCommit(draft: AuditDraft): string {
   const { entry, seal } = sealed(draft);
   const base64 = Buffer.from(entry, 'utf8').toString('base64');
-  return `SELECT _dbadmin_audit.append(pg_catalog.convert_from(pg_catalog.decode('${base64}', 'base64'), 'UTF8'), '${seal}'); COMMIT`;
+  return `INSERT INTO _dbadmin_audit.inbox (entry, seal) VALUES ('${base64}', '${seal}'); COMMIT`;
 }
+
+/**
+ * The inbox insert failed, not our COMMIT after it. Its errors carry no PL/pgSQL context (tenant
+ * code raising at COMMIT does), and name the inbox: in their schema field where PostgreSQL sets
+ * one (a constraint), else in their message (a privilege, a missing table).
+ */
+const fromInbox = (error: unknown) =>
+  isPgError(error) &&
+  !TENANT_CAUSED.has(error.code) &&
+  !error.where &&
+  (error.schema ? error.schema === '_dbadmin_audit' : /\binbox\b/.test(error.message));
 
 /**
  * Commits the open transaction on `client`, with the request's entry in it when the request is
@@ -156,16 +168,16 @@ export async function commitAudited(
     return;
   }
   if (rows !== undefined && draft.entry.rows === undefined) draft.entry.rows = rows;
-  try {
-    if (draft.entry.xid) {
-      await client.query(appendAndCommit(draft));
-    } else {
-      const { entry, seal } = sealed(draft);
-      await client.query(APPEND, [entry, seal]);
-      await client.query('COMMIT');
-    }
-  } catch (error) {
-    throw fromAppend(error) ? new AuditUnavailable(error) : error;
+  if (draft.entry.xid) {
+    await client.query(appendAndCommit(draft)).catch((error: unknown) => {
+      throw fromInbox(error) ? new AuditUnavailable(error) : error;
+    });
+  } else {
+    const { entry, seal } = sealed(draft);
+    await client.query(APPEND, [entry, seal]).catch((error: unknown) => {
+      throw fromAppend(error) ? new AuditUnavailable(error) : error;
+    });
+    await client.query('COMMIT');
   }
   draft.settled = true;
 }
@@ -180,7 +192,7 @@ export async function appendAfter(db: pg.Pool, draft: AuditDraft): Promise<void>
 }
 
 /** The seal's key, from the service's pool (search path pg_catalog alone, so names are qualified). */
-export async function readSealKey(db: pg.Pool): Promise<Buffer> {
+export async function readSealKey(db: pg.Pool | pg.ClientBase): Promise<Buffer> {
   const { rows } = await db.query<{ key: string }>(
     `SELECT pg_catalog.encode(key, 'hex') AS key FROM _dbadmin.audit_seal`,
   );

@@ -236,6 +236,28 @@ export const MIGRATIONS: readonly Migration[] = [
       $fn$;
       REVOKE ALL ON FUNCTION _dbadmin.printed_default(pg_node_tree) FROM PUBLIC`,
   },
+  {
+    id: 12,
+    name: 'audit inbox',
+    // Where a change's entry is written in the change's own transaction (lib/db/audit-log): a
+    // plain row, no index, no function call, the cheapest write PostgreSQL has. Anyone may add a
+    // row, naming only its entry (at most 256 KiB: an entry keeps 16 KiB of SQL text) and seal;
+    // its time, its transaction and its writer are the database's own (column defaults the writer
+    // has no privilege to set). Nobody but the service reads, changes or deletes one. The service
+    // moves rows into _dbadmin.audit_log in batches (lib/db/audit-inbox), checking each seal against
+    // the key and the transaction it names against the one that wrote the row, so a forged or
+    // replayed row is refused there, and its writer named in the service's log.
+    sql: `
+      CREATE TABLE _dbadmin_audit.inbox (
+        entry  text NOT NULL CHECK (pg_catalog.octet_length(entry) <= 262144),
+        seal   text NOT NULL CHECK (pg_catalog.octet_length(seal) = 64),
+        at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+        xact   pg_catalog.xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+        writer pg_catalog.name NOT NULL DEFAULT session_user
+      );
+      REVOKE ALL ON _dbadmin_audit.inbox FROM PUBLIC;
+      GRANT INSERT (entry, seal) ON _dbadmin_audit.inbox TO PUBLIC`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

@@ -6,6 +6,10 @@ export interface PgError extends Error {
   detail?: string;
   hint?: string;
   position?: string;
+  /** The schema of the object the error is about (a constraint's table), where PostgreSQL says. */
+  schema?: string;
+  /** The call stack it was raised in (PL/pgSQL functions, triggers), innermost first. */
+  where?: string;
 }
 
 interface Mapping {

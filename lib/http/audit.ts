@@ -1,9 +1,11 @@
 import type pg from 'pg';
 import { sweepAuditLog } from '#lib/admin/audit';
 import { type Config, getConfig } from '#lib/config';
+import { type Drained, type DrainOptions, drainInbox } from '#lib/db/audit-inbox';
 import { type AuditDraft, AuditUnavailable, appendAfter, newEntryId, readSealKey } from '#lib/db/audit-log';
-import { getDatabase } from '#lib/db/pool';
-import { countAuditFailure } from '#lib/http/metrics';
+import { getDatabase, withClient } from '#lib/db/pool';
+import { ServiceUnavailable } from '#lib/errors';
+import { countAuditDrainFailure, countAuditFailure, countAuditRefused } from '#lib/http/metrics';
 import { field, type RequestInput, requestSchema } from '#lib/http/request-schema';
 import type { AnyRoute } from '#lib/http/route';
 import { loggedError, logger } from '#lib/log';
@@ -13,7 +15,8 @@ import { loggedError, logger } from '#lib/log';
  * inside its own transaction where it has one (inTransaction's `audit`, lib/db/audit-log's
  * commitAudited); a change made without one (a concurrent index build, a license activation) gets
  * it written here once the route has answered. A request that fails, or only previews (`dryRun`),
- * has none; nor does an anon key's, which can change nothing.
+ * has none; nor does an anon key's, which can change nothing. Entries written into the inbox are
+ * moved into the log in the background of the requests that wrote them, and before the log is read.
  */
 
 interface AuditInput extends RequestInput {
@@ -88,6 +91,70 @@ export async function audited<T>(
       logger.error('audit entry not written', { action: draft.entry.action, error: loggedError(error) });
     });
   }
+  drainSoon(db);
   void sweepAuditLog(db, config.AUDIT_RETENTION_DAYS);
   return result;
+}
+
+/** How often a process drains the inbox in the background, at most: a batch per fifth of a second. */
+const DRAIN_EVERY_MS = 200;
+let background: Promise<unknown> | undefined;
+let lastDrain = Number.NEGATIVE_INFINITY;
+
+/** Moves what the inbox holds into the log (lib/db/audit-inbox); a refused row is counted and named. */
+async function drain(db: pg.Pool, options: DrainOptions): Promise<Drained> {
+  const key = await keyFor(db);
+  const drained = await withClient(db, (client) => drainInbox(client, key, options));
+  if (drained.refused > 0) {
+    countAuditRefused(drained.refused);
+    logger.warn('audit inbox rows refused: not sealed by the service for the transaction that wrote them', {
+      refused: drained.refused,
+      writers: [...drained.refusedFrom],
+    });
+  }
+  return drained;
+}
+
+/**
+ * Drains the inbox after a request that may have written to it: one drain at a time per process,
+ * at most every DRAIN_EVERY_MS, never waited for. What is left waits for the next one, or for the
+ * next read of the log (drainedLog).
+ */
+function drainSoon(db: pg.Pool): void {
+  const now = performance.now();
+  if (background || now - lastDrain < DRAIN_EVERY_MS) return;
+  lastDrain = now;
+  background = drain(db, { batches: 10 })
+    .catch((error: unknown) => {
+      countAuditDrainFailure();
+      logger.error('audit inbox not drained', { error: loggedError(error) });
+    })
+    .finally(() => {
+      background = undefined;
+    });
+}
+
+/**
+ * The log with every entry committed before the read in it: this process's own drain finished,
+ * the inbox drained, waiting for rows another process is draining. When that cannot be done, the
+ * read is refused (503) rather than answered without entries the inbox still holds.
+ */
+export async function drainedLog(): Promise<pg.Pool> {
+  const db = await getDatabase();
+  await background;
+  const drained = await drain(db, { batches: 100, wait: true }).catch((error: unknown) => {
+    countAuditDrainFailure();
+    throw new ServiceUnavailable(
+      'Audit log unavailable',
+      'entries waiting in the audit inbox could not be moved into the log; try again',
+      error,
+    );
+  });
+  if (drained.more) {
+    throw new ServiceUnavailable(
+      'Audit log busy',
+      'more entries are waiting in the audit inbox than one read moves into the log; try again shortly',
+    );
+  }
+  return db;
 }

@@ -36,6 +36,18 @@ const auditFailures = new Counter({
   registers: [registry],
 });
 
+const auditDrainFailures = new Counter({
+  name: 'dbadmin_audit_drain_failures_total',
+  help: 'Drains of the audit inbox into the log that failed (the entries wait, kept, in the inbox)',
+  registers: [registry],
+});
+
+const auditRefused = new Counter({
+  name: 'dbadmin_audit_entries_refused_total',
+  help: 'Rows in the audit inbox refused as entries: not sealed by the service, or sealed for another transaction (a forgery or a replay)',
+  registers: [registry],
+});
+
 new Gauge({
   name: 'dbadmin_pool_connections',
   help: "This process's database connections by pool and state (in use, idle) and requests waiting for one",
@@ -138,4 +150,14 @@ export function countRequest(route: string, status: number, seconds: number): vo
 export function countAuditFailure(): void {
   auditFailures.inc();
   lambdaMetrics?.singleMetric().addMetric('auditWriteFailures', MetricUnit.Count, 1);
+}
+
+export function countAuditDrainFailure(): void {
+  auditDrainFailures.inc();
+  lambdaMetrics?.singleMetric().addMetric('auditDrainFailures', MetricUnit.Count, 1);
+}
+
+export function countAuditRefused(rows: number): void {
+  auditRefused.inc(rows);
+  lambdaMetrics?.singleMetric().addMetric('auditEntriesRefused', MetricUnit.Count, rows);
 }

@@ -4,9 +4,11 @@ import { handler as query } from '#functions/query';
 import { handler as rows } from '#functions/rows';
 import { handler as tables } from '#functions/tables';
 import { sweepAuditLog } from '#lib/admin/audit';
+import { type AuditDraft, newEntryId, readSealKey } from '#lib/db/audit-log';
 import { closePool, getDatabase } from '#lib/db/pool';
+import { inTransaction } from '#lib/db/transaction';
 import { asTenant, bearer, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
-import { entriesOf } from '#test/support/audit';
+import { drained, entriesOf } from '#test/support/audit';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { withSetting } from '#test/support/settings';
@@ -151,7 +153,7 @@ describe('with its change', () => {
   it('is a precondition of the change: no entry, no change (503)', async () => {
     await withAdminClient((c) =>
       c.query(
-        "ALTER TABLE _dbadmin.audit_log ADD CONSTRAINT test_refuses CHECK (target IS DISTINCT FROM 'table refused_t')",
+        "ALTER TABLE _dbadmin_audit.inbox ADD CONSTRAINT test_refuses CHECK (strpos(convert_from(decode(entry, 'base64'), 'UTF8'), 'refused_t') = 0) NOT VALID",
       ),
     );
     try {
@@ -171,7 +173,7 @@ describe('with its change', () => {
       );
       expect(n).toBe(0);
     } finally {
-      await withAdminClient((c) => c.query('ALTER TABLE _dbadmin.audit_log DROP CONSTRAINT test_refuses'));
+      await withAdminClient((c) => c.query('ALTER TABLE _dbadmin_audit.inbox DROP CONSTRAINT test_refuses'));
     }
   });
 });
@@ -276,6 +278,66 @@ describe('GET /api/audit', () => {
     expect((await read({ to: '2999-01-01T00:00:00Z' })).body.entries).toHaveLength(5);
   });
 
+  it('holds an entry still waiting in the inbox: the read drains it first', async () => {
+    const mine = await tenantSchema('audwait');
+    // Written the way a change writes it, and left in the inbox: no request drained it.
+    const requestId = `waiting-${Date.now()}`;
+    await withAdminClient(async (c) => {
+      const draft: AuditDraft = {
+        key: await readSealKey(c),
+        settled: false,
+        entry: {
+          id: newEntryId(),
+          requestId,
+          actor: 'admin',
+          schema: mine,
+          action: 'row.insert',
+          status: 201,
+        },
+      };
+      await inTransaction(c, () => c.query('SELECT 1'), { audit: draft });
+      const waiting = await c.query('SELECT count(*)::int AS n FROM _dbadmin_audit.inbox');
+      expect(waiting.rows[0].n).toBeGreaterThan(0);
+    });
+
+    const reply = await call(audit, { path: '/api/audit', query: { schema: mine, action: 'row' } });
+    expect(reply.status).toBe(200);
+    expect(reply.body.entries).toEqual([
+      expect.objectContaining({ requestId, action: 'row.insert', schema: mine }),
+    ]);
+  });
+
+  it('waits for entries another drain has taken, rather than answering without them', async () => {
+    const mine = await tenantSchema('audlock');
+    const requestId = `locked-${Date.now()}`;
+    await withAdminClient(async (c) => {
+      const draft: AuditDraft = {
+        key: await readSealKey(c),
+        settled: false,
+        entry: {
+          id: newEntryId(),
+          requestId,
+          actor: 'admin',
+          schema: mine,
+          action: 'row.insert',
+          status: 201,
+        },
+      };
+      await inTransaction(c, () => c.query('SELECT 1'), { audit: draft });
+    });
+    // Another process's drain, mid-batch: it holds the inbox's rows until it ends.
+    const other = await withAdminClient(async (c) => {
+      await c.query('BEGIN');
+      await c.query('SELECT 1 FROM _dbadmin_audit.inbox FOR UPDATE');
+      const read = call(audit, { path: '/api/audit', query: { schema: mine, action: 'row' } });
+      await new Promise((done) => setTimeout(done, 300));
+      await c.query('ROLLBACK');
+      return read;
+    });
+    expect(other.status).toBe(200);
+    expect(other.body.entries).toEqual([expect.objectContaining({ requestId })]);
+  });
+
   it('is the admin’s alone', async () => {
     const reply = await call(audit, { path: '/api/audit', ...bearer(service.key) });
     expect(reply.status).toBe(403);
@@ -291,7 +353,7 @@ describe('GET /api/audit', () => {
 describe('retention', () => {
   it('deletes entries older than AUDIT_RETENTION_DAYS, by the database’s clock', async () => {
     const reply = await insert({ name: 'old one' });
-    await withAdminClient((c) =>
+    await drained((c) =>
       c.query("UPDATE _dbadmin.audit_log SET at = now() - interval '40 days' WHERE request_id = $1", [
         reply.headers['x-request-id'],
       ]),

@@ -49,7 +49,7 @@ it('counts an audit entry that could not be written', async () => {
   const before = value((await scrape()).text, 'dbadmin_audit_write_failures_total') ?? 0;
   await withAdminClient((c) =>
     c.query(
-      "ALTER TABLE _dbadmin.audit_log ADD CONSTRAINT test_metrics CHECK (target IS DISTINCT FROM 'table metered')",
+      "ALTER TABLE _dbadmin_audit.inbox ADD CONSTRAINT test_metrics CHECK (strpos(convert_from(decode(entry, 'base64'), 'UTF8'), 'metered') = 0) NOT VALID",
     ),
   );
   try {
@@ -60,7 +60,7 @@ it('counts an audit entry that could not be written', async () => {
     });
     expect(reply.status).toBe(503);
   } finally {
-    await withAdminClient((c) => c.query('ALTER TABLE _dbadmin.audit_log DROP CONSTRAINT test_metrics'));
+    await withAdminClient((c) => c.query('ALTER TABLE _dbadmin_audit.inbox DROP CONSTRAINT test_metrics'));
   }
   expect(value((await scrape()).text, 'dbadmin_audit_write_failures_total')).toBe(before + 1);
 });

@@ -20,7 +20,7 @@ import { closePool } from '#lib/db/pool';
 import { RESPONSE_LIMIT } from '#lib/http/answers';
 import { MAX_BODY_BYTES } from '#lib/http/json-body';
 import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
-import { withAdminClient } from '#test/support/db';
+import { drained } from '#test/support/audit';
 import { ADMIN, type Call, call, type Reply } from '#test/support/http';
 import { LicensingHarness } from '#test/support/licensing';
 import { uniqueName } from '#test/support/names';
@@ -200,7 +200,7 @@ const WRITTEN_AFTER = new Set([
  */
 async function expectAudited(route: AnyRoute, request: Call, reply: Reply): Promise<void> {
   if (route.method === 'GET' || route.audit === false) return;
-  const entries = await withAdminClient(
+  const entries = await drained(
     async (c) =>
       (
         await c.query(

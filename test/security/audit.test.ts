@@ -125,32 +125,123 @@ describe('the append function, called with the tenant’s own temporary objects'
 });
 
 describe('an entry’s text, seen by code running in its transaction', () => {
-  it('is refused in any other transaction', async () => {
-    await asTenant(
+  /** A tenant table whose deferred trigger runs `body` at the API's COMMIT (current_query() is ours). */
+  const watch = (table: string, body: string) =>
+    asTenant(
       schema,
-      `CREATE TABLE captured (statement text);
-       CREATE FUNCTION capture() RETURNS trigger LANGUAGE plpgsql AS $$
-       BEGIN INSERT INTO captured VALUES (current_query()); RETURN NULL; END $$;
-       CREATE TABLE watched (id serial PRIMARY KEY, note text);
-       CREATE CONSTRAINT TRIGGER capture_late AFTER INSERT ON watched DEFERRABLE INITIALLY DEFERRED
-         FOR EACH ROW EXECUTE FUNCTION capture()`,
+      `CREATE TABLE IF NOT EXISTS captured (statement text);
+       CREATE FUNCTION ${table}_late() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${body} RETURN NULL; END $$;
+       CREATE TABLE ${table} (id serial PRIMARY KEY, note text);
+       CREATE CONSTRAINT TRIGGER ${table}_late AFTER INSERT ON ${table} DEFERRABLE INITIALLY DEFERRED
+         FOR EACH ROW EXECUTE FUNCTION ${table}_late()`,
     );
-    const reply = await call(rows, {
+  const insertInto = (table: string) =>
+    call(rows, {
       method: 'POST',
-      path: '/api/table/watched/row',
+      path: `/api/table/${table}/row`,
       body: { data: { note: 'n' } },
       ...bearer(key),
     });
-    expect(reply.status).toBe(201);
-    const [{ statement }] = await withAdminClient(
+  /** Our statement as the trigger saw it, without its COMMIT: the insert into the inbox. */
+  const captured = async () => {
+    const found = await withAdminClient(
       async (c) => (await c.query(`SELECT statement FROM "${schema}".captured`)).rows,
     );
-    // What the trigger saw at COMMIT: our append, with the entry and its seal in its text.
-    expect(statement).toContain('_dbadmin_audit.append(');
-    const append = String(statement).replace(/;\s*COMMIT\s*$/i, '');
+    expect(found).toHaveLength(1);
+    return String(found[0].statement).replace(/;\s*COMMIT\s*$/i, '');
+  };
+
+  it('is refused in any other transaction', async () => {
+    await watch('watched', 'INSERT INTO captured VALUES (current_query());');
+    expect((await insertInto('watched')).status).toBe(201);
+    const replay = await captured();
+    expect(replay).toContain('_dbadmin_audit.inbox');
     const before = await entryCount();
-    expect(await tenantTries(append)).toMatch(/sealed for another transaction/);
+    // The inbox takes the row (anyone may write to it); the log never takes the entry.
+    expect(await tenantTries(replay)).toBe('ran');
     expect(await entryCount()).toBe(before);
+  });
+
+  it('is one entry however often it is written in its own transaction', async () => {
+    await withAdminClient((c) => c.query(`TRUNCATE "${schema}".captured`));
+    await watch(
+      'twice',
+      `INSERT INTO captured VALUES (current_query());
+       EXECUTE pg_catalog.regexp_replace(current_query(), ';\\s*COMMIT\\s*$', '');
+       EXECUTE pg_catalog.regexp_replace(current_query(), ';\\s*COMMIT\\s*$', '');`,
+    );
+    const before = await entryCount();
+    const reply = await insertInto('twice');
+    expect(reply.status).toBe(201);
+    expect(await captured()).toContain('_dbadmin_audit.inbox');
+    expect(await entriesOf(reply)).toHaveLength(1);
+    expect(await entryCount()).toBe(before + 1);
+  });
+});
+
+describe('the inbox a change’s entry is written to', () => {
+  it.each([
+    'SELECT * FROM _dbadmin_audit.inbox',
+    "INSERT INTO _dbadmin_audit.inbox (entry, seal) VALUES ('e', repeat('0', 64)) RETURNING *",
+    "UPDATE _dbadmin_audit.inbox SET seal = repeat('0', 64)",
+    'DELETE FROM _dbadmin_audit.inbox',
+    'TRUNCATE _dbadmin_audit.inbox',
+    'BEGIN; LOCK TABLE _dbadmin_audit.inbox IN ACCESS EXCLUSIVE MODE; COMMIT',
+    'DROP TABLE _dbadmin_audit.inbox',
+    'ALTER TABLE _dbadmin_audit.inbox ALTER xact DROP DEFAULT',
+    // Nothing bigger than an entry: a compressible giant row would cost the drain its memory.
+    "INSERT INTO _dbadmin_audit.inbox (entry, seal) VALUES (repeat('A', 300000), repeat('0', 64))",
+    // Its time and its transaction are the database's to say, never the writer's.
+    "INSERT INTO _dbadmin_audit.inbox (entry, seal, at) VALUES ('e', repeat('0', 64), now() - interval '1 day')",
+    "INSERT INTO _dbadmin_audit.inbox (entry, seal, xact) VALUES ('e', repeat('0', 64), '1')",
+  ])('refuses the tenant’s own login: %s', async (sql) => {
+    expect(await tenantTries(sql)).toMatch(/permission denied|must be owner|violates check constraint/);
+  });
+
+  const base64 = (text: string) => Buffer.from(text).toString('base64');
+  /** Sealed with the service's own key (as if it had leaked) for transaction `xid`. */
+  const sealedWithKey = async (xid: string) => {
+    const {
+      rows: [{ key: hex }],
+    } = await withAdminClient((c) => c.query("SELECT encode(key, 'hex') AS key FROM _dbadmin.audit_seal"));
+    const k = Buffer.from(hex, 'hex');
+    const entry = JSON.parse(forged('leaked')) as Record<string, unknown>;
+    const bytes = Buffer.from(JSON.stringify({ ...entry, xid }));
+    const inner = createHash('sha256')
+      .update(Buffer.concat([k, bytes]))
+      .digest();
+    const seal = createHash('sha256')
+      .update(Buffer.concat([k, inner]))
+      .digest('hex');
+    return `'${bytes.toString('base64')}', '${seal}'`;
+  };
+
+  it.each([
+    ['a seal of zeros', async () => `'${base64(forged('e'))}', '${'0'.repeat(64)}'`],
+    [
+      'the entry’s own hash',
+      async () => {
+        const entry = forged('f');
+        return `'${base64(entry)}', '${sha256hex(entry)}'`;
+      },
+    ],
+    ['text that is not base64', async () => `'not base64 at all!', '${'0'.repeat(64)}'`],
+    ['the key’s seal for another transaction', () => sealedWithKey('1')],
+  ])('takes a row forged with %s, and never makes it an entry', async (_, values) => {
+    const row = await values();
+    const before = await entryCount();
+    expect(await tenantTries(`INSERT INTO _dbadmin_audit.inbox (entry, seal) VALUES (${row})`)).toBe('ran');
+    expect(await entryCount()).toBe(before);
+    // Refused, not left waiting: the forged row is gone from the inbox too.
+    const [{ n }] = await withAdminClient(
+      async (c) =>
+        (
+          await c.query('SELECT count(*)::int AS n FROM _dbadmin_audit.inbox WHERE seal = $1', [
+            row.split("'")[3],
+          ])
+        ).rows,
+    );
+    expect(n).toBe(0);
   });
 });
 
