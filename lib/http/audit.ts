@@ -96,7 +96,7 @@ export async function audited<T>(
   return result;
 }
 
-/** How often a process drains the inbox in the background, at most: a batch per fifth of a second. */
+/** How often a process drains the inbox in the background, at most: once a fifth of a second. */
 const DRAIN_EVERY_MS = 200;
 let background: Promise<unknown> | undefined;
 let lastDrain = Number.NEGATIVE_INFINITY;
