@@ -5,7 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { drainInbox } from '../lib/db/audit-inbox';
+import { BackgroundDrains, drainInbox } from '../lib/db/audit-inbox';
 import { type AuditDraft, newEntryId, readSealKey } from '../lib/db/audit-log';
 import { inTransaction } from '../lib/db/transaction';
 import {
@@ -129,22 +129,21 @@ export async function databaseAloneBench(databaseUrl: string, rounds: number): P
   await seed(databaseUrl);
   // One connection more than the load's: the drain's.
   const pool = new pg.Pool({ connectionString: databaseUrl, max: CONNECTIONS + 1 });
-  let draining: Promise<unknown> | undefined;
+  const drains = new BackgroundDrains(200);
   let drainFailed: unknown;
-  let lastDrain = Number.NEGATIVE_INFINITY;
-  const drainSoon = (key: Buffer) => {
-    if (draining || performance.now() - lastDrain < 200) return;
-    lastDrain = performance.now();
-    draining = pool
-      .connect()
-      .then((client) => drainInbox(client, key, { batches: 10 }).finally(() => client.release()))
-      .catch((error: unknown) => {
-        drainFailed = error;
-      })
-      .finally(() => {
-        draining = undefined;
-      });
+  const drain = async (key: Buffer) => {
+    try {
+      const client = await pool.connect();
+      try {
+        await drainInbox(client, key, { batches: 10 });
+      } finally {
+        client.release();
+      }
+    } catch (error) {
+      drainFailed = error;
+    }
   };
+  const drainSoon = (key: Buffer) => drains.start(() => drain(key));
   try {
     const key = await readSealKey(pool);
     const insert = (audited: boolean) => (client: pg.PoolClient) => {
@@ -179,11 +178,11 @@ export async function databaseAloneBench(databaseUrl: string, rounds: number): P
       },
       rounds,
     );
-    await draining;
+    await drains.settled();
     if (drainFailed) throw drainFailed;
     return rows;
   } finally {
-    await draining;
+    await drains.settled();
     await pool.end();
   }
 }

@@ -1,6 +1,6 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
-import type { AuditEntry } from '#lib/db/audit-log';
+import { type AuditEntry, sealOf } from '#lib/db/audit-log';
 import { inTransaction } from '#lib/db/transaction';
 
 /**
@@ -80,14 +80,13 @@ interface InboxRow {
 
 type Entry = AuditEntry & { at: string };
 
-const sha256 = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(parts)).digest();
 const SEAL = /^[0-9a-f]{64}$/;
 
 /** The row's entry, if the service sealed it for the transaction that wrote the row. */
 function entryOf(row: InboxRow, key: Buffer): Entry | undefined {
   if (!SEAL.test(row.seal)) return undefined;
   const bytes = Buffer.from(row.entry, 'base64');
-  if (!timingSafeEqual(sha256(key, sha256(key, bytes)), Buffer.from(row.seal, 'hex'))) return undefined;
+  if (!timingSafeEqual(sealOf(key, bytes), Buffer.from(row.seal, 'hex'))) return undefined;
   const entry = JSON.parse(bytes.toString('utf8')) as AuditEntry;
   return entry.xid === row.xact ? { ...entry, at: row.at } : undefined;
 }
@@ -166,4 +165,28 @@ export async function drainInbox(
     drained.more = batch.full;
   }
   return drained;
+}
+
+/**
+ * Drains started in the background of requests: one at a time, at most once every `everyMs`,
+ * never waited for by the request. `drain` handles its own failure (it is nobody's to await).
+ */
+export class BackgroundDrains {
+  #running: Promise<void> | undefined;
+  #last = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly everyMs: number) {}
+
+  start(drain: () => Promise<void>, now = performance.now()): void {
+    if (this.#running || now - this.#last < this.everyMs) return;
+    this.#last = now;
+    this.#running = drain().finally(() => {
+      this.#running = undefined;
+    });
+  }
+
+  /** The drain in flight, if any, once it has ended. */
+  async settled(): Promise<void> {
+    await this.#running;
+  }
 }

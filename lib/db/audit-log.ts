@@ -72,6 +72,9 @@ export const newEntryId = () => randomUUID();
 
 const sha256 = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(parts)).digest();
 
+/** An entry's seal: SHA-256(k ‖ SHA-256(k ‖ its bytes)), k the key in `_dbadmin.audit_seal`. */
+export const sealOf = (key: Buffer, bytes: Buffer) => sha256(key, sha256(key, bytes));
+
 /** Text jsonb takes: no lone surrogate (JSON.stringify would write `\ud800`), no NUL. */
 const storable = (_: string, value: unknown) =>
   typeof value === 'string'
@@ -82,7 +85,7 @@ const storable = (_: string, value: unknown) =>
 export function sealed(draft: AuditDraft): { entry: string; seal: string } {
   const entry = JSON.stringify(draft.entry, storable);
   const bytes = Buffer.from(entry, 'utf8');
-  return { entry, seal: sha256(draft.key, sha256(draft.key, bytes)).toString('hex') };
+  return { entry, seal: sealOf(draft.key, bytes).toString('hex') };
 }
 
 /** The audit log refused or failed: the change is not made (its transaction rolls back). */

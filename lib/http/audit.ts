@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { sweepAuditLog } from '#lib/admin/audit';
 import { type Config, getConfig } from '#lib/config';
-import { type Drained, type DrainOptions, drainInbox } from '#lib/db/audit-inbox';
+import { BackgroundDrains, type Drained, type DrainOptions, drainInbox } from '#lib/db/audit-inbox';
 import { type AuditDraft, AuditUnavailable, appendAfter, newEntryId, readSealKey } from '#lib/db/audit-log';
 import { getDatabase, withClient } from '#lib/db/pool';
 import { ServiceUnavailable } from '#lib/errors';
@@ -96,10 +96,8 @@ export async function audited<T>(
   return result;
 }
 
-/** How often a process drains the inbox in the background, at most: once a fifth of a second. */
-const DRAIN_EVERY_MS = 200;
-let background: Promise<unknown> | undefined;
-let lastDrain = Number.NEGATIVE_INFINITY;
+/** Background drains: at most one a fifth of a second per process. */
+const background = new BackgroundDrains(200);
 
 /** Moves what the inbox holds into the log (lib/db/audit-inbox); a refused row is counted and named. */
 async function drain(db: pg.Pool, options: DrainOptions): Promise<Drained> {
@@ -116,22 +114,20 @@ async function drain(db: pg.Pool, options: DrainOptions): Promise<Drained> {
 }
 
 /**
- * Drains the inbox after a request that may have written to it: one drain at a time per process,
- * at most every DRAIN_EVERY_MS, never waited for. What is left waits for the next one, or for the
- * next read of the log (drainedLog).
+ * Drains the inbox after a request that may have written to it, never waited for (see
+ * BackgroundDrains). What is left waits for the next one, or for the next read of the log
+ * (drainedLog).
  */
 function drainSoon(db: pg.Pool): void {
-  const now = performance.now();
-  if (background || now - lastDrain < DRAIN_EVERY_MS) return;
-  lastDrain = now;
-  background = drain(db, { batches: 10 })
-    .catch((error: unknown) => {
-      countAuditDrainFailure();
-      logger.error('audit inbox not drained', { error: loggedError(error) });
-    })
-    .finally(() => {
-      background = undefined;
-    });
+  background.start(() =>
+    drain(db, { batches: 10 }).then(
+      () => undefined,
+      (error: unknown) => {
+        countAuditDrainFailure();
+        logger.error('audit inbox not drained', { error: loggedError(error) });
+      },
+    ),
+  );
 }
 
 /**
@@ -141,7 +137,7 @@ function drainSoon(db: pg.Pool): void {
  */
 export async function drainedLog(): Promise<pg.Pool> {
   const db = await getDatabase();
-  await background;
+  await background.settled();
   const drained = await drain(db, { batches: 100, wait: true }).catch((error: unknown) => {
     countAuditDrainFailure();
     throw new ServiceUnavailable(

@@ -241,6 +241,22 @@ describe('the admin’s SQL', () => {
   });
 });
 
+/**
+ * An entry written the way a change writes it, and left in the inbox (no request drains it);
+ * how many rows the inbox holds after.
+ */
+async function leftInInbox(schema: string, requestId: string): Promise<number> {
+  return withAdminClient(async (c) => {
+    const draft: AuditDraft = {
+      key: await readSealKey(c),
+      settled: false,
+      entry: { id: newEntryId(), requestId, actor: 'admin', schema, action: 'row.insert', status: 201 },
+    };
+    await inTransaction(c, () => c.query('SELECT 1'), { audit: draft });
+    return (await c.query('SELECT count(*)::int AS n FROM _dbadmin_audit.inbox')).rows[0].n;
+  });
+}
+
 describe('GET /api/audit', () => {
   it('finds entries by schema, who and action, newest first, a page at a time', async () => {
     const mine = await tenantSchema('audpage');
@@ -280,25 +296,8 @@ describe('GET /api/audit', () => {
 
   it('holds an entry still waiting in the inbox: the read drains it first', async () => {
     const mine = await tenantSchema('audwait');
-    // Written the way a change writes it, and left in the inbox: no request drained it.
     const requestId = `waiting-${Date.now()}`;
-    await withAdminClient(async (c) => {
-      const draft: AuditDraft = {
-        key: await readSealKey(c),
-        settled: false,
-        entry: {
-          id: newEntryId(),
-          requestId,
-          actor: 'admin',
-          schema: mine,
-          action: 'row.insert',
-          status: 201,
-        },
-      };
-      await inTransaction(c, () => c.query('SELECT 1'), { audit: draft });
-      const waiting = await c.query('SELECT count(*)::int AS n FROM _dbadmin_audit.inbox');
-      expect(waiting.rows[0].n).toBeGreaterThan(0);
-    });
+    expect(await leftInInbox(mine, requestId)).toBeGreaterThan(0);
 
     const reply = await call(audit, { path: '/api/audit', query: { schema: mine, action: 'row' } });
     expect(reply.status).toBe(200);
@@ -310,21 +309,7 @@ describe('GET /api/audit', () => {
   it('waits for entries another drain has taken, rather than answering without them', async () => {
     const mine = await tenantSchema('audlock');
     const requestId = `locked-${Date.now()}`;
-    await withAdminClient(async (c) => {
-      const draft: AuditDraft = {
-        key: await readSealKey(c),
-        settled: false,
-        entry: {
-          id: newEntryId(),
-          requestId,
-          actor: 'admin',
-          schema: mine,
-          action: 'row.insert',
-          status: 201,
-        },
-      };
-      await inTransaction(c, () => c.query('SELECT 1'), { audit: draft });
-    });
+    expect(await leftInInbox(mine, requestId)).toBeGreaterThan(0);
     // Another process's drain, mid-batch: it holds the inbox's rows until it ends.
     const other = await withAdminClient(async (c) => {
       await c.query('BEGIN');

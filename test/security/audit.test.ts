@@ -34,6 +34,23 @@ const forged = (action: string) =>
   JSON.stringify({ id: randomUUID(), requestId: 'forged', actor: 'admin', schema, action, status: 200 });
 const sha256hex = (text: string) => createHash('sha256').update(text).digest('hex');
 
+/**
+ * `bytes` sealed with the service's own key, as if it had leaked: worked out here from the
+ * migration's definition, not with the service's code.
+ */
+async function sealedWithTheKey(bytes: Buffer): Promise<string> {
+  const {
+    rows: [{ key: hex }],
+  } = await withAdminClient((c) => c.query("SELECT encode(key, 'hex') AS key FROM _dbadmin.audit_seal"));
+  const k = Buffer.from(hex, 'hex');
+  const inner = createHash('sha256')
+    .update(Buffer.concat([k, bytes]))
+    .digest();
+  return createHash('sha256')
+    .update(Buffer.concat([k, inner]))
+    .digest('hex');
+}
+
 describe('the tenant’s own database login', () => {
   it.each([
     'SELECT * FROM _dbadmin.audit_log',
@@ -72,17 +89,8 @@ describe('the tenant’s own database login', () => {
   });
 
   it('cannot replay an entry it saw: each is taken once', async () => {
-    const {
-      rows: [{ key: hex }],
-    } = await withAdminClient((c) => c.query("SELECT encode(key, 'hex') AS key FROM _dbadmin.audit_seal"));
-    const k = Buffer.from(hex, 'hex');
     const entry = forged('replayed');
-    const inner = createHash('sha256')
-      .update(Buffer.concat([k, Buffer.from(entry)]))
-      .digest();
-    const seal = createHash('sha256')
-      .update(Buffer.concat([k, inner]))
-      .digest('hex');
+    const seal = await sealedWithTheKey(Buffer.from(entry));
     const call = `SELECT _dbadmin_audit.append('${entry}', '${seal}')`;
     expect(await tenantTries(call)).toBe('ran');
     expect(await tenantTries(call)).toMatch(/duplicate key/);
@@ -200,20 +208,10 @@ describe('the inbox a change’s entry is written to', () => {
 
   const base64 = (text: string) => Buffer.from(text).toString('base64');
   /** Sealed with the service's own key (as if it had leaked) for transaction `xid`. */
-  const sealedWithKey = async (xid: string) => {
-    const {
-      rows: [{ key: hex }],
-    } = await withAdminClient((c) => c.query("SELECT encode(key, 'hex') AS key FROM _dbadmin.audit_seal"));
-    const k = Buffer.from(hex, 'hex');
+  const leakedRowFor = async (xid: string) => {
     const entry = JSON.parse(forged('leaked')) as Record<string, unknown>;
     const bytes = Buffer.from(JSON.stringify({ ...entry, xid }));
-    const inner = createHash('sha256')
-      .update(Buffer.concat([k, bytes]))
-      .digest();
-    const seal = createHash('sha256')
-      .update(Buffer.concat([k, inner]))
-      .digest('hex');
-    return `'${bytes.toString('base64')}', '${seal}'`;
+    return `'${bytes.toString('base64')}', '${await sealedWithTheKey(bytes)}'`;
   };
 
   it.each([
@@ -226,7 +224,7 @@ describe('the inbox a change’s entry is written to', () => {
       },
     ],
     ['text that is not base64', async () => `'not base64 at all!', '${'0'.repeat(64)}'`],
-    ['the key’s seal for another transaction', () => sealedWithKey('1')],
+    ['the key’s seal for another transaction', () => leakedRowFor('1')],
   ])('takes a row forged with %s, and never makes it an entry', async (_, values) => {
     const row = await values();
     const before = await entryCount();
