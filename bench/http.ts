@@ -200,12 +200,19 @@ async function keyLookupCost(env: NodeJS.ProcessEnv): Promise<{ database: number
   Object.assign(process.env, { DATABASE_URL: env.DATABASE_URL, ...BENCH_SETTINGS });
   const db = await getDatabase();
   const schemaName = `keybench_${randomBytes(4).toString('hex')}`;
-  await createSchema(db, BENCH_SETTINGS.DBADMIN_SECRET, { schemaName, password: 'bench-password-1' });
-  const { key } = await createKey(db, BENCH_SETTINGS.DBADMIN_SECRET, {
-    schema: schemaName,
-    keyName: 'bench',
-    keyType: 'service_role',
-  });
+  // Set up outside any request: no audit entry.
+  await createSchema(
+    db,
+    BENCH_SETTINGS.DBADMIN_SECRET,
+    { schemaName, password: 'bench-password-1' },
+    undefined,
+  );
+  const { key } = await createKey(
+    db,
+    BENCH_SETTINGS.DBADMIN_SECRET,
+    { schema: schemaName, keyName: 'bench', keyType: 'service_role' },
+    undefined,
+  );
   // The cache that was: hash the token, look it up in a Map.
   const cache = new Map([[createHash('sha256').update(key).digest('hex'), { until: Date.now() + 5_000 }]]);
   const cachedHit = () => cache.get(createHash('sha256').update(key).digest('hex'));

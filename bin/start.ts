@@ -123,6 +123,6 @@ async function activateAtStart(config: Config, env: NodeJS.ProcessEnv): Promise<
 }
 
 main().catch((error: unknown) => {
-  console.error(`dbadmin: failed to start: ${(error as Error).message}`);
+  console.error(`dbadmin: failed to start: ${error instanceof Error ? error.message : String(error)}`);
   process.exit(1);
 });

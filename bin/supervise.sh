@@ -2,7 +2,9 @@
 # npm start's supervisor: runs the host (the command in its arguments), and runs it again half a
 # second after it ends by a crash: exit 70, an uncaught error the host logged before leaving
 # (bin/contain-errors.cjs); or a signal it did not ask for (KILL, ABRT when out of memory, SEGV,
-# BUS). Any other end is final, with the host's status: 0 when stopped, 1 when it could not start.
+# BUS). A host that crashes again within a minute of starting waits twice as long each time, up to
+# 30 s, so one that cannot stay up does not spin. Any other end is final, with the host's status:
+# 0 when stopped, 1 when it could not start.
 # Ctrl-C and SIGTERM stop the host and this with it. A shell, not a second Node process: it costs
 # a few hundred kilobytes, not 50 MB.
 child=
@@ -19,9 +21,27 @@ why() {
   esac
 }
 
+# Seconds since the epoch (POSIX date has no finer unit).
+now() { date +%s; }
+
+# The pause before the next start, after `quick` crashes in a row, each within a minute of its start.
+pause() {
+  case $1 in
+    0) echo 0.5 ;;
+    1) echo 1 ;;
+    2) echo 2 ;;
+    3) echo 4 ;;
+    4) echo 8 ;;
+    5) echo 16 ;;
+    *) echo 30 ;;
+  esac
+}
+
+quick=0
 while :; do
   # A stop asked for while none ran (during the pause below) is honoured here.
   [ -n "$stopping" ] && exit 0
+  started=$(now)
   "$@" &
   child=$!
   # ...and one that came between the start and the line above.
@@ -37,6 +57,10 @@ while :; do
   [ -n "$stopping" ] && exit 0
   reason=$(why "$status")
   [ -n "$reason" ] || exit "$status"
-  echo "dbadmin: the host ended (exit $status: $reason); starting it again" >&2
-  sleep 0.5 2>/dev/null || sleep 1
+  # A host that stayed up a minute starts the count again.
+  [ $(($(now) - started)) -lt 60 ] || quick=0
+  wait_for=$(pause "$quick")
+  quick=$((quick + 1))
+  echo "dbadmin: the host ended (exit $status: $reason); starting it again in ${wait_for} s" >&2
+  sleep "$wait_for" 2>/dev/null || sleep 1
 done

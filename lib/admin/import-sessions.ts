@@ -34,7 +34,7 @@ export interface SessionScope {
   table: string;
   principal: Principal | undefined;
   /** The request's audit entry, committed with the change. */
-  audit?: AuditDraft;
+  audit: AuditDraft | undefined;
 }
 
 interface SessionRow {

@@ -35,7 +35,7 @@ export async function createKey(
   db: pg.Pool,
   secret: string,
   { schema, keyName, keyType }: CreateKeyInput,
-  audit?: AuditDraft,
+  audit: AuditDraft | undefined,
 ) {
   assertKeyableSchema(schema);
   const key = randomBytes(32).toString('hex');
@@ -96,7 +96,7 @@ export async function deleteKey(
   secret: string,
   schema: string,
   keyId: number,
-  audit?: AuditDraft,
+  audit: AuditDraft | undefined,
 ) {
   const { rows } = await db.query<{ key_type: KeyType }>(
     'SELECT key_type FROM _dbadmin.api_keys WHERE schema_name = $1 AND id = $2',

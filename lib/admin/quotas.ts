@@ -36,7 +36,12 @@ export const shownQuota = (quota: Quota | undefined) => ({
   overStorage: overStorageQuota(quota) !== undefined,
 });
 
-export async function setQuota(db: pg.Pool, schema: string, input: QuotaInput, audit?: AuditDraft) {
+export async function setQuota(
+  db: pg.Pool,
+  schema: string,
+  input: QuotaInput,
+  audit: AuditDraft | undefined,
+) {
   assertTenantSchema(schema);
   await withTransaction(
     db,

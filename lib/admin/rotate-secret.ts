@@ -136,19 +136,24 @@ class SchemaDropped extends Error {}
 async function rederiveSchema(db: pg.Pool, secret: string, schema: string): Promise<SchemaOutcome> {
   const roles = (['exec', 'svc', 'anon'] as const).map((kind) => roleName(schema, kind));
   try {
-    const outcome = await revoking(db, roles, async (client): Promise<SchemaOutcome> => {
-      const { closing } = await lockSchema(client, schema);
-      const { rowCount } = await client.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [
-        schema,
-      ]);
-      if (rowCount === 1) {
-        if (closing) return 'closing';
-        return { roles: await rederiveLogins(client, secret, schema), shut: false };
-      }
-      const shut = await shutLogins(client, secret, schema);
-      if (shut.length === 0) throw new SchemaDropped();
-      return { roles: shut, shut: true };
-    });
+    const outcome = await revoking(
+      db,
+      roles,
+      async (client): Promise<SchemaOutcome> => {
+        const { closing } = await lockSchema(client, schema);
+        const { rowCount } = await client.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [
+          schema,
+        ]);
+        if (rowCount === 1) {
+          if (closing) return 'closing';
+          return { roles: await rederiveLogins(client, secret, schema), shut: false };
+        }
+        const shut = await shutLogins(client, secret, schema);
+        if (shut.length === 0) throw new SchemaDropped();
+        return { roles: shut, shut: true };
+      },
+      { audit: undefined }, // run by the CLI, outside any request
+    );
     // This process's pools of them log in afresh (the invoked function shares a container).
     await Promise.all(roles.map(dropRolePool));
     return outcome;

@@ -109,11 +109,11 @@ export async function cloneTable(
 ) {
   await tableInfo(access.catalog, schema, table);
   await assertNoTable(access.catalog, schema, newTableName);
-  const serials = await access.catalog.query<{ column_name: string; sequence_name: string }>(SERIAL_COLUMNS, [
-    `${quoteIdent(schema)}.${quoteIdent(table)}`,
-  ]);
   const from = qualified(schema, table);
   const to = qualified(schema, newTableName);
+  const serials = await access.catalog.query<{ column_name: string; sequence_name: string }>(SERIAL_COLUMNS, [
+    from,
+  ]);
   // The copy evaluates the source's checks, domains and index expressions: as the schema's role.
   await access.run((client) =>
     inTransaction(

@@ -13,7 +13,7 @@ import { ApiError } from '#lib/errors';
  */
 
 /** Ends every session of the roles (the service's own pooled ones reconnect when allowed to). */
-export const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
+const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
   client.query(
     `SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
       WHERE usename = ANY($1::text[]) AND pid <> pg_catalog.pg_backend_pid()`,
@@ -66,7 +66,8 @@ export async function revoking<T>(
   db: pg.Pool,
   roles: string[],
   work: (client: pg.PoolClient) => Promise<T>,
-  { audit }: { /** The request's audit entry, committed with the change. */ audit?: AuditDraft } = {},
+  /** The request's audit entry, committed with the change (none outside a request). */
+  { audit }: { audit: AuditDraft | undefined },
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     await endSessions(db, roles);

@@ -9,7 +9,7 @@ import type { Lease } from '#lib/license/known';
  */
 
 /** How often the cache row's mark is raised to the time both clocks have reached. */
-export const KEEP_TIME_MS = 60_000;
+const KEEP_TIME_MS = 60_000;
 
 /**
  * Records, about once a minute, the time both this host's clock and PostgreSQL's have reached:

@@ -9,9 +9,9 @@ import { CACHE_TTL_MS, isFresh } from '#lib/license/state';
  */
 
 /** After a failed validation, the server is asked again this soon (not on every request). */
-export const RETRY_MS = 5 * 60_000;
+const RETRY_MS = 5 * 60_000;
 /** The file and the cache row are read again this often. */
-export const RELOAD_MS = 60_000;
+const RELOAD_MS = 60_000;
 /** `POST /api/license/refresh` asks the server at most this often (it needs no credentials). */
 export const REFRESH_MS = 10_000;
 

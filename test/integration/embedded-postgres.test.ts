@@ -125,6 +125,21 @@ describe('the copy of the binaries for the postgres user', () => {
   });
 });
 
+describe('a PostgreSQL that cannot start', () => {
+  it('says why, in PostgreSQL’s own words (a data directory already served)', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'dbadmin-served-twice-'));
+    chmodSync(home, 0o755);
+    const { stdout } = await promisify(execFile)(process.execPath, [
+      require.resolve('tsx/cli'),
+      'test/support/served-twice.ts',
+      join(home, 'pg'),
+    ]);
+
+    const { refused } = JSON.parse(stdout.slice(stdout.indexOf('{')));
+    expect(refused).toMatch(/^PostgreSQL did not start[\s\S]*postmaster\.pid/);
+  });
+});
+
 const embedded = process.env.DBADMIN_TEST_SUPERUSER_URL;
 
 (embedded ? describe : describe.skip)('the embedded PostgreSQL’s sockets', () => {
