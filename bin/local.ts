@@ -133,7 +133,7 @@ export async function startLocalPostgres(dataDir: string, secrets: LocalSecrets)
 }
 
 /**
- * For a CLI: `env` completed with the local DBADMIN_SECRET and DATABASE_URL (the running host's
+ * For a CLI: `env` completed with the local credentials, DBADMIN_SECRET and DATABASE_URL (the running host's
  * database, else the embedded one started for the CLI's run). Nothing changes in production, on
  * Lambda, or where the settings are given.
  */
@@ -144,8 +144,12 @@ export async function localEnvironment(
   const dataDir = localDataDir(env);
   if (!local || !existsSync(join(dataDir, 'secrets.json'))) return { env, stop: async () => undefined };
   const secrets = localSecrets(dataDir);
+  // The service's settings as `npm start` completes them (bin/start): the CLIs check the whole
+  // set, though none of them signs in.
+  const generatedCredentials = !env.AUTH_USER && !env.AUTH_PASS;
   const completed: NodeJS.ProcessEnv = {
     ...env,
+    ...(generatedCredentials ? { AUTH_USER: secrets.authUser, AUTH_PASS: secrets.authPass } : {}),
     DBADMIN_SECRET: env.DBADMIN_SECRET ?? secrets.serviceSecret,
   };
   if (completed.DATABASE_URL) return { env: completed, stop: async () => undefined };

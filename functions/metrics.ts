@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Download } from '#lib/download';
 import { httpHandler } from '#lib/http/handler';
-import { registry } from '#lib/http/metrics';
+import { processMetrics } from '#lib/http/metrics';
 import { defineRoute } from '#lib/http/route';
 
 /**
@@ -19,7 +19,10 @@ export const routes = [
     ungated: true,
     response: z.string(),
     alsoProduces: 'text/plain',
-    handler: async () => new Download(await registry.metrics(), registry.contentType, undefined),
+    handler: async () => {
+      const { text, contentType } = await processMetrics();
+      return new Download(text, contentType, undefined);
+    },
   }),
 ];
 

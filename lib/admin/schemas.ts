@@ -3,7 +3,7 @@ import type { AuditDraft } from '#lib/db/audit-log';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import { dropRolePool } from '#lib/db/executor';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
-import { INTERNAL_SCHEMA } from '#lib/db/migrations';
+import { DBADMIN_SCHEMAS } from '#lib/db/own-schemas';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { ROLE_SUFFIXES, TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
@@ -18,7 +18,13 @@ import { BadRequest, NotFound } from '#lib/errors';
  * dbadmin's own and never a tenant's.
  */
 
-const SYSTEM_SCHEMAS = new Set([INTERNAL_SCHEMA, 'public', 'pg_catalog', 'information_schema', 'pg_toast']);
+const SYSTEM_SCHEMAS = new Set([
+  ...DBADMIN_SCHEMAS,
+  'public',
+  'pg_catalog',
+  'information_schema',
+  'pg_toast',
+]);
 
 export const isProtectedSchema = (name: string) => SYSTEM_SCHEMAS.has(name) || name.startsWith('pg_');
 
@@ -29,8 +35,8 @@ export const schemaUser = (schemaName: string) => `${schemaName}_user`;
 export const schemasRead: CatalogRead<string[]> = {
   name: 'dbadmin.list-schemas',
   text: `SELECT coalesce(array_agg(nspname::text ORDER BY nspname), '{}') AS names FROM pg_namespace
-          WHERE nspname !~ '^pg_' AND nspname NOT IN ('information_schema', $1)`,
-  values: [INTERNAL_SCHEMA],
+          WHERE nspname !~ '^pg_' AND nspname <> 'information_schema' AND nspname <> ALL ($1::text[])`,
+  values: [DBADMIN_SCHEMAS],
   schema: null,
   decode: (row) => (row?.names as string[] | undefined) ?? [],
 };

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { AUDIT_SCHEMA } from '#lib/db/own-schemas';
 import { isPgError } from '#lib/db/pg-errors';
 import { ServiceUnavailable } from '#lib/errors';
 
@@ -154,7 +155,7 @@ const fromInbox = (error: unknown) =>
   isPgError(error) &&
   !TENANT_CAUSED.has(error.code) &&
   !error.where &&
-  (error.schema ? error.schema === '_dbadmin_audit' : /\binbox\b/.test(error.message));
+  (error.schema ? error.schema === AUDIT_SCHEMA : /\binbox\b/.test(error.message));
 
 /**
  * Commits the open transaction on `client`, with the request's entry in it when the request is

@@ -1,10 +1,10 @@
 import type pg from 'pg';
 import { quoteCatalogName } from '#lib/db/identifiers';
+import { INTERNAL_SCHEMA } from '#lib/db/own-schemas';
 import { isPgError } from '#lib/db/pg-errors';
 import { inTransaction } from '#lib/db/transaction';
 
-/** dbadmin's own schema. Its name cannot be created or dropped through the API (leading `_`). */
-export const INTERNAL_SCHEMA = '_dbadmin';
+export { INTERNAL_SCHEMA };
 
 export interface Migration {
   id: number;

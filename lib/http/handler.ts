@@ -55,7 +55,7 @@ function catalogRead<T>(read: CatalogRead<T>, { principal, carried }: AuthContex
   return getDatabase().then((db) => runCatalogRead(db, read));
 }
 
-function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandlerOptions) {
+function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true }: HttpHandlerOptions) {
   // The outer chain already races Lambda's deadline; a second timer per request buys nothing.
   const chain = middy<RouteEvent, HttpResponse, Error, Context & AuthContext & RouteContext>({
     timeoutEarlyInMillis: 0,
@@ -76,7 +76,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true }: HttpHandle
     const read = route.reads?.({ params, query });
     const { principal } = context;
     await refuseOverQuota(route, { params, query, body, principal });
-    const result = await audited(
+    const result = await (audit ? audited : unaudited)(
       route,
       { params, query, body, principal, requestId: context.awsRequestId },
       async (audit) =>
@@ -108,7 +108,14 @@ export interface HttpHandlerOptions {
   knownRoutes?: readonly AnyRoute[];
   /** The license gate on non-public routes; off only to measure what it costs (bench/). */
   licenseGate?: boolean;
+  /**
+   * The service's audit log (lib/http/audit), on by default. Off for the license server, which is
+   * not the service: it has neither the service's settings nor its database.
+   */
+  audit?: boolean;
 }
+
+const unaudited: typeof audited = (_route, _input, work) => work(undefined);
 
 /**
  * The Lambda handler of one endpoint group: the request log outermost, then error mapping, the

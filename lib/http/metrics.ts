@@ -1,5 +1,5 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { isLambda } from '#lib/config';
 import { rolePoolUse } from '#lib/db/executor';
 import { getDatabase, servicePoolUse } from '#lib/db/pool';
@@ -12,8 +12,28 @@ import { loggedError, logger } from '#lib/log';
  * connections, the license and audit write failures. Served to Prometheus at GET /api/metrics
  * (functions/metrics); on Lambda, where no scraper can reach a container, each invocation also
  * writes its request figures as CloudWatch embedded metrics (Powertools metrics) in its log.
+ *
+ * Each function is its own bundle with its own copy of this module: on Lambda one per container,
+ * but the local host and the container run every bundle in one process. So each bundle's figures
+ * (`registry`) join a set kept on the process's global object, and a scrape sums them all
+ * (processMetrics); the figures read at scrape time (the database's connections, the license)
+ * are the scraping bundle's alone (`scraped`).
  */
-export const registry = new Registry();
+const registry = new Registry();
+const scraped = new Registry();
+
+const BUNDLES = Symbol.for('dbadmin.metrics.registries');
+const processGlobal = globalThis as { [BUNDLES]?: Set<Registry> };
+processGlobal[BUNDLES] ??= new Set();
+const bundles = processGlobal[BUNDLES];
+bundles.add(registry);
+
+/** Every bundle's figures in this process, summed, and the scrape-time figures: Prometheus's text. */
+export async function processMetrics(): Promise<{ text: string; contentType: string }> {
+  const figures = await Promise.all([...bundles, scraped].map((each) => each.getMetricsAsJSON()));
+  const all = AggregatorRegistry.aggregate(figures);
+  return { text: await all.metrics(), contentType: all.contentType };
+}
 
 const requests = new Counter({
   name: 'dbadmin_http_requests_total',
@@ -50,7 +70,7 @@ const auditRefused = new Counter({
 
 new Gauge({
   name: 'dbadmin_pool_connections',
-  help: "This process's database connections by pool and state (in use, idle) and requests waiting for one",
+  help: "This process's database connections by pool and state (in use, idle) and requests waiting for one, summed over its functions",
   labelNames: ['pool', 'state'] as const,
   registers: [registry],
   collect() {
@@ -67,7 +87,7 @@ new Gauge({
   name: 'dbadmin_database_connections',
   help: 'Client connections to this database, by state (pg_stat_activity), and the server’s max_connections',
   labelNames: ['state'] as const,
-  registers: [registry],
+  registers: [scraped],
   async collect() {
     this.reset();
     try {
@@ -97,7 +117,7 @@ new Gauge({
   name: 'dbadmin_license_state',
   help: 'The license state: 1 for the current one, 0 for the others',
   labelNames: ['state'] as const,
-  registers: [registry],
+  registers: [scraped],
   async collect() {
     const state = await licenseState();
     for (const value of LICENSE_STATES) this.set({ state: value }, state?.status === value ? 1 : 0);
@@ -107,7 +127,7 @@ new Gauge({
 new Gauge({
   name: 'dbadmin_license_days_left',
   help: 'Days until the trial or the grace period ends (absent for a lifetime license)',
-  registers: [registry],
+  registers: [scraped],
   async collect() {
     this.reset();
     const days = (await licenseState())?.daysRemaining;

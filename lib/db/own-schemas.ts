@@ -1,0 +1,7 @@
+/** The schemas that are dbadmin's own, never a tenant's: never listed, offered or changed as one. */
+
+/** dbadmin's own schema. Its name cannot be created or dropped through the API (leading `_`). */
+export const INTERNAL_SCHEMA = '_dbadmin';
+/** The audit log's door and inbox, apart from INTERNAL_SCHEMA so every login may reach them. */
+export const AUDIT_SCHEMA = '_dbadmin_audit';
+export const DBADMIN_SCHEMAS: readonly string[] = [INTERNAL_SCHEMA, AUDIT_SCHEMA];
