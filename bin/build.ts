@@ -6,8 +6,8 @@
  * exactly this (Dockerfile): `node dist/bin/start.js`. The benchmarks build the same layout
  * elsewhere, with their baseline functions beside ours (bench/support.ts).
  */
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { type BuildOptions, build } from 'esbuild';
 import { parse, stringify } from 'yaml';
 import { buildConsole } from './build-console';
@@ -58,6 +58,9 @@ export function readServiceConfig(): ServiceConfig {
     customTags: [{ tag: '!Sub', resolve: (value: string) => value }],
   }) as ServiceConfig;
 }
+
+/** Which origins' pages may read answers: loaded before serverless-offline (its own comment says why). */
+const CORS_PLUGIN = 'deploy/cors-plugin.cjs';
 
 /** serverless-esbuild's options as esbuild's: the Lambda artifacts and these bundles match. */
 function esbuildOptions(config: ServiceConfig): BuildOptions {
@@ -113,13 +116,20 @@ async function buildCommands(options: BuildOptions, dir: string): Promise<void> 
 }
 
 /**
- * serverless.yml for the built bundles: the same functions, routes and settings, with only
- * serverless-offline as plugin (the console is already inside its bundle, nothing is compiled).
+ * serverless.yml for the built bundles: the same functions, routes and settings, with
+ * serverless-offline and the CORS policy it is served under as its plugins (the console is
+ * already inside its bundle, nothing is compiled).
  */
 function writeServiceConfig(config: ServiceConfig, dir: string): void {
   const { esbuild: _bundler, ...custom } = config.custom;
   const { iam: _iam, ...provider } = config.provider;
-  const built = { ...config, plugins: ['serverless-offline'], provider, custom };
+  copyFileSync(join(ROOT, CORS_PLUGIN), join(dir, basename(CORS_PLUGIN)));
+  const built = {
+    ...config,
+    plugins: [`./${basename(CORS_PLUGIN)}`, 'serverless-offline'],
+    provider,
+    custom,
+  };
   writeFileSync(
     join(dir, 'serverless.yml'),
     `# Made by npm run build from serverless.yml: the prebuilt functions under serverless-offline.\n${stringify(built)}`,

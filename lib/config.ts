@@ -81,6 +81,36 @@ export const databaseUrlSetting = (fallbackSslMode: string) =>
       }
     });
 
+/** CORS_ALLOWED_ORIGINS: origins (`https://admin.example.com`), comma separated; never `*`. */
+export function parseAllowedOrigins(setting: string | undefined): string[] {
+  return (setting ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+}
+
+/** Why `entry` is not an origin CORS_ALLOWED_ORIGINS may name, or undefined when it is one. */
+function notAnOrigin(entry: string): string | undefined {
+  if (entry === '*' || entry === 'null') return `"${entry}" would grant every page; name each origin`;
+  let url: URL;
+  try {
+    url = new URL(entry);
+  } catch {
+    return `"${entry}" is not an origin such as https://admin.example.com`;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return `"${entry}" is not http(s)`;
+  if (url.origin !== entry)
+    return `"${entry}" is not an origin: write ${url.origin} (no path, no trailing slash)`;
+  return undefined;
+}
+
+const allowedOriginsSetting = z.string().superRefine((setting, context) => {
+  for (const entry of parseAllowedOrigins(setting)) {
+    const problem = notAnOrigin(entry);
+    if (problem) context.addIssue({ code: 'custom', message: problem });
+  }
+});
+
 const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
   z
     .object({
@@ -110,6 +140,9 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
           ),
         )
         .default([]),
+      // Other origins whose pages may use the API with the admin's credentials (a front end served
+      // elsewhere); none by default (lib/http/cross-site, deploy/cors-plugin.cjs).
+      CORS_ALLOWED_ORIGINS: allowedOriginsSetting.optional(),
       // Derives the passwords of the roles API keys run as (and, later, license file keys).
       DBADMIN_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)'),
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),

@@ -2,6 +2,7 @@ import type { MiddlewareObj } from '@middy/core';
 import { z } from 'zod';
 import { fromDatabaseError } from '#lib/db/pg-errors';
 import { ApiError, BadRequest, ConfigError } from '#lib/errors';
+import { fromBrowser } from '#lib/http/cross-site';
 import { type HttpEvent, header } from '#lib/http/event';
 import { type HttpResponse, json } from '#lib/http/respond';
 import { loggedError, logger } from '#lib/log';
@@ -101,14 +102,18 @@ export const errorMapper = (): MiddlewareObj<HttpEvent, HttpResponse> => ({
     request.response = json(
       apiError.status,
       { error: apiError.title, message: shorten(apiError.message), ...apiError.details },
-      fromConsole(request.event) ? withoutChallenge(apiError.headers) : apiError.headers,
+      fromConsole(request.event) || (request.event && fromBrowser(request.event))
+        ? withoutChallenge(apiError.headers)
+        : apiError.headers,
     );
   },
 });
 
 /**
- * The web console marks its requests: a 401 to them carries no `WWW-Authenticate`, so the browser
- * never opens its own Basic dialog over the console's sign-in form.
+ * A 401 asks for Basic credentials (SPEC.md) only when an API client asked: never the web console
+ * (it marks its requests, and has a sign-in form of its own), never a browser (lib/http/cross-site
+ * fromBrowser). A browser that is never asked never prompts, so it never keeps the admin's
+ * credentials to send along with other sites' requests.
  */
 export const CONSOLE_HEADER = 'x-requested-with';
 const fromConsole = (event: HttpEvent | undefined) =>

@@ -10,6 +10,7 @@ import { Asset, assetResponse } from '#lib/http/asset';
 import { audited } from '#lib/http/audit';
 import type { AuthContext } from '#lib/http/auth-context';
 import { authenticate } from '#lib/http/authenticate';
+import { refuseCrossSite } from '#lib/http/cross-site';
 import { errorMapper } from '#lib/http/error-mapper';
 import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
 import { jsonBody, jsonContentType } from '#lib/http/json-body';
@@ -119,7 +120,7 @@ const unaudited: typeof audited = (_route, _input, work) => work(undefined);
 
 /**
  * The Lambda handler of one endpoint group: the request log outermost, then error mapping, the
- * response size limit, then routing; each route adds authentication, the license gate, JSON body parsing and the key's
+ * refusal of another site's changes, the response size limit, then routing; each route adds authentication, the license gate, JSON body parsing and the key's
  * scope as it needs them, in that order.
  */
 export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOptions = {}) {
@@ -146,6 +147,7 @@ export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOpt
   })
     .use(requestLog())
     .use(errorMapper())
+    .use(refuseCrossSite())
     .use(responseLimit())
     .handler(router as never);
 }

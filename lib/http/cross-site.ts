@@ -1,0 +1,93 @@
+import type { MiddlewareObj } from '@middy/core';
+import { parseAllowedOrigins } from '#lib/config';
+import { ApiError } from '#lib/errors';
+import { type HttpEvent, header } from '#lib/http/event';
+
+/**
+ * What a page on another site may do with the admin's browser: nothing. Any page can make a
+ * browser send a form, or a no-cors fetch with a body, to any address, with whatever credentials
+ * the browser holds for it, and no preflight asks first. So every request that may change
+ * something (any method but GET, HEAD and OPTIONS), on every route (the public trial and
+ * activation included), is refused before any work when a browser says it comes from elsewhere:
+ * `Sec-Fetch-Site: cross-site` or `same-site`, or an `Origin` that is neither the service's own
+ * nor in CORS_ALLOWED_ORIGINS. Non-browser clients (curl, SDKs) send neither header.
+ *
+ * Reading answers is the browser's to refuse: no other origin is ever granted CORS headers but
+ * those of CORS_ALLOWED_ORIGINS (deploy/cors-plugin.cjs, for both hosts).
+ */
+
+export class CrossSiteRefused extends ApiError {
+  constructor(message: string) {
+    super(403, 'Cross-site request refused', message);
+  }
+}
+
+const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+let allowedCache: { setting: string | undefined; origins: readonly string[] } | undefined;
+
+/** The allow-list from the environment (the service checks it at start, lib/config). */
+function allowedOrigins(): readonly string[] {
+  const setting = process.env.CORS_ALLOWED_ORIGINS;
+  if (allowedCache?.setting !== setting || !allowedCache)
+    allowedCache = { setting, origins: parseAllowedOrigins(setting) };
+  return allowedCache.origins;
+}
+
+function method(event: HttpEvent): string {
+  const { requestContext, httpMethod } = event as {
+    requestContext?: { http?: { method?: string } };
+    httpMethod?: string;
+  };
+  return (requestContext?.http?.method ?? httpMethod ?? 'GET').toUpperCase();
+}
+
+/** Whether `origin` is the one the request was sent to (the Host header's), whatever the scheme. */
+function ownOrigin(origin: string, event: HttpEvent): boolean {
+  const host = header(event, 'host');
+  if (!host) return false;
+  try {
+    return new URL(origin).host === host.toLowerCase();
+  } catch {
+    return false; // `null` (a sandboxed frame, a file), or nothing a browser sends
+  }
+}
+
+/** Why the request must be refused as another site's, or undefined when it may proceed. */
+export function crossSiteReason(
+  event: HttpEvent,
+  allowed: readonly string[] = allowedOrigins(),
+): string | undefined {
+  if (READS.has(method(event))) return undefined;
+  const origin = header(event, 'origin');
+  if (origin !== undefined && allowed.includes(origin)) return undefined;
+  if (origin !== undefined && !ownOrigin(origin, event))
+    return `a page at ${origin.slice(0, 100)} may not change anything here; serve your front end from this origin, or name it in CORS_ALLOWED_ORIGINS`;
+  const site = header(event, 'sec-fetch-site');
+  if (site === 'cross-site' || site === 'same-site')
+    return 'a page on another site may not change anything here; use the console or an API client';
+  return undefined;
+}
+
+/** The first check of every request (lib/http/handler): another site's change never starts. */
+export const refuseCrossSite = (): MiddlewareObj<HttpEvent> => ({
+  before: ({ event }) => {
+    const reason = crossSiteReason(event);
+    if (reason) throw new CrossSiteRefused(reason);
+  },
+});
+
+/**
+ * Whether a browser sent the request (a navigation or a page's fetch): a 401 to it asks for no
+ * Basic credentials (lib/http/error-mapper), so the browser never prompts for them and never
+ * keeps them for other pages to use. Browsers send Sec-Fetch-Site with every request over HTTPS
+ * or to localhost (Node's fetch sends Sec-Fetch-Mode, never Site); a navigation over plain HTTP
+ * still says Upgrade-Insecure-Requests and asks for HTML.
+ */
+export function fromBrowser(event: HttpEvent): boolean {
+  return (
+    header(event, 'sec-fetch-site') !== undefined ||
+    header(event, 'upgrade-insecure-requests') !== undefined ||
+    /\btext\/html\b/i.test(header(event, 'accept') ?? '')
+  );
+}
