@@ -180,6 +180,18 @@ describe('a license bought, activated beside npm start, revoked, and remembered 
     expect(metrics).toMatch(/dbadmin_http_requests_total\{route="GET \/api\/audit"/);
   });
 
+  it('grants another origin’s page nothing, as npm start serves the built functions', async () => {
+    const preflight = await fetch(`${base}/api/schemas`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' },
+    });
+    const read = await api('/api/schemas', { headers: { origin: 'http://evil.example' } });
+
+    expect(preflight.status).toBe(403);
+    for (const answer of [preflight, read])
+      expect([...answer.headers.keys()].filter((name) => name.startsWith('access-control-'))).toEqual([]);
+  });
+
   it('keeps the license server’s refusal across a restart with the server gone', async () => {
     const revoked = await run(
       'npx',
