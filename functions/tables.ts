@@ -267,19 +267,29 @@ export const routes = [
     summary: 'Export rows as JSON or CSV (text/csv attachment)',
     access: 'read',
     params: TablePath,
-    query: z.strictObject({
-      schema: inSchema,
-      format: z.enum(['json', 'csv'], { message: 'format must be json or csv' }).default('json'),
-      limit: queryInt('limit', 1, 10_000).default(10_000),
-      after: z.string().min(1).max(MAX_CURSOR_LENGTH).optional().meta({
-        description:
-          'the nextCursor of the export’s previous page (same filters and order): the rows after it',
+    query: z
+      .strictObject({
+        schema: inSchema,
+        format: z.enum(['json', 'csv'], { message: 'format must be json or csv' }).default('json'),
+        limit: queryInt('limit', 1, 10_000).default(10_000),
+        after: z.string().min(1).max(MAX_CURSOR_LENGTH).optional().meta({
+          description:
+            'the nextCursor of the export’s previous page (same filters and order): the rows after it',
+        }),
+        header: queryBoolean.default(true).meta({
+          description:
+            'CSV: the header line; false for the pages after the first, to join them into one file',
+        }),
+        spreadsheetSafe: queryBoolean.default(false).meta({
+          description:
+            "CSV: a text cell that starts with =, +, -, @, a tab or a carriage return gets a leading ' so a spreadsheet shows it rather than running it as a formula (not for re-import: those values change)",
+        }),
+        ...RowSearchQuery,
+      })
+      .refine((query) => !query.spreadsheetSafe || query.format === 'csv', {
+        message: 'spreadsheetSafe applies to format=csv only',
+        path: ['spreadsheetSafe'],
       }),
-      header: queryBoolean.default(true).meta({
-        description: 'CSV: the header line; false for the pages after the first, to join them into one file',
-      }),
-      ...RowSearchQuery,
-    }),
     response: z.object({
       table: z.string(),
       count: z.number(),

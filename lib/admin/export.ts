@@ -34,6 +34,24 @@ export interface ExportInput extends RowSearch {
   cursorSecret: string;
   /** CSV: the header line (left out of the pages after the first, to join them into one file). */
   header?: boolean | undefined;
+  /** CSV: text cells a spreadsheet would run as a formula start with `'` (spreadsheetCell). */
+  spreadsheetSafe?: boolean | undefined;
+}
+
+/** Numbers, money and oids: what a spreadsheet reads as a number, never a formula, even with a `-`. */
+const NUMERIC_TYPES = new Set([20, 21, 23, 26, 700, 701, 790, 1700]);
+
+/**
+ * A cell as a spreadsheet may open it (OWASP's CSV injection): a value that starts with `=`, `+`,
+ * `-`, `@`, a tab or a carriage return gets a leading `'`, which spreadsheets take as "text" and do
+ * not show. Numbers are left as they are. Not for a round trip: the value changes.
+ */
+function spreadsheetCell(column: ExportColumn): string {
+  const name = quoteCatalogName(column.name);
+  if (NUMERIC_TYPES.has(column.type)) return `r.${name}`;
+  const text = `r.${name}::pg_catalog.text`;
+  return `CASE WHEN pg_catalog.left(${text}, 1) IN ('=', '+', '-', '@', E'\\t', E'\\r')
+     THEN pg_catalog.concat('''', ${text}) ELSE ${text} END AS ${name}`;
 }
 
 /** A column as the export renders it: by its type, a domain by the type under it. */
@@ -217,7 +235,10 @@ export async function exportTable(
   const shown = parseSelect(input.select, info) ?? info.columns;
   // row_to_json's expressions, in the order selected.
   const columns = shown.map((c) => table.columns.find((e) => e.name === c.name) as ExportColumn);
-  const selected = shown.map((c) => `r.${quoteCatalogName(c.name)}`);
+  const selected =
+    input.format === 'csv' && input.spreadsheetSafe
+      ? columns.map(spreadsheetCell)
+      : shown.map((c) => `r.${quoteCatalogName(c.name)}`);
   const rows = [
     `SELECT ${selected.join(', ')} FROM ${qualified(table.schema, table.table)} AS r`,
     where ? `WHERE ${where}` : '',

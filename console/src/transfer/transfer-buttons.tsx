@@ -15,6 +15,7 @@ function ExportDialog({
   schema,
   table,
   format,
+  spreadsheetSafe,
   query,
   total,
   keyed,
@@ -23,6 +24,8 @@ function ExportDialog({
   schema: string;
   table: string;
   format: 'csv' | 'json';
+  /** CSV: cells a spreadsheet would run as formulas start with `'` (the API's spreadsheetSafe). */
+  spreadsheetSafe: boolean;
   query: Query;
   /** The rows the view finds (maybe the planner's estimate), for the progress bar. */
   total: number;
@@ -34,7 +37,8 @@ function ExportDialog({
   const [cut, setCut] = useState(false);
   const stop = useRef(new AbortController());
   const run = useAction(async () => {
-    const file = await exportAll({ schema, table }, format, query, setRows, stop.current.signal);
+    const asked = format === 'csv' && spreadsheetSafe ? { ...query, spreadsheetSafe: true } : query;
+    const file = await exportAll({ schema, table }, format, asked, setRows, stop.current.signal);
     saveFile(file, `${table}.${format}`);
     // A table with no key and more rows than one page: the file holds the first page only; say so.
     if (!keyed && total > 10_000) setCut(true);
@@ -74,6 +78,10 @@ function ExportDialog({
   );
 }
 
+/** The CSV choice, kept per browser: on unless the person turned it off. */
+const SPREADSHEET_SAFE = 'dbadmin.export.spreadsheetSafe';
+const rememberedSpreadsheetSafe = () => localStorage.getItem(SPREADSHEET_SAFE) !== 'off';
+
 export function ExportButtons(props: {
   schema: string;
   table: string;
@@ -82,15 +90,38 @@ export function ExportButtons(props: {
   keyed: boolean;
 }) {
   const [format, setFormat] = useState<'csv' | 'json' | undefined>(undefined);
+  const [spreadsheetSafe, setSpreadsheetSafe] = useState(rememberedSpreadsheetSafe);
   return (
     <>
       <button type="button" onClick={() => setFormat('csv')}>
         Export CSV
       </button>
+      <label
+        class="inline"
+        title="Cells that start with = + - @, a tab or a line break get a leading ' so a spreadsheet shows them instead of running them as formulas. Untick to keep every value exactly, for re-import."
+      >
+        <input
+          type="checkbox"
+          checked={spreadsheetSafe}
+          onChange={(event) => {
+            const on = event.currentTarget.checked;
+            setSpreadsheetSafe(on);
+            localStorage.setItem(SPREADSHEET_SAFE, on ? 'on' : 'off');
+          }}
+        />
+        for spreadsheets
+      </label>
       <button type="button" onClick={() => setFormat('json')}>
         Export JSON
       </button>
-      {format && <ExportDialog {...props} format={format} onClose={() => setFormat(undefined)} />}
+      {format && (
+        <ExportDialog
+          {...props}
+          format={format}
+          spreadsheetSafe={spreadsheetSafe}
+          onClose={() => setFormat(undefined)}
+        />
+      )}
     </>
   );
 }
