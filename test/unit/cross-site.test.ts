@@ -1,9 +1,11 @@
 import { parseConfig } from '#lib/config';
 import { crossSiteReason, fromBrowser } from '#lib/http/cross-site';
 
-const { applyPolicy } = require('../../deploy/cors-plugin.cjs') as {
+const CorsPolicy = require('../../deploy/cors-plugin.cjs') as {
+  new (serverless: unknown): { configureApiGateway: (origins: string[]) => void };
   applyPolicy: (request: unknown) => unknown;
 };
+const { applyPolicy } = CorsPolicy;
 
 const event = (method: string, headers: Record<string, string>) => ({
   requestContext: { http: { method } },
@@ -133,5 +135,34 @@ describe('the local host’s CORS answers (deploy/cors-plugin.cjs)', () => {
       'access-control-allow-credentials': 'true',
       'access-control-allow-methods': expect.stringContaining('POST'),
     });
+  });
+});
+
+describe('API Gateway’s CORS, set when packaging', () => {
+  const service = (httpApi?: Record<string, unknown>) => ({
+    service: { provider: { httpApi } },
+    classes: { Error },
+  });
+
+  it('is left unset without an allow-list: API Gateway grants no origin anything', () => {
+    const serverless = service({ cors: true });
+
+    new CorsPolicy(serverless).configureApiGateway([]);
+
+    expect(serverless.service.provider.httpApi).toEqual({});
+  });
+
+  it('names exactly the listed origins, with credentials', () => {
+    const serverless = service();
+
+    new CorsPolicy(serverless).configureApiGateway(['https://front.example']);
+
+    expect(serverless.service.provider.httpApi).toMatchObject({
+      cors: { allowedOrigins: ['https://front.example'], allowCredentials: true },
+    });
+  });
+
+  it('stops packaging on *', () => {
+    expect(() => new CorsPolicy(service()).configureApiGateway(['*'])).toThrow(/name each origin/);
   });
 });
