@@ -12,6 +12,8 @@ COPY tsconfig.json serverless.yml ./
 COPY bin ./bin
 # esbuild's plugins, read by npm run build as by serverless-esbuild (serverless.yml custom.esbuild).
 COPY deploy/esbuild-plugins.cjs ./deploy/esbuild-plugins.cjs
+# The CORS policy the host serves under: npm run build puts it beside dist/serverless.yml.
+COPY deploy/cors-plugin.cjs ./deploy/cors-plugin.cjs
 COPY console ./console
 COPY functions ./functions
 COPY lib ./lib

@@ -27,11 +27,12 @@ const EXPOSED_HEADERS = [
 ];
 const MAX_AGE_SECONDS = 600;
 
+/** The list (lib/config checks it at the service's start); `*` and `null` never grant anything. */
 const allowedOrigins = () =>
   (process.env.CORS_ALLOWED_ORIGINS ?? '')
     .split(',')
     .map((entry) => entry.trim())
-    .filter(Boolean);
+    .filter((entry) => entry && entry !== '*' && entry !== 'null');
 
 /**
  * The host's answer to `request`, made to grant what the allow-list grants and nothing else; for a
@@ -94,9 +95,9 @@ function policeHapi() {
   try {
     hapi = require(require.resolve('@hapi/hapi', { paths: [require.resolve('serverless-offline')] }));
   } catch {
-    return; // packaging on a machine without serverless-offline: nothing is served here
+    return false; // packaging on a machine without serverless-offline: nothing is served here
   }
-  if (hapi.Server.policedByDbadmin) return;
+  if (hapi.Server.policedByDbadmin) return true;
   const makeServer = hapi.Server;
   function Server(options) {
     const server = makeServer(options);
@@ -110,14 +111,27 @@ function policeHapi() {
   Server.policedByDbadmin = true;
   hapi.Server = Server;
   hapi.server = Server;
+  return true;
 }
 
-policeHapi();
+const policed = policeHapi();
 
 class CorsPolicy {
   constructor(serverless) {
     this.serverless = serverless;
-    this.hooks = { 'before:package:initialize': () => this.configureApiGateway(allowedOrigins()) };
+    this.hooks = {
+      'before:package:initialize': () => this.configureApiGateway(allowedOrigins()),
+      // Never serve without the policy: serverless-offline alone grants every origin everything.
+      'before:offline:start': () => this.requirePolicy(),
+      'before:offline:start:init': () => this.requirePolicy(),
+    };
+  }
+
+  requirePolicy() {
+    if (!policed)
+      throw new this.serverless.classes.Error(
+        "dbadmin: cannot apply the CORS policy to serverless-offline's server (@hapi/hapi not found beside it); refusing to serve",
+      );
   }
 
   /** API Gateway's CORS for the HTTP API: the allow-list's origins, or nothing at all. */

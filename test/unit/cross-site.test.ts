@@ -7,8 +7,15 @@ const CorsPolicy = require('../../deploy/cors-plugin.cjs') as {
 };
 const { applyPolicy } = CorsPolicy;
 
-const event = (method: string, headers: Record<string, string>) => ({
-  requestContext: { http: { method } },
+const event = (
+  method: string,
+  headers: Record<string, string>,
+  context: { sourceIp?: string; domainName?: string } = {},
+) => ({
+  requestContext: {
+    http: { method, sourceIp: context.sourceIp ?? '192.0.2.10' },
+    domainName: context.domainName,
+  },
   headers: { host: 'dbadmin.example.com', ...headers },
 });
 
@@ -30,12 +37,54 @@ describe('a change a browser sends from elsewhere', () => {
   });
 
   it.each([
-    ['the console, same origin', { origin: 'https://dbadmin.example.com', 'sec-fetch-site': 'same-origin' }],
+    ['the console on localhost', { host: 'localhost:3000', origin: 'http://localhost:3000' }],
+    ['the console on an address', { host: '10.0.0.5:3000', origin: 'http://10.0.0.5:3000' }],
+    ['the console on an IPv6 address', { host: '[::1]:3000', origin: 'http://[::1]:3000' }],
     ['curl, which sends neither header', {}],
     ['Node’s fetch, which sends Sec-Fetch-Mode only', { 'sec-fetch-mode': 'cors' }],
     ['a typed URL, Sec-Fetch-Site none', { 'sec-fetch-site': 'none' }],
   ])('proceeds from %s', (_, headers) => {
     expect(crossSiteReason(event('POST', headers), [])).toBeUndefined();
+  });
+
+  it('is refused from a page whose DNS name was pointed at this machine (its name as Host and Origin)', () => {
+    const rebound = event('POST', { host: 'evil.test:3000', origin: 'http://evil.test:3000' });
+
+    expect(crossSiteReason(rebound, [])).toMatch(/CORS_ALLOWED_ORIGINS/);
+  });
+
+  describe('a domain name as Host', () => {
+    afterEach(() => {
+      delete process.env.TRUSTED_PROXIES;
+      delete process.env.AWS_LAMBDA_FUNCTION_NAME;
+    });
+    const proxied = (origin: string) =>
+      event('POST', { origin, 'x-forwarded-proto': 'https' }, { sourceIp: '172.31.250.250' });
+
+    it('is own when a trusted proxy delivered the request, with the scheme it names', () => {
+      process.env.TRUSTED_PROXIES = '172.31.250.250';
+
+      expect(crossSiteReason(proxied('https://dbadmin.example.com'), [])).toBeUndefined();
+      expect(crossSiteReason(proxied('http://dbadmin.example.com'), [])).toEqual(expect.any(String));
+    });
+
+    it('is not own when the proxy is not trusted', () => {
+      expect(crossSiteReason(proxied('https://dbadmin.example.com'), [])).toEqual(expect.any(String));
+    });
+
+    it('is own when API Gateway delivered it for its own domain, over HTTPS', () => {
+      process.env.AWS_LAMBDA_FUNCTION_NAME = 'dbadmin-dev-query';
+      const gateway = (origin: string) => event('POST', { origin }, { domainName: 'dbadmin.example.com' });
+
+      expect(crossSiteReason(gateway('https://dbadmin.example.com'), [])).toBeUndefined();
+      expect(crossSiteReason(gateway('http://dbadmin.example.com'), [])).toEqual(expect.any(String));
+    });
+
+    it('is own when CORS_ALLOWED_ORIGINS names it', () => {
+      const named = event('POST', { origin: 'https://dbadmin.example.com' });
+
+      expect(crossSiteReason(named, ['https://dbadmin.example.com'])).toBeUndefined();
+    });
   });
 
   it('proceeds from an origin CORS_ALLOWED_ORIGINS names, and only that one', () => {
