@@ -240,7 +240,10 @@ export async function readSsmSecrets(
   // Loaded only when used: most of the bundle's weight, and not needed off Lambda.
   const { GetParametersCommand, SSMClient } = await import('@aws-sdk/client-ssm');
   const client = ssm ?? new SSMClient({});
-  const base = prefix.replace(/\/+$/, '');
+  // Trailing slashes off by hand: `/\/+$/` searches each run of slashes from every slash in it.
+  let end = prefix.length;
+  while (end > 0 && prefix[end - 1] === '/') end--;
+  const base = prefix.slice(0, end);
   const { Parameters = [] } = await client.send(
     new GetParametersCommand({
       Names: names.map((name) => `${base}/${name}`),

@@ -119,8 +119,11 @@ export function csvRecords(text: string, options: CsvOptions, most = Infinity, c
   return reader.records;
 }
 
-/** A JSON string, a bracket, or a number outside strings. */
-const JSON_TOKEN = /"(?:[^"\\]|\\.)*"|[{}[\]]|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?/g;
+/**
+ * A JSON string, a bracket, or a number outside strings. A string the text does not end takes the
+ * rest of it: searched again from each quote inside it, a line of `\"` would cost its length squared.
+ */
+const JSON_TOKEN = /"(?:[^"\\]|\\[\s\S])*(?:"|\\?$)|[{}[\]]|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?/g;
 
 /** JSON.parse gives this number as the file writes it (no 64-bit id past 2^53, no 1e400). */
 const keepsItsDigits = (token: string) => {

@@ -10,17 +10,33 @@ import { BadRequest } from '#lib/errors';
 
 export const SAMPLE_ROWS = 1000;
 
+/**
+ * A name is made of the source's first this many characters: it holds 63 at most, and a header
+ * of megabytes costs no more than a short one.
+ */
+const MAX_NAME_SOURCE = 256;
+
 /** A name as an unquoted identifier: lower case, `_` for the rest, never a leading digit, at most 63 bytes. */
 export function columnNameFor(source: string): string {
-  const name = source
-    .normalize('NFKD')
-    .replace(/[\u0300-\u036f]/g, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9_]+/g, '_')
-    .replace(/^_+|_+$/g, '')
-    .slice(0, 63);
+  const name = withoutEdgeUnderscores(
+    source
+      .slice(0, MAX_NAME_SOURCE)
+      .normalize('NFKD')
+      .replace(/[\u0300-\u036f]/g, '')
+      .toLowerCase()
+      .replace(/[^a-z0-9_]+/g, '_'),
+  ).slice(0, 63);
   if (name === '') return 'column';
   return /^[0-9]/.test(name) ? `c_${name}`.slice(0, 63) : name;
+}
+
+/** The text without its leading and trailing underscores, in one pass (`/^_+|_+$/` is quadratic). */
+function withoutEdgeUnderscores(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && text[start] === '_') start++;
+  while (end > start && text[end - 1] === '_') end--;
+  return text.slice(start, end);
 }
 
 type Value = string | number | boolean | object;

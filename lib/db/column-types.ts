@@ -40,7 +40,15 @@ const TYPES: Record<string, { sql: string; modifiers: 'none' | 'length' | 'preci
 
 export const ALLOWED_TYPES = Object.keys(TYPES);
 
-const TYPE_PATTERN = /^\s*([A-Za-z][A-Za-z0-9 ]*?)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$/;
+/**
+ * `NAME [WORDS] [(n[, m])]`, spaces around its parts: a name's words are separated by spaces no
+ * other part can take, so no run of spaces can be split two ways (the lazy name of old was cubic).
+ */
+const TYPE_PATTERN =
+  /^\s*([A-Za-z][A-Za-z0-9]*(?: +[A-Za-z0-9]+)*)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)\s*)?$/;
+/** Longer type text is refused before the pattern reads it (lib/validation's columnType: 100). */
+const MAX_TYPE_TEXT = 100;
+const typeParts = (type: string) => (type.length <= MAX_TYPE_TEXT ? TYPE_PATTERN.exec(type) : null);
 const MAX_LENGTH = 10_485_760; // PostgreSQL's limit for varchar(n)
 const MAX_PRECISION = 1000;
 
@@ -74,7 +82,7 @@ const NO_ENUMS: EnumTypes = new Map();
 
 /** Whether the type is one of the allow-list's (a schema's enum type is looked up apart). */
 export const isAllowListed = (type: string) => {
-  const match = TYPE_PATTERN.exec(type);
+  const match = typeParts(type);
   return !!match && TYPES[match[1]?.replace(/\s+/g, ' ').toUpperCase() ?? ''] !== undefined;
 };
 
@@ -89,7 +97,7 @@ export function columnTypeSql(type: string, length?: number, enums: EnumTypes = 
     if (length !== undefined) throw invalidType(`enum type ${type} takes no length`);
     return own;
   }
-  const match = TYPE_PATTERN.exec(type);
+  const match = typeParts(type);
   const name = match?.[1]?.replace(/\s+/g, ' ').toUpperCase() ?? '';
   const spec = TYPES[name];
   if (!match || !spec)

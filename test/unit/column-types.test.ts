@@ -13,6 +13,8 @@ describe('columnTypeSql', () => {
     ['numeric ( 12 )', undefined, 'numeric(12)'],
     ['TIMESTAMPTZ', undefined, 'timestamptz'],
     ['bigserial', undefined, 'bigserial'],
+    ['  double   PRECISION  ', undefined, 'double precision'],
+    ['\tDECIMAL ( 10 , 2 )\t', undefined, 'numeric(10,2)'],
   ])('maps %s (length %s) to %s', (type, length, sql) => {
     expect(columnTypeSql(type, length)).toBe(sql);
   });
@@ -27,6 +29,8 @@ describe('columnTypeSql', () => {
     ['VARCHAR(0)', undefined, /between 1/],
     ['NUMERIC(3,4)', undefined, /scale/],
     ['NUMERIC', 5, /precision in its name/],
+    ['DOUBLE\tPRECISION', undefined, /not supported/],
+    [`INTEGER${' '.repeat(100)}`, undefined, /not supported/],
   ])('refuses %s (length %s)', (type, length, message) => {
     expect(() => columnTypeSql(type, length)).toThrow(message);
   });

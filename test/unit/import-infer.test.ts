@@ -11,6 +11,11 @@ describe('columnNameFor', () => {
     ['   ', 'column'],
     ['id', 'id'],
     ['a'.repeat(80), 'a'.repeat(63)],
+    ['__Total__Due__', 'total__due'],
+    ['_'.repeat(500), 'column'],
+    // Named from the header's first 256 characters: a name holds 63.
+    [`${'-'.repeat(251)}price`, 'price'],
+    [`${'-'.repeat(253)}price`, 'pri'],
   ])('%j is %j', (source, name) => {
     expect(columnNameFor(source)).toBe(name);
   });
