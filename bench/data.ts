@@ -11,6 +11,9 @@
  *  - finding rows in the 1M-row table (issue 24): a filter on an indexed column, a deep page by
  *    `after` under an order on it, a filter on an unindexed column and a `q` search, each as a
  *    ratio to the primary-key page of the same table;
+ *  - a deep page under a filter (issue 35): `qty.eq.7` ordered by qty on a 1M-row table with an
+ *    index on qty alone (its first page, the 10th and the last by `after`), next to that table's
+ *    primary-key page, and the last page next to the 10th;
  *  - resident memory of the host's process tree (RSS and PSS, node and postgres processes), idle,
  *    after the throughput rounds and after the exports;
  *  - export of 10,000 rows as CSV and JSON, through the host (with and without its gzip) and by the
@@ -22,7 +25,8 @@
  *  - a million rows in and out (bench/bulk.ts, issue 26): a 1M-row CSV imported in parts and the
  *    1M-row table exported page by page, each next to PostgreSQL's own COPY.
  *
- * BENCH_ONLY=bulk measures that alone. BENCH_ONLY=export seeds the 100,000-row table alone and measures only the exports (seconds, not
+ * BENCH_ONLY=finding measures finding rows (issues 24 and 35) alone, next to the ceiling and the
+ * primary-key pages. BENCH_ONLY=bulk measures that alone. BENCH_ONLY=export seeds the 100,000-row table alone and measures only the exports (seconds, not
  * the minutes of the 1M-row seed and the throughput rounds). BENCH_EXPORTS sets how many timed
  * exports each row's median is taken from (15).
  */
@@ -66,8 +70,6 @@ const EXPORTS = Number(process.env.BENCH_EXPORTS ?? 15);
 const ONLY_EXPORT = process.env.BENCH_ONLY === 'export';
 /** BENCH_ONLY=bulk: the 1M-row table and the import and full export of a million rows alone. */
 const ONLY_BULK = process.env.BENCH_ONLY === 'bulk';
-/** BENCH_ONLY=tenants: the tenants view over a thousand schemas alone. */
-const ONLY_TENANTS = process.env.BENCH_ONLY === 'tenants';
 
 /** GET /api/table's default page size (functions/tables.ts): page 10000 starts after key 9999 x 50. */
 const PAGE_SIZE = 50;
@@ -100,14 +102,20 @@ async function seed(url: string) {
     -- Finding rows: qty indexed (with the key, so an order on it seeks), price and name not.
     ALTER TABLE bench.rows_1m ALTER qty SET NOT NULL;
     CREATE INDEX rows_1m_qty ON bench.rows_1m (qty, id);
+    -- Issue 35's table: qty may be NULL and is indexed alone, so qty.eq.7 ordered by qty pages
+    -- along the key's index.
+    CREATE TABLE bench.big (id int PRIMARY KEY, qty int, name text);
+    INSERT INTO bench.big SELECT g, g % 1000, 'item ' || g FROM generate_series(1, 1000000) g;
+    CREATE INDEX big_qty ON bench.big (qty);
     CREATE TABLE bench.small (id int PRIMARY KEY, name text);
     INSERT INTO bench.small SELECT g, 'row ' || g FROM generate_series(1, 100) g;`);
   await seedShop(client, 'shop50', 50);
   await seedShop(client, 'shop500', 500);
   await client.query('VACUUM ANALYZE bench.rows_100k');
   await client.query('VACUUM ANALYZE bench.rows_1m');
+  await client.query('VACUUM ANALYZE bench.big');
   console.log(
-    `seeded 1.1M rows and schemas of 50 and 500 tables in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    `seeded 2.1M rows and schemas of 50 and 500 tables in ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
   return client;
 }
@@ -157,6 +165,12 @@ async function createServiceKey(url: string, headers: Record<string, string>): P
   return ((await response.json()) as { key: string }).key;
 }
 
+/**
+ * BENCH_ONLY values that measure one part alone, with the host started on the seeded tables:
+ * tenants, the tenants view over a thousand schemas; finding, filtered and ordered pages.
+ */
+const ALONE: Record<string, typeof tenantsOnly> = { tenants: tenantsOnly, finding: findingOnly };
+
 runBench('bench-data', async (databaseUrl) => {
   const client = await seed(databaseUrl);
   Object.assign(process.env, { DATABASE_URL: databaseUrl, ...BENCH_SETTINGS });
@@ -164,7 +178,8 @@ runBench('bench-data', async (databaseUrl) => {
   const headers = { authorization: basicAuth, 'content-type': 'application/json' };
   const api = (path: string) => `${host.url}${path}`;
   const memory: MemorySample[] = [sampleMemory('idle, right after ready', host)];
-  if (ONLY_TENANTS) return tenantsOnly(client, host, api, headers);
+  const alone = ALONE[String(process.env.BENCH_ONLY)];
+  if (alone) return alone(client, host, api, headers);
   try {
     const rows = ONLY_EXPORT || ONLY_BULK ? [] : await throughput(api, headers);
     if (rows.length > 0) memory.push(sampleMemory('after all throughput rounds', host));
@@ -210,6 +225,31 @@ async function tenantsOnly(
   }
 }
 
+/** BENCH_ONLY=finding: the finding rows of issues 24 and 35, each next to its primary-key page. */
+async function findingOnly(
+  client: pg.Client,
+  host: { stop: () => Promise<void> },
+  api: (path: string) => string,
+  headers: Record<string, string>,
+) {
+  try {
+    const rows = await compare(
+      {
+        'trivial handler (ceiling)': () => load(api('/bench/ceiling'), headers),
+        'page 1 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench'), headers),
+        ...(await finding(api, headers)),
+      },
+      ROUNDS,
+    );
+    printThroughput(rows, ROUNDS);
+    printTargets(findingTargets(rows));
+  } finally {
+    await host.stop();
+    await client.end();
+    await closePool();
+  }
+}
+
 /** The cursor that starts page `page`, as the API hands it: the previous page's nextCursor. */
 async function cursorOfPage(api: (path: string) => string, headers: Record<string, string>, page: number) {
   const response = await fetch(api(`/api/table/rows_1m?schema=bench&page=${page - 1}`), { headers });
@@ -228,6 +268,29 @@ const FOUND = {
   search: 'q=99 over the text columns, page 1',
 };
 
+/** Issue 35: a filter fixing the sort column, on a 1M-row table with an index on that column alone. */
+const FIXED = {
+  keyPage: 'big (issue 35): page 1 in key order',
+  first: 'big: qty.eq.7 ordered by qty, page 1',
+  tenth: 'big: qty.eq.7 ordered by qty, page 10 by after',
+  last: 'big: qty.eq.7 ordered by qty, page 20 (the last) by after',
+};
+
+/** The cursor of each page of a search, walked by `after` as a client walks them: [page 2's, page 3's, ...]. */
+async function cursorsOf(api: (path: string) => string, headers: Record<string, string>, search: string) {
+  const cursors: string[] = [];
+  while (cursors.length < 1000) {
+    const after = cursors.at(-1);
+    const path = `${search}&count=false${after ? `&after=${encodeURIComponent(after)}` : ''}`;
+    const response = await fetch(api(path), { headers });
+    if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+    const { nextCursor } = (await response.json()) as { nextCursor: string | null };
+    if (!nextCursor) return cursors;
+    cursors.push(nextCursor);
+  }
+  throw new Error(`${search}: the cursors never ended`);
+}
+
 /** The nextCursor of the page a search reaches (by number, once, however long it takes). */
 async function searchCursor(api: (path: string) => string, headers: Record<string, string>, search: string) {
   const response = await fetch(api(`/api/table/rows_1m?schema=bench&count=false&${search}`), { headers });
@@ -236,12 +299,33 @@ async function searchCursor(api: (path: string) => string, headers: Record<strin
   return nextCursor;
 }
 
+/** Finding rows (issues 24 and 35): the targets, each to be read next to its primary-key page. */
+async function finding(api: (path: string) => string, headers: Record<string, string>) {
+  const afterByQty = await searchCursor(api, headers, 'order=qty&page=10000');
+  const fixed = '/api/table/big?schema=bench&filter=qty.eq.7&order=qty.asc';
+  const cursors = await cursorsOf(api, headers, fixed);
+  // qty = 7 holds 1,000 rows, 20 pages of 50: page n starts after page n - 1's nextCursor.
+  if (cursors.length !== 19) throw new Error(`${fixed}: ${cursors.length + 1} pages, not 20`);
+  const page = (n: number) => () =>
+    load(api(`${fixed}&after=${encodeURIComponent(cursors[n - 2] as string)}`), headers);
+  return {
+    [FOUND.indexed]: () => load(api('/api/table/rows_1m?schema=bench&filter=qty.eq.500'), headers),
+    [FOUND.indexedDeep]: () =>
+      load(api(`/api/table/rows_1m?schema=bench&order=qty&after=${encodeURIComponent(afterByQty)}`), headers),
+    [FOUND.unindexed]: () => load(api('/api/table/rows_1m?schema=bench&filter=name.like.*7'), headers),
+    [FOUND.search]: () => load(api('/api/table/rows_1m?schema=bench&q=99'), headers),
+    [FIXED.keyPage]: () => load(api('/api/table/big?schema=bench'), headers),
+    [FIXED.first]: () => load(api(fixed), headers),
+    [FIXED.tenth]: page(10),
+    [FIXED.last]: page(20),
+  };
+}
+
 async function throughput(api: (path: string) => string, headers: Record<string, string>) {
   const key = await createServiceKey(api('/api/project/bench/keys'), headers);
   const asKey = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const selectOne = { method: 'POST' as const, body: JSON.stringify({ sql: 'select 1' }) };
   const after = await cursorOfPage(api, headers, 10_000);
-  const afterByQty = await searchCursor(api, headers, 'order=qty&page=10000');
   return compare(
     {
       // The ceiling carries the same Authorization header as the rows: decoding it is the host's cost.
@@ -255,14 +339,7 @@ async function throughput(api: (path: string) => string, headers: Record<string,
       'page 10000 of 1M rows': () => load(api('/api/table/rows_1m?schema=bench&page=10000'), headers),
       'page 10000 of 1M rows, by after cursor': () =>
         load(api(`/api/table/rows_1m?schema=bench&after=${after}`), headers),
-      [FOUND.indexed]: () => load(api('/api/table/rows_1m?schema=bench&filter=qty.eq.500'), headers),
-      [FOUND.indexedDeep]: () =>
-        load(
-          api(`/api/table/rows_1m?schema=bench&order=qty&after=${encodeURIComponent(afterByQty)}`),
-          headers,
-        ),
-      [FOUND.unindexed]: () => load(api('/api/table/rows_1m?schema=bench&filter=name.like.*7'), headers),
-      [FOUND.search]: () => load(api('/api/table/rows_1m?schema=bench&q=99'), headers),
+      ...(await finding(api, headers)),
       'structure, 50 tables': () => load(api('/api/schema?schema=shop50'), headers),
       'structure, 500 tables': () => load(api('/api/schema?schema=shop500'), headers),
       'trivial handler (ceiling), 50 connections': () => load(api('/bench/ceiling'), headers, {}, 50),
@@ -294,15 +371,25 @@ function throughputTargets(rows: Row[]): Target[] {
   ];
 }
 
-/** Issue 24: an indexed filter and its deep page by after at least half the primary-key page's rate. */
+/**
+ * Issue 24: an indexed filter and its deep page by after at least half the primary-key page's rate.
+ * Issue 35: under a filter that fixes the sort column, the first and the 10th page at least half
+ * their table's primary-key page's rate, and the last page as fast as the 10th (0.8x, the noise
+ * of one run; before, each page walked the key's index from its start, the 10th at 0.11x).
+ */
 function findingTargets(rows: Row[]): Target[] {
   const rate = (name: string) => (rows.find((r) => r.name === name) as Row).rps;
   const vsKeyPage = (name: string) => rate(name) / rate('page 1 of 1M rows');
+  const vsBigKeyPage = (name: string) => rate(name) / rate(FIXED.keyPage);
   return [
     atLeast(`${FOUND.indexed} vs the key page`, vsKeyPage(FOUND.indexed), 0.5),
     atLeast(`${FOUND.indexedDeep} vs the key page`, vsKeyPage(FOUND.indexedDeep), 0.5),
     shown(`${FOUND.unindexed} vs the key page`, vsKeyPage(FOUND.unindexed)),
     shown(`${FOUND.search} vs the key page`, vsKeyPage(FOUND.search)),
+    atLeast(`${FIXED.first} vs its key page`, vsBigKeyPage(FIXED.first), 0.5),
+    atLeast(`${FIXED.tenth} vs its key page`, vsBigKeyPage(FIXED.tenth), 0.5),
+    atLeast(`${FIXED.last} vs the 10th`, rate(FIXED.last) / rate(FIXED.tenth), 0.8),
+    shown(`${FIXED.last} vs its key page`, vsBigKeyPage(FIXED.last)),
   ];
 }
 

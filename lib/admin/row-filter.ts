@@ -240,6 +240,40 @@ export function filterSql(
   return node.negated ? `NOT (${sql})` : sql;
 }
 
+/** What a filter says of every row it lets through, for the cursor after one (lib/admin/row-view's afterSql). */
+export interface FilterFacts {
+  /** Columns an `eq` fixes to one value (the value as sent), by the column's name. */
+  equal: Map<string, string>;
+  /** Columns that are never NULL in such a row. */
+  notNull: Set<string>;
+}
+
+/**
+ * The facts the tree's top-level conditions (those every row must meet: the request's `filter`s
+ * and the items of un-negated `and` groups) establish. PostgreSQL's comparisons are strict, so a
+ * column compared in any way but `is` (negated or not) is not NULL in a row that passed; `is.true`,
+ * `is.false`, `not.is.null` and `not.is.unknown` say so too.
+ */
+export function filterFacts(
+  tree: FilterNode | undefined,
+  columns: readonly ColumnInfo[],
+  table: string,
+): FilterFacts {
+  const facts: FilterFacts = { equal: new Map(), notNull: new Set() };
+  const visit = (node: FilterNode) => {
+    if (node.kind === 'and' && !node.negated) node.items.forEach(visit);
+    if (node.kind !== 'condition') return;
+    const { name } = columnOf({ table, columns }, node.column);
+    if (node.operator === 'eq' && !node.negated && !facts.equal.has(name))
+      facts.equal.set(name, node.value as string);
+    // `is.null` and `is.unknown` let NULL through, `not.is.true` and `not.is.false` too.
+    const letsNullThrough = node.value === 'null' || node.value === 'unknown';
+    if (node.operator !== 'is' || letsNullThrough === node.negated) facts.notNull.add(name);
+  };
+  if (tree) visit(tree);
+  return facts;
+}
+
 /** `is`'s keyword for the value, by own keys only: `is.constructor` must not find Object.prototype's. */
 const isKeyword = (value: string | string[]) =>
   typeof value === 'string' && Object.hasOwn(IS_VALUES, value)

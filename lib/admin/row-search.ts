@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { type Bind, filterSql, parseFilters } from '#lib/admin/row-filter';
+import { type Bind, filterFacts, filterSql, parseFilters } from '#lib/admin/row-filter';
 import {
   afterSql,
   decodeCursor,
@@ -58,12 +58,12 @@ export function searchWhere(info: TableInfo, search: RowSearch, alias: string, b
   return parts.join(' AND ');
 }
 
-export async function searchPage(
-  access: SchemaAccess,
-  info: TableEstimate,
-  limits: ResultLimits,
-  input: SearchPageInput,
-) {
+/**
+ * The page's one statement, `text` and `values`, and what reading its answer takes: the rows
+ * (`shown` columns or all), each followed by its sort keys as text when the order is total
+ * (`seeks`), and the bounded count when it rides along.
+ */
+export function searchStatement(info: TableEstimate, input: SearchPageInput) {
   const from = `${quoteCatalogName(info.schema)}.${quoteCatalogName(info.table)}`;
   const values: unknown[] = [];
   const bind = (value: unknown) => `$${values.push(value)}`;
@@ -81,7 +81,9 @@ export async function searchPage(
       );
     }
     const cursor = decodeCursor(input.cursorSecret, info, keys, input.after);
-    conditions.push(afterSql(keys, cursor, 'r', bind));
+    // What the filter fixes or keeps from NULL lets the index the plan walks seek to the cursor.
+    const facts = filterFacts(parseFilters(input), info.columns, info.table);
+    conditions.push(afterSql(keys, cursor, 'r', bind, facts));
   }
   const filtered = `${from} AS r${where ? ` WHERE ${where}` : ''}`;
   const countsAlong = input.count && info.estimatedRows <= input.exactCountMaxRows;
@@ -104,7 +106,17 @@ export async function searchPage(
   ]
     .filter(Boolean)
     .join(' ');
+  return { text, values, shown, keys, seeks, where, whereValues, filtered, countsAlong, offset };
+}
 
+export async function searchPage(
+  access: SchemaAccess,
+  info: TableEstimate,
+  limits: ResultLimits,
+  input: SearchPageInput,
+) {
+  const { text, values, shown, keys, seeks, where, whereValues, filtered, countsAlong, offset } =
+    searchStatement(info, input);
   return access.run(async (client) => {
     const [result] = await boundedQuery(
       client,

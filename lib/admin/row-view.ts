@@ -134,36 +134,110 @@ export function searchSql(q: string, info: TableInfo, alias: string, bind: Bind)
     .join(' OR ')})`;
 }
 
+/** What the filter says of every row the page can hold (lib/admin/row-filter's filterFacts). */
+export interface RowFacts {
+  /** Columns fixed to one value, the value as sent, by the column's name. */
+  equal: ReadonlyMap<string, string>;
+  /** Columns never NULL there. */
+  notNull: ReadonlySet<string>;
+}
+
+const NO_FACTS: RowFacts = { equal: new Map(), notNull: new Set() };
+
+/** A sort key as a condition reads it: the expression standing for its column in the row. */
+interface KeyTerm {
+  key: SortKey;
+  term: string;
+}
+
+type Typed = (key: SortKey, value: string) => string;
+
 /**
  * Rows strictly after the cursor's row in this order: for each key, the rows equal on the keys
  * before it and after it on this one (NULLs placed as the order places them). One row comparison,
  * which an index on the leading key can seek, when every key runs the same way, the cursor holds
  * no NULL and only the first key may be NULL (then, ascending, its NULL rows come last).
+ *
+ * What the filter says of the rows (`facts`) narrows it so the index the plan walks can seek: a
+ * column it keeps from NULL needs no `IS NULL` branch, and a key it fixes to one value (`eq`) is
+ * left out, as the planner leaves it out of the order (else `(qty, id) > (7, x)` under qty = 7
+ * walks the key's index from its start: issue 35). Left out only when the cursor's row holds that
+ * value, which every cursor of a page under this filter does; that test is of bound values alone,
+ * so PostgreSQL settles it while planning and keeps the branch that applies: for a cursor from
+ * another filter, the whole comparison with the filter's value in the fixed column's place.
  */
-export function afterSql(keys: SortKey[], values: Array<string | null>, alias: string, bind: Bind): string {
-  const name = (key: SortKey) => `${alias}.${quoteCatalogName(key.column.name)}`;
-  const typed = (key: SortKey, value: string) => `${bind(value)}::${key.column.valueType}`;
-  const [first] = keys;
+export function afterSql(
+  keys: SortKey[],
+  values: Array<string | null>,
+  alias: string,
+  bind: Bind,
+  facts: RowFacts = NO_FACTS,
+): string {
+  const typed: Typed = (key, value) => `${bind(value)}::${key.column.valueType}`;
+  const terms = keys.map((sorted) => {
+    const key = facts.notNull.has(sorted.column.name)
+      ? { ...sorted, column: { ...sorted.column, notNull: true } }
+      : sorted;
+    const value = facts.equal.get(key.column.name);
+    return {
+      key,
+      term: `${alias}.${quoteCatalogName(key.column.name)}`,
+      fixed: value === undefined ? undefined : typed(key, value),
+    };
+  });
+  if (terms.every((t) => t.fixed === undefined)) return afterRow(terms, values, typed);
+  const cursorHolds = terms
+    .flatMap(({ key, fixed }, i) => {
+      if (fixed === undefined) return [];
+      const value = values[i] ?? null;
+      return [
+        `${fixed} IS NOT DISTINCT FROM ${value === null ? `NULL::${key.column.valueType}` : typed(key, value)}`,
+      ];
+    })
+    .join(' AND ');
+  const free = terms.flatMap((t, i) => (t.fixed === undefined ? [i] : []));
+  const afterFree = afterRow(
+    free.map((i) => terms[i] as KeyTerm),
+    free.map((i) => values[i] ?? null),
+    typed,
+  );
+  const afterAll = afterNested(
+    terms.map(({ key, term, fixed }) => ({ key, term: fixed ?? term })),
+    values,
+    typed,
+  );
+  return `(((${cursorHolds}) AND ${afterFree}) OR (NOT (${cursorHolds}) AND ${afterAll}))`;
+}
+
+/** The row comparison when comparableAsRow allows it, else the nested conditions. */
+function afterRow(terms: KeyTerm[], values: Array<string | null>, typed: Typed): string {
+  const [first] = terms;
   if (!first) return 'false';
-  if (comparableAsRow(keys, values)) {
-    const left = keys.map(name).join(', ');
-    const right = keys.map((key, i) => typed(key, values[i] as string)).join(', ');
-    const compared = `(${left}) ${first.descending ? '<' : '>'} (${right})`;
-    return first.descending || first.column.notNull ? compared : `(${compared} OR ${name(first)} IS NULL)`;
-  }
-  // Nested, so its size grows with the keys, not with their square:
-  // k1 beyond OR (k1 = v1 AND (k2 beyond OR (k2 = v2 AND ...))).
+  const keys = terms.map((t) => t.key);
+  if (!comparableAsRow(keys, values)) return afterNested(terms, values, typed);
+  const left = terms.map((t) => t.term).join(', ');
+  const right = terms.map(({ key }, i) => typed(key, values[i] as string)).join(', ');
+  const compared = `(${left}) ${first.key.descending ? '<' : '>'} (${right})`;
+  return first.key.descending || first.key.column.notNull
+    ? compared
+    : `(${compared} OR ${first.term} IS NULL)`;
+}
+
+/**
+ * Nested, so its size grows with the keys, not with their square:
+ * k1 beyond OR (k1 = v1 AND (k2 beyond OR (k2 = v2 AND ...))).
+ */
+function afterNested(terms: KeyTerm[], values: Array<string | null>, typed: Typed): string {
   let condition = '';
-  for (let i = keys.length - 1; i >= 0; i--) {
-    const key = keys[i] as SortKey;
+  for (let i = terms.length - 1; i >= 0; i--) {
+    const { key, term } = terms[i] as KeyTerm;
     const value = values[i] ?? null;
-    const column = name(key);
     const bound = value === null ? null : typed(key, value);
-    const beyond = beyondOne(key, column, bound);
-    const equal = bound === null ? `${column} IS NULL` : `${column} = ${bound}`;
+    const beyond = beyondOne(key, term, bound);
+    const equal = bound === null ? `${term} IS NULL` : `${term} = ${bound}`;
     condition = condition ? `(${beyond} OR (${equal} AND ${condition}))` : beyond;
   }
-  return condition;
+  return condition || 'false';
 }
 
 /** Every key runs the same way with PostgreSQL's NULL placement, the cursor holds no NULL, and only the first key may be NULL. */
