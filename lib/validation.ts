@@ -85,8 +85,11 @@ export const columnType = z.string().min(1).max(100).meta({
 /** The `{success, message}` answer of operations that change something. */
 export const Outcome = z.object({ success: z.boolean(), message: z.string() });
 
-/** A table row as JSON: column name to value. */
-export const Row = z.record(z.string(), z.unknown());
+/** A table row as JSON: column name to value, each as lib/db/json-rows maps its type. */
+export const Row = z.record(z.string(), z.unknown()).meta({
+  description:
+    "Column name to value, one JSON type per column type (README: Values in JSON): boolean, smallint, integer and oid as JSON's own; every other type as PostgreSQL's text for it (bigint, numeric, floats, money, dates and times to the microsecond, json and jsonb as their JSON text, bytea as \\x hex); arrays of built-in types as JSON arrays of those. Written back, a value is stored unchanged.",
+});
 
 /**
  * Which rows a request means, in PostgREST's vocabulary (lib/admin/row-filter): the query

@@ -77,6 +77,9 @@ export function inputKind(type: string): InputKind {
   return 'text';
 }
 
+/** The numeric types that hold NaN and the infinities. */
+const FLOATING = /^(numeric|decimal|real|double precision)/;
+
 const TRUE = new Set(['true', 't', 'yes', 'y', 'on', '1']);
 const FALSE = new Set(['false', 'f', 'no', 'n', 'off', '0']);
 
@@ -89,13 +92,8 @@ export function parseInput(column: Column, text: string): unknown {
   const kind = inputKind(column.type);
   if (text === '' && column.nullable && kind !== 'text') return null;
   switch (kind) {
-    case 'number': {
-      if (!/^\s*-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i.test(text))
-        throw new Error(`${column.name}: not a number`);
-      const value = Number(text);
-      // Big integers and exact decimals travel as text: PostgreSQL parses them without loss.
-      return Number.isSafeInteger(value) && /^\s*-?\d+\s*$/.test(text) ? value : text.trim();
-    }
+    case 'number':
+      return parseNumber(column, text.trim());
     case 'boolean': {
       const word = text.trim().toLowerCase();
       if (TRUE.has(word)) return true;
@@ -104,13 +102,28 @@ export function parseInput(column: Column, text: string): unknown {
     }
     case 'json':
       try {
-        return JSON.parse(text);
+        JSON.parse(text);
       } catch {
         throw new Error(`${column.name}: not valid JSON (a string needs "quotes")`);
       }
+      // The JSON text itself, as the API gives and takes a json value: parsed here, a number past
+      // 2^53 would be rounded.
+      return text;
     default:
       return text;
   }
+}
+
+/**
+ * A number as typed: a safe integer that reads back as typed travels as a number; anything else
+ * (big integers, decimals, -0, NaN, the infinities) as its text, which PostgreSQL reads exactly.
+ */
+function parseNumber(column: Column, typed: string): number | string {
+  const special = FLOATING.test(column.type) && /^[-+]?(nan|inf|infinity)$/i.test(typed);
+  if (!special && !/^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(typed))
+    throw new Error(`${column.name}: not a number`);
+  const value = Number(typed);
+  return Number.isSafeInteger(value) && String(value) === typed ? value : typed;
 }
 
 /** A cell's value as text in the grid. */
@@ -120,10 +133,13 @@ export function cellText(value: unknown): string {
   return String(value);
 }
 
-/** A cell's value as its editor starts: JSON columns as JSON (a string keeps its quotes). */
+/**
+ * A cell's value as its editor starts: as the API gave it, which a save sends back unchanged (a
+ * json value is its JSON text already: a JSON string keeps its quotes).
+ */
 export function editorText(column: Column | undefined, value: unknown): string {
   if (value === null || value === undefined) return '';
-  if (column && inputKind(column.type) === 'json') return JSON.stringify(value);
+  if (column && inputKind(column.type) === 'json' && typeof value !== 'string') return JSON.stringify(value);
   return cellText(value);
 }
 

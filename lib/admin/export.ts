@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { type RowSearch, searchWhere } from '#lib/admin/row-search';
 import {
   afterSql,
@@ -13,6 +13,7 @@ import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { qualified, quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
+import { jsonSql } from '#lib/db/json-rows';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { readText } from '#lib/db/text-result';
 import { Download } from '#lib/download';
@@ -70,7 +71,6 @@ interface ExportColumn {
   name: string;
   /** The base type's oid. */
   type: number;
-  array: boolean;
 }
 
 /**
@@ -85,10 +85,8 @@ const EXPORT_COLUMNS = tableInfoQuery(`,
             SELECT typ.attnum, t.typbasetype, typ.depth + 1
               FROM typ JOIN pg_type t ON t.oid = typ.typid
              WHERE t.typtype = 'd')
-          SELECT coalesce(json_agg(json_build_object('type', b.typid::int8, 'array', t.typcategory = 'A')
-                                   ORDER BY b.attnum), '[]')
-            FROM (SELECT DISTINCT ON (attnum) attnum, typid FROM typ ORDER BY attnum, depth DESC) b
-            JOIN pg_type t ON t.oid = b.typid) AS base_types`);
+          SELECT coalesce(json_agg(json_build_object('type', b.typid::int8) ORDER BY b.attnum), '[]')
+            FROM (SELECT DISTINCT ON (attnum) attnum, typid FROM typ ORDER BY attnum, depth DESC) b) AS base_types`);
 
 /** The table's columns as the export renders them, and its primary key: one catalog read. */
 export interface ExportTable {
@@ -118,97 +116,12 @@ export const exportTableRead = (schema: string, table: string): CatalogRead<Expo
 });
 
 /**
- * The values of the JSON export are the table read's (lib/db/pool's type parsers, then
- * JSON.stringify), but rendered by PostgreSQL: each column becomes an expression row_to_json
- * renders the same way. Every function, operator and type is named with its schema, pg_catalog,
- * so nothing a tenant creates in its own schema (the session's search path) can be picked instead
- * (test/security/export-functions). Casts between built-in types are PostgreSQL's (making one
- * needs owning a type); a tenant's own enums and composites print as it says, in its own session.
+ * The values of the JSON export are the table read's (lib/db/json-rows), rendered by PostgreSQL:
+ * each column becomes the expression jsonSql gives for its base type (a domain's, through any
+ * domains under it), which row_to_json renders as the table read answers it. A tenant's own
+ * enums, composites and arrays of them print as it says, in its own session.
  */
-const { builtins } = pg.types;
-/** point's oid, which pg's list of builtins leaves out. */
-const POINT_OID = 600;
-const MAX_SAFE = '9007199254740991';
-const TEXT = (c: string) => `${c}::pg_catalog.text`;
-
-/** Numbers while exact, else the exact digits as a string (lib/db/pool's INT8 parser). */
-const bigint = (c: string) =>
-  `CASE WHEN ${c} OPERATOR(pg_catalog.>=) -${MAX_SAFE} AND ${c} OPERATOR(pg_catalog.<=) ${MAX_SAFE}
-        THEN pg_catalog.to_json(${c}) ELSE pg_catalog.to_json(${TEXT(c)}) END`;
-
-/** What parseFloat and JSON.stringify make of it: NaN and infinities null, -0 is 0. */
-const float = (c: string, type: string) =>
-  `CASE WHEN ${c} OPERATOR(pg_catalog.<) 'Infinity'::${type} AND ${c} OPERATOR(pg_catalog.>) '-Infinity'::${type}
-        THEN ${c} OPERATOR(pg_catalog.+) '0'::${type} END`;
-
-/**
- * A JavaScript Date's toISOString, which is what JSON.stringify made of the driver's Date: UTC,
- * milliseconds truncated, four-digit years, else a sign and six digits; null past the Date's range
- * (and for the infinities).
- */
-const timestamptz = (c: string) => {
-  const utc = `pg_catalog.timezone('UTC'::pg_catalog.text, ${c})`;
-  const at = (value: string) => `'${value}'::pg_catalog.timestamptz`;
-  const year = `pg_catalog.date_part('year'::pg_catalog.text, ${utc})::pg_catalog.int4`;
-  const extendedYear = `CASE WHEN ${year} OPERATOR(pg_catalog.=) -1 THEN '0000'
-      WHEN ${year} OPERATOR(pg_catalog.<) 0
-      THEN pg_catalog.concat('-', pg_catalog.lpad(${TEXT(`(-1 OPERATOR(pg_catalog.-) ${year})`)}, 6, '0'))
-      ELSE pg_catalog.concat('+', pg_catalog.lpad(${TEXT(year)}, 6, '0')) END`;
-  return `CASE
-      WHEN ${c} OPERATOR(pg_catalog.>=) ${at('0001-01-01 00:00:00+00')} AND ${c} OPERATOR(pg_catalog.<) ${at('10000-01-01 00:00:00+00')}
-      THEN pg_catalog.to_char(${utc}, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-      WHEN ${c} IS NULL OR NOT pg_catalog.isfinite(${c}) OR ${c} OPERATOR(pg_catalog.>=) ${at('275760-09-13 00:00:00.001+00')}
-      THEN NULL
-      ELSE pg_catalog.concat(${extendedYear}, pg_catalog.to_char(${utc}, '-MM-DD"T"HH24:MI:SS.MS"Z"')) END`;
-};
-
-/** The driver's `{x, y}` of a point and `{x, y, radius}` of a circle. */
-const point = (c: string) =>
-  `CASE WHEN ${c} IS NOT NULL THEN pg_catalog.json_build_object('x', (${c})[0], 'y', (${c})[1]) END`;
-const circle = (c: string) =>
-  `CASE WHEN ${c} IS NOT NULL THEN pg_catalog.json_build_object('x', (pg_catalog.center(${c}))[0],
-     'y', (pg_catalog.center(${c}))[1], 'radius', pg_catalog.radius(${c})) END`;
-
-/** Types row_to_json renders as the driver's values would be: numbers, booleans, strings, JSON. */
-const AS_THEY_ARE = new Set<number>([
-  builtins.INT2,
-  builtins.INT4,
-  builtins.BOOL,
-  builtins.TEXT,
-  builtins.VARCHAR,
-  builtins.BPCHAR,
-  builtins.CHAR,
-  builtins.UUID,
-  builtins.JSON,
-  builtins.JSONB,
-]);
-
-function jsonValue(column: ExportColumn): string {
-  const c = `t.${quoteCatalogName(column.name)}`;
-  // Arrays are not among the types a column can be made with: PostgreSQL renders them as JSON
-  // arrays, its way (the driver parses some element types differently: int8 as strings, dates).
-  if (column.array || AS_THEY_ARE.has(column.type)) return c;
-  switch (column.type) {
-    case builtins.INT8:
-      return bigint(c);
-    case builtins.FLOAT4:
-      return float(c, 'pg_catalog.float4');
-    case builtins.FLOAT8:
-      return float(c, 'pg_catalog.float8');
-    case builtins.TIMESTAMPTZ:
-      return timestamptz(c);
-    case builtins.OID:
-      return `${c}::pg_catalog.int8`;
-    case POINT_OID:
-      return point(c);
-    case builtins.CIRCLE:
-      return circle(c);
-    default:
-      // numeric, date, time, timestamp, interval, bytea, and every other type: as PostgreSQL
-      // prints it, like the driver hands over a type it does not parse.
-      return TEXT(c);
-  }
-}
+const jsonValue = (column: ExportColumn) => jsonSql(`t.${quoteCatalogName(column.name)}`, column.type);
 
 const noData = (table: string, filtered: boolean) =>
   new NotFound(

@@ -20,11 +20,15 @@ export function rowKey(info: TableInfo) {
 }
 
 /**
- * A JSON value as a bind parameter. json/jsonb columns take any JSON (pg would send a JS array as
- * a PostgreSQL array literal); other objects go as JSON text for PostgreSQL to judge.
+ * A JSON value as a bind parameter. A string is PostgreSQL's text for the value, which the
+ * column's type reads: what a read gave (lib/db/json-rows) writes back unchanged, a json or jsonb
+ * column's JSON text included. json/jsonb columns also take any other JSON as that JSON (pg would
+ * send a JS array as a PostgreSQL array literal); other objects go as JSON text for PostgreSQL to
+ * judge, arrays as PostgreSQL's array literal.
  */
 export function parameter(type: string, value: unknown): unknown {
   if (value === null || value === undefined) return null;
+  if (typeof value === 'string') return value;
   if (type === 'json' || type === 'jsonb') return JSON.stringify(value);
   if (typeof value === 'object' && !Array.isArray(value)) return JSON.stringify(value);
   return value;

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { type Config, getConfig, resultLimits } from '#lib/config';
 import type { AuditDraft } from '#lib/db/audit-log';
 import { quoteIdent } from '#lib/db/identifiers';
+import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import {
   createPool,
@@ -83,7 +84,8 @@ function roleSettings(prepared: SchemaRole): Record<string, string> {
   const schema = /^[a-z_][a-z0-9_]*$/.test(prepared.schema)
     ? prepared.schema
     : quoteIdent(prepared.schema, 'schema name');
-  const settings: Record<string, string> = { search_path: schema };
+  // Values leave as their text in these settings' forms (lib/db/json-rows), whatever the database's.
+  const settings: Record<string, string> = { ...TEXT_OUTPUT_SETTINGS, search_path: schema };
   // A role name as the setting takes it: unquoted (names are validated identifiers).
   if (prepared.actsAs !== prepared.role) settings.role = prepared.actsAs;
   if (prepared.kind === 'anon') settings.default_transaction_read_only = 'on';

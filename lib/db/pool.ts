@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { type Config, getConfig } from '#lib/config';
+import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
 import { inTransaction, type TransactionOptions } from '#lib/db/transaction';
@@ -7,9 +8,9 @@ import { ApiError, QueryTimeout } from '#lib/errors';
 import { logger } from '#lib/log';
 
 /**
- * How values leave PostgreSQL for JSON: bigints as numbers while exact (else the exact string);
- * dates, timestamps without zone, intervals and bytea as PostgreSQL prints them, since a JS Date
- * would shift a zoneless value by the server's offset and a Buffer serialises as a byte list.
+ * How dbadmin's own reads parse values (sizes, counts, ids, its own timestamps as Dates): bigints
+ * as numbers while exact (else the exact string); dates, timestamps without zone, intervals and
+ * bytea as PostgreSQL prints them. A tenant's values leave by lib/db/json-rows instead.
  */
 const { builtins } = pg.types;
 pg.types.setTypeParser(builtins.INT8, (value) => {
@@ -115,7 +116,11 @@ export async function getPool(): Promise<pg.Pool> {
 export async function getQueryPool(): Promise<pg.Pool> {
   if (queryPool) return queryPool;
   const config = await getConfig();
-  queryPool ??= createPool(config, { applicationName: 'dbadmin-query', secondary: true });
+  queryPool ??= createPool(config, {
+    applicationName: 'dbadmin-query',
+    secondary: true,
+    settings: { ...TEXT_OUTPUT_SETTINGS },
+  });
   return queryPool;
 }
 
@@ -189,7 +194,7 @@ export async function withClient<T>(db: pg.Pool, work: (client: pg.PoolClient) =
  * function's statements on every request would cost as much as the audit log's own write
  * (bench/audit.ts).
  */
-const RESET_SESSION = [
+export const RESET_SESSION = [
   'CLOSE ALL',
   'SET SESSION AUTHORIZATION DEFAULT',
   'RESET ALL',

@@ -9,7 +9,10 @@ export interface ResultLimits {
   maxBytes: number;
 }
 
-/** A value JSON cannot render: nested past the stack's depth (a tenant's jsonb, thousands deep). */
+/**
+ * A value JSON cannot render: nested past the stack's depth. lib/db/json-rows makes none (a json
+ * value is its text, an array at most 6 deep); kept so that one that did could not end the process.
+ */
 export class ResultTooDeep extends ApiError {
   constructor(cause: unknown) {
     super(

@@ -116,8 +116,8 @@ describeInBrowser('files in and out of the console', () => {
       sql: 'SELECT id, full_name, joined::text, score, tags FROM club_members ORDER BY id',
     });
     expect(body.rows).toEqual([
-      { id: 1, full_name: 'Ann', joined: '2024-01-02', score: 1.5, tags: ['a'] },
-      { id: 2, full_name: 'Bo', joined: '2024-02-03', score: null, tags: [] },
+      { id: 1, full_name: 'Ann', joined: '2024-01-02', score: '1.5', tags: '["a"]' },
+      { id: 2, full_name: 'Bo', joined: '2024-02-03', score: null, tags: '[]' },
     ]);
     expect(errors).toEqual([]);
   });

@@ -111,7 +111,7 @@ describe('inserting many rows', () => {
     expect(partial.body.message).toMatch(/rows\[1\] leaves out toString,/);
   });
 
-  it('takes any JSON for json/jsonb columns and JSON arrays for array columns', async () => {
+  it('takes JSON text, or any other JSON, for json/jsonb columns and JSON arrays for array columns', async () => {
     const table = uniqueName('docs');
     await run(`CREATE TABLE ${table} (id int PRIMARY KEY, doc jsonb, raw json, tags text[], scores int[])`);
 
@@ -121,34 +121,53 @@ describe('inserting many rows', () => {
         {
           id: 2,
           doc: [1, 2],
-          raw: 'text',
+          raw: '{"big": 12345678901234567890,  "same": "text"}',
           tags: [],
           scores: [
             [1, 2],
             [3, 4],
           ],
         },
-        { id: 3, doc: 'a string', raw: 7 },
+        { id: 3, doc: '"a string"', raw: 7 },
         { id: 4, doc: 42, tags: null },
       ],
     });
 
+    // Answered as read: each json value its JSON text (a json value keeps its own spacing).
     expect(reply.status).toBe(201);
     expect(reply.body.rows).toEqual([
-      { id: 1, doc: { a: [1, { b: null }] }, raw: [1, 'two'], tags: ['x', 'y, z', '"q"'], scores: [1, 2] },
+      { id: 1, doc: '{"a": [1, {"b": null}]}', raw: '[1,"two"]', tags: ['x', 'y, z', '"q"'], scores: [1, 2] },
       {
         id: 2,
-        doc: [1, 2],
-        raw: 'text',
+        doc: '[1, 2]',
+        raw: '{"big": 12345678901234567890,  "same": "text"}',
         tags: [],
         scores: [
           [1, 2],
           [3, 4],
         ],
       },
-      { id: 3, doc: 'a string', raw: 7, tags: null, scores: null },
-      { id: 4, doc: 42, raw: null, tags: null, scores: null },
+      { id: 3, doc: '"a string"', raw: '7', tags: null, scores: null },
+      { id: 4, doc: '42', raw: null, tags: null, scores: null },
     ]);
+  });
+
+  it('refuses a string that is not JSON text for a json column, naming the row and column', async () => {
+    const table = uniqueName('docs');
+    await run(`CREATE TABLE ${table} (id int PRIMARY KEY, doc jsonb)`);
+
+    const reply = await bulk(table, {
+      rows: [
+        { id: 1, doc: '{}' },
+        { id: 2, doc: 'a string' },
+      ],
+    });
+
+    expect(reply.status).toBe(400);
+    expect(reply.body).toMatchObject({
+      error: expect.any(String),
+      message: expect.stringMatching(/json.*rows\[1\]\.doc/),
+    });
   });
 
   it('writes exactly as many values as one statement can bind', async () => {

@@ -3,6 +3,7 @@ import { resetConfig } from '#lib/config';
 import { ALLOWED_TYPES, columnTypeSql } from '#lib/db/column-types';
 import { schemaAccess } from '#lib/db/executor';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { jsonRowTypes } from '#lib/db/json-rows';
 import { closePool } from '#lib/db/pool';
 import { asTenant, bearer, createKey } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
@@ -12,8 +13,9 @@ import { freshSchema } from '#test/support/tables';
 
 /**
  * The JSON export is rendered by PostgreSQL, yet must carry the values the table read gives (the
- * driver's type parsers of lib/db/pool, then JSON.stringify), which is what the export answered
- * before: the two are compared, as parsed JSON, over every column type a column can be made with.
+ * driver's type parsers of lib/db/json-rows, then JSON.stringify): the two are compared, as parsed
+ * JSON, over every column type a column can be made with (test/integration/value-round-trip writes
+ * them back).
  */
 
 afterAll(closePool);
@@ -165,10 +167,12 @@ async function valuesTable(schema: string): Promise<void> {
   );
 }
 
-/** What the export answered before PostgreSQL rendered it: the driver's rows, through JSON.stringify. */
+/** What the table read answers: the driver's rows as lib/db/json-rows parses them, through JSON.stringify. */
 async function driverExport(schema: string) {
   const access = await schemaAccess(undefined, schema);
-  const { rows } = await access.run((client) => client.query('SELECT * FROM vals ORDER BY id'));
+  const { rows } = await access.run((client) =>
+    client.query({ text: 'SELECT * FROM vals ORDER BY id', types: jsonRowTypes }),
+  );
   return JSON.parse(JSON.stringify({ table: 'vals', count: rows.length, data: rows }));
 }
 

@@ -69,7 +69,7 @@ describe('the storage quota', () => {
     expect(imported.status).toBe(507);
 
     // A key's SQL may read, not write.
-    expect((await sqlAs(key, 'SELECT count(*) AS n FROM items')).body.rows).toEqual([{ n: 201 }]);
+    expect((await sqlAs(key, 'SELECT count(*) AS n FROM items')).body.rows).toEqual([{ n: '201' }]);
     const written = await sqlAs(key, "INSERT INTO items (name) VALUES ('by sql')");
     expect(written.status).toBe(507);
 

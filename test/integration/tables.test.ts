@@ -122,7 +122,7 @@ describe('rows', () => {
       name: 'Widget',
       price: '0.00',
       active: true,
-      meta: { tags: ['a', 'b'] },
+      meta: '{"tags": ["a", "b"]}',
       code: "it'",
     });
     expect(reply.body.row.uid).toMatch(/^[0-9a-f-]{36}$/);

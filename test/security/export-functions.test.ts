@@ -26,19 +26,24 @@ const plantRenderers = (schema: string) => {
     CREATE AGGREGATE "${schema}".json_agg(typed) (SFUNC = "${schema}".collect, STYPE = json);
     CREATE FUNCTION "${schema}".to_char(timestamptz, text) RETURNS text LANGUAGE sql AS $$ SELECT 'planted' $$;
     CREATE FUNCTION "${schema}".timezone(text, timestamptz) RETURNS timestamp LANGUAGE sql
-      AS $$ SELECT '1999-01-01'::timestamp $$;`;
+      AS $$ SELECT '1999-01-01'::timestamp $$;
+    CREATE FUNCTION "${schema}".format(text, anyelement) RETURNS text LANGUAGE plpgsql
+      AS $$ BEGIN ${RECORD(schema)}; RETURN 'planted'; END $$;
+    CREATE FUNCTION "${schema}".num_nonnulls(anyelement) RETURNS int LANGUAGE plpgsql
+      AS $$ BEGIN ${RECORD(schema)}; RETURN 1; END $$;`;
 };
 
 describe('the JSON export uses no function a tenant planted', () => {
-  it('renders the same values after a tenant plants to_json, to_jsonb, row_to_json, json_agg and to_char', async () => {
+  it('renders the same values after a tenant plants to_json, to_jsonb, row_to_json, json_agg, to_char and format', async () => {
     const schema = await tenantSchema('exf');
     await asTenant(
       schema,
-      `CREATE TABLE "${schema}".typed (id serial PRIMARY KEY, big bigint, amount numeric(8,2), at timestamptz,
-                                       ratio real, born date, name text, doc jsonb);
-       INSERT INTO "${schema}".typed (big, amount, at, ratio, born, name, doc) VALUES
-         (9007199254740993, 12.5, '2020-01-02 03:04:05.678+00', 0.5, '2020-02-29', 'first', '{"a": 1}'),
-         (42, NULL, '0044-03-15 12:00:00+00 BC', NULL, NULL, 'second', NULL)`,
+      `CREATE TYPE "${schema}".mood AS ENUM ('fine');
+       CREATE TABLE "${schema}".typed (id serial PRIMARY KEY, big bigint, amount numeric(8,2), at timestamptz,
+                                       ratio real, born date, name text, doc jsonb, feel "${schema}".mood);
+       INSERT INTO "${schema}".typed (big, amount, at, ratio, born, name, doc, feel) VALUES
+         (9007199254740993, 12.5, '2020-01-02 03:04:05.678+00', 0.5, '2020-02-29', 'first', '{"a": 1}', 'fine'),
+         (42, NULL, '0044-03-15 12:00:00+00 BC', NULL, NULL, 'second', NULL, NULL)`,
     );
     const exportJson = () =>
       call(tables, { path: '/api/table/typed/export', query: { schema, format: 'json' } });
@@ -47,11 +52,13 @@ describe('the JSON export uses no function a tenant planted', () => {
       id: 1,
       big: '9007199254740993',
       amount: '12.50',
-      at: '2020-01-02T03:04:05.678Z',
-      ratio: 0.5,
+      // In the database's time zone.
+      at: expect.stringMatching(/^2020-01-0[12] \d\d:\d\d:05\.678[+-]\d\d/),
+      ratio: '0.5',
       born: '2020-02-29',
       name: 'first',
-      doc: { a: 1 },
+      doc: '{"a": 1}',
+      feel: 'fine',
     });
 
     await asTenant(schema, plantRenderers(schema));

@@ -1,5 +1,6 @@
 import { handler as query } from '#functions/query';
 import { handler as tables } from '#functions/tables';
+import { jsonRowTypes } from '#lib/db/json-rows';
 import { closePool } from '#lib/db/pool';
 import { boundedQuery } from '#lib/db/result-limits';
 import { withAdminClient } from '#test/support/db';
@@ -67,11 +68,12 @@ describe('result memory', () => {
   );
 
   it('holds QUERY_MAX_BYTES to the exact size of the rows’ JSON, however loosely it is bounded on the way', async () => {
-    // Escapes, astral characters and dates: each row's bound is well above its JSON.
+    // Escapes, astral characters and instants: each row's bound is well above its JSON (as the
+    // rows leave: lib/db/json-rows).
     const text = `SELECT g, pg_catalog.repeat(E'\\"\\n😀é', g) AS s, timestamptz '2026-01-02 03:04:05+00' + g * interval '1 day' AS at
                     FROM pg_catalog.generate_series(1, 2000) g`;
     const exact = await withAdminClient(async (client) =>
-      (await client.query(text)).rows.reduce(
+      (await client.query({ text, types: jsonRowTypes })).rows.reduce(
         (bytes, row) => bytes + Buffer.byteLength(JSON.stringify(row)) + 1,
         0,
       ),

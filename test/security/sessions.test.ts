@@ -141,9 +141,9 @@ describe('what a tenant’s code does at COMMIT does not outlive the request', (
       key,
       `SELECT pg_catalog.current_setting('search_path') AS path,
               pg_catalog.current_setting('statement_timeout') AS timeout,
-              (SELECT count(*) FROM pg_catalog.pg_listening_channels()) AS channels,
-              (SELECT count(*) FROM pg_catalog.pg_prepared_statements) AS plans,
-              (SELECT count(*) FROM pg_catalog.pg_class WHERE relname = 'commit_kept' AND relpersistence = 't') AS temp`,
+              (SELECT count(*)::int FROM pg_catalog.pg_listening_channels()) AS channels,
+              (SELECT count(*)::int FROM pg_catalog.pg_prepared_statements) AS plans,
+              (SELECT count(*)::int FROM pg_catalog.pg_class WHERE relname = 'commit_kept' AND relpersistence = 't') AS temp`,
     );
     const locks = await count(
       "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1",

@@ -8,6 +8,7 @@ import {
   writeInFilter,
 } from '../../console/src/grid/filters';
 import {
+  indentJson,
   isLongType,
   jsonProblem,
   longEditorText,
@@ -263,14 +264,17 @@ describe('JSON and array cells', () => {
     expect(['text', 'integer', 'character varying'].some(isLongType)).toBe(false);
   });
 
-  it('shows JSON indented and reads it back as the same value', () => {
-    const value = { a: [1, 'two'], b: null };
+  it('shows JSON text indented and saves the text itself, every number with its digits', () => {
+    const value = '{"a": [12345678901234567890, "t\\"w,o:"], "b": null, "c": {}, "d": [], "e": 1.50}';
     const text = longEditorText(json, value);
 
-    expect(text).toBe('{\n  "a": [\n    1,\n    "two"\n  ],\n  "b": null\n}');
-    expect(readLongValue(json, text)).toEqual(value);
-    expect(longEditorText(json, 'plain')).toBe('"plain"');
+    expect(text).toBe(
+      '{\n  "a": [\n    12345678901234567890,\n    "t\\"w,o:"\n  ],\n  "b": null,\n  "c": {},\n  "d": [],\n  "e": 1.50\n}',
+    );
+    expect(readLongValue(json, text)).toBe(text);
+    expect(longEditorText(json, '"plain"')).toBe('"plain"');
     expect(longEditorText(json, null)).toBe('');
+    expect(indentJson('not json {')).toBe('not json {');
   });
 
   it('says at which line and column JSON stops being JSON, and why', () => {

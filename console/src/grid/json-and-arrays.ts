@@ -9,10 +9,15 @@ export const isLongType = (type: string) => type === 'json' || type === 'jsonb' 
 
 const isArrayType = (type: string) => type.endsWith('[]');
 
-/** The editor's first text: JSON indented, an array as PostgreSQL writes it (`{a,"b c",NULL}`). */
+/**
+ * The editor's first text: JSON indented, an array as PostgreSQL writes it (`{a,"b c",NULL}`). A
+ * json value is its JSON text (as the API gives it): indented without being parsed, so every
+ * number keeps its digits.
+ */
 export function longEditorText(column: Column, value: unknown): string {
   if (value === null || value === undefined) return '';
-  if (!isArrayType(column.type)) return JSON.stringify(value, null, 2);
+  if (!isArrayType(column.type))
+    return typeof value === 'string' ? indentJson(value) : JSON.stringify(value, null, 2);
   // An array of a type the API does not parse arrives as PostgreSQL's text already.
   return Array.isArray(value) ? writeArrayLiteral(value) : cellText(value);
 }
@@ -24,7 +29,12 @@ export function longEditorText(column: Column, value: unknown): string {
  */
 export function readLongValue(column: Column, text: string): unknown {
   if (text.trim() === '' && column.nullable) return null;
-  if (!isArrayType(column.type)) return readJson(column.name, text);
+  if (!isArrayType(column.type)) {
+    // Checked, then sent as the text itself, which the API takes as the JSON: parsed here, a
+    // number past 2^53 would be rounded.
+    readJson(column.name, text);
+    return text;
+  }
   if (text.trim().startsWith('[')) {
     const value = readJson(column.name, text);
     if (!Array.isArray(value)) throw new Error(`${column.name}: expected an array`);
@@ -62,6 +72,53 @@ function readJson(name: string, text: string): unknown {
     throw new Error(`${name}: not valid JSON ${where(text, problem.position)}: ${problem.message}`);
   }
 }
+
+/**
+ * JSON text indented two spaces a level, each token as it is written (a number's digits, a
+ * string's escapes): only the space between tokens changes. Text that is not JSON is left as it is.
+ */
+export function indentJson(text: string): string {
+  if (!isJson(text)) return text;
+  const tokens = text.match(JSON_TOKENS) ?? [];
+  let depth = 0;
+  const line = () => `\n${'  '.repeat(depth)}`;
+  return tokens
+    .map((token, i) => {
+      const closing = CLOSING[token];
+      if (closing) {
+        // An empty object or array stays `{}` / `[]`.
+        if (tokens[i + 1] === closing) return token;
+        depth++;
+        return token + line();
+      }
+      if (token === '}' || token === ']') {
+        if (CLOSING[tokens[i - 1] ?? ''] === token) return token;
+        depth--;
+        return line() + token;
+      }
+      return SEPARATOR[token]?.(line()) ?? token;
+    })
+    .join('');
+}
+
+const CLOSING: Record<string, string | undefined> = { '{': '}', '[': ']' };
+/** A comma ends its line; a colon takes a space after it. */
+const SEPARATOR: Record<string, ((line: string) => string) | undefined> = {
+  ',': (line) => `,${line}`,
+  ':': () => ': ',
+};
+
+/** JSON's tokens: strings with their escapes, punctuation, and numbers and literals. */
+const JSON_TOKENS = /"(?:[^"\\]|\\.)*"|[{}[\],:]|[^\s{}[\],:"]+/g;
+
+const isJson = (text: string) => {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 /** A reader of text, one character at a time, that fails with where it stopped. */
 class TextReader {
