@@ -136,7 +136,14 @@ export const routes = [
           transactionSeconds: z.number().nullable(),
           querySeconds: z.number().nullable().meta({ description: 'how long its running statement has run' }),
           wait: z.string().nullable().meta({ description: 'what it waits for (wait event type: event)' }),
-          query: z.string().nullable().meta({ description: 'the first 200 characters of its statement' }),
+          query: z.string().nullable().meta({
+            description:
+              'the first 200 characters of its statement (the running one, else the last); null when poolReset',
+          }),
+          poolReset: z.boolean().meta({
+            description:
+              'one of the service’s pooled sessions, idle since the reset it gets after each request (CLOSE ALL; ...): its statement is ours, not the tenant’s, and is not shown',
+          }),
           blockedBy: z.array(z.number()),
           locks: z.array(Lock).meta({ description: 'the table locks it holds' }),
         }),

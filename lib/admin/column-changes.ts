@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { explainNulls, explainUnconvertible } from '#lib/admin/failing-rows';
-import type { Change, Dropped, TableLock } from '#lib/admin/schema-change';
+import { castUsing, explainNulls, explainUnconvertible } from '#lib/admin/failing-rows';
+import type { Change, Dropped, NeedsUsing, TableLock } from '#lib/admin/schema-change';
 import { enumTypesAmong } from '#lib/admin/types';
-import { columnOf, tableInfo } from '#lib/db/catalog';
+import { type ColumnInfo, columnOf, tableInfo } from '#lib/db/catalog';
 import { columnTypeSql, defaultSql, type EnumTypes } from '#lib/db/column-types';
 import { qualified, quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
@@ -13,7 +13,8 @@ import { BadRequest } from '#lib/errors';
  * lock PostgreSQL's ALTER TABLE documentation gives it (ACCESS EXCLUSIVE unless it says
  * otherwise; COMMENT takes SHARE UPDATE EXCLUSIVE), and whether the table is rewritten (a type
  * change, unless the two types are binary-compatible) or scanned (SET NOT NULL, a USING, UNIQUE).
- * A type change or a NOT NULL that some rows would fail is a 400 saying how many and which.
+ * A type change or a NOT NULL that some rows would fail is a 400 saying how many and which; a
+ * type change that needs USING and was not given one is said by its dry run already.
  */
 
 export interface ColumnChangeInput {
@@ -64,6 +65,46 @@ function alterations(input: ColumnChangeInput, name: string, enums: EnumTypes) {
     scans: newType !== undefined || input.nullable === false,
   };
 }
+
+/**
+ * Whether PostgreSQL converts the column to `newType` by itself, asked of PostgreSQL: the same
+ * ALTER on an empty temporary table holding a column of the old type, on the schema's session, in
+ * a transaction rolled back. No row is read and the table is not locked. Only a conversion that
+ * needs USING (42804) is reported; anything else is left to the run, which explains it.
+ */
+async function conversionNeedsUsing(
+  client: pg.ClientBase,
+  column: ColumnInfo,
+  newType: string,
+): Promise<NeedsUsing | undefined> {
+  const name = quoteCatalogName(column.name);
+  try {
+    await client.query('BEGIN');
+    // The old type as the catalog printed it, pg_catalog alone on its search path: qualified.
+    await client.query(`CREATE TEMPORARY TABLE dbadmin_type_probe (${name} ${column.type}) ON COMMIT DROP`);
+    await client.query(`ALTER TABLE pg_temp.dbadmin_type_probe ALTER COLUMN ${name} TYPE ${newType}`);
+    return undefined;
+  } catch (error) {
+    if (!isPgError(error) || error.code !== '42804') return undefined;
+    const using = castUsing(column.name, newType);
+    return {
+      message: `PostgreSQL does not convert ${column.type} to ${newType} by itself (${error.message}): a USING expression must compute each new value, such as ${using}`,
+      using,
+    };
+  } finally {
+    await client.query('ROLLBACK').catch(() => undefined);
+  }
+}
+
+/** A type change sent without USING: its dry run asks whether it needs one. */
+const usingCheck = (
+  column: ColumnInfo,
+  newType: string | undefined,
+  using: string | undefined,
+): Pick<Change, 'needsUsing'> =>
+  newType !== undefined && using === undefined
+    ? { needsUsing: (client) => conversionNeedsUsing(client, column, newType) }
+    : {};
 
 /** The schema's enum types the new type may name (none looked up without a type change). */
 const enumsFor = (catalog: pg.Pool, input: ColumnChangeInput): Promise<EnumTypes> =>
@@ -118,6 +159,7 @@ export async function planColumnChange(catalog: pg.Pool, input: ColumnChangeInpu
     locks,
     rewrites,
     scans,
+    ...usingCheck(target, newType, input.using),
     // NULLs for NOT NULL (23502), else values the new type refuses; either explainer leaves any
     // other error as it is.
     explain: async (client, error) =>

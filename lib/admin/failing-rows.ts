@@ -151,6 +151,9 @@ export function explainNulls(
   );
 }
 
+/** The USING expression a type change PostgreSQL does not make by itself is offered: the plain cast. */
+export const castUsing = (column: string, newType: string) => `${quoteCatalogName(column)}::${newType}`;
+
 /**
  * A type change some rows do not fit: each row's new value is computed as the change would (the
  * USING expression, else the column's cast) in a temporary function that catches its error, since
@@ -166,7 +169,7 @@ export function explainUnconvertible(
   if (!isPgError(error)) return Promise.resolve(error);
   const column = quoteCatalogName(change.column);
   if (error.code === '42804') {
-    const example = JSON.stringify(`${column}::${change.newType}`);
+    const example = JSON.stringify(castUsing(change.column, change.newType));
     return Promise.resolve(
       new BadRequest(
         'Type needs a conversion',

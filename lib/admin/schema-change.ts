@@ -121,6 +121,17 @@ export interface Change {
    * after a failure, and says what it did in a sentence the error's message ends with.
    */
   undo?: (client: pg.ClientBase, error: unknown) => Promise<string | undefined>;
+  /**
+   * For a dry run, on the schema's session: whether the change needs a USING expression it was not
+   * given (a type PostgreSQL does not convert by itself), so the preview says so rather than the run.
+   */
+  needsUsing?: (client: pg.ClientBase) => Promise<NeedsUsing | undefined>;
+}
+
+/** A type change that cannot run without USING: why, in a sentence, and an expression to offer. */
+export interface NeedsUsing {
+  message: string;
+  using: string;
 }
 
 export interface Dropped {
@@ -223,9 +234,11 @@ export interface ChangeOptions {
 
 /** What a change would do, without doing it. */
 export async function previewChange(access: SchemaAccess, change: Change, options: ChangeOptions) {
-  const [tables, held] = await Promise.all([
+  const { needsUsing } = change;
+  const [tables, held, using] = await Promise.all([
     tableFacts(access.catalog, change.locks),
     blockers(access.catalog, change.locks, options),
+    needsUsing ? access.run(needsUsing) : undefined,
   ]);
   return {
     dryRun: true as const,
@@ -239,6 +252,7 @@ export async function previewChange(access: SchemaAccess, change: Change, option
     rewrites: change.rewrites,
     scans: change.scans,
     ...(change.drops ? { drops: change.drops } : {}),
+    ...(using ? { needsUsing: using } : {}),
     tables,
     blockers: held,
   };

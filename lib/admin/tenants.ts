@@ -3,6 +3,7 @@ import { shownQuota } from '#lib/admin/quotas';
 import { schemaNotFound } from '#lib/db/catalog';
 import { assertTenantSchema } from '#lib/db/executor';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
+import { RESET_SESSION } from '#lib/db/pool';
 import { currentQuotas } from '#lib/db/quotas';
 import { ApiError, NotFound } from '#lib/errors';
 
@@ -24,6 +25,13 @@ const ROLE_OF_SCHEMA = `pg_catalog.regexp_replace(a.usename::text, '_(user|exec|
 const TENANT_CLIENT = `a.datname = pg_catalog.current_database() AND a.backend_type = 'client backend'
   AND a.usename ~ '_(user|exec|svc|anon)$' AND a.usename <> current_user
   AND a.pid <> pg_catalog.pg_backend_pid()`;
+
+/**
+ * `a` is one of the service's own pooled sessions of the schema (not the tenant's `_user` login),
+ * idle since the reset it gets on its way back to the pool: its last statement is ours, not the
+ * tenant's work, so it is shown as what it is. `$1` is the schema, `$2` the reset.
+ */
+const POOL_RESET = `a.state = 'idle' AND a.query = $2 AND a.usename::text <> $1 || '_user'`;
 
 export const TENANT_SORTS = ['size', 'connections', 'active', 'name'] as const;
 export type TenantSort = (typeof TENANT_SORTS)[number];
@@ -127,6 +135,7 @@ interface SessionRow {
   query_seconds: number | null;
   wait: string | null;
   query: string | null;
+  pool_reset: boolean;
   blocked_by: number[];
   locks: { mode: string; relation: string | null }[];
 }
@@ -143,7 +152,8 @@ export async function describeTenant(db: pg.Pool, schema: string) {
             CASE WHEN a.state = 'active' THEN pg_catalog.date_part('epoch', pg_catalog.now() - a.query_start)::float8 END
               AS query_seconds,
             nullif(concat_ws(': ', a.wait_event_type, a.wait_event), '') AS wait,
-            pg_catalog.left(a.query, 200) AS query,
+            CASE WHEN ${POOL_RESET} THEN NULL ELSE pg_catalog.left(a.query, 200) END AS query,
+            coalesce(${POOL_RESET}, false) AS pool_reset,
             pg_catalog.pg_blocking_pids(a.pid) AS blocked_by,
             (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object('mode', l.mode,
                       'relation', CASE WHEN c.oid IS NOT NULL THEN rn.nspname || '.' || c.relname END)
@@ -155,7 +165,7 @@ export async function describeTenant(db: pg.Pool, schema: string) {
        FROM pg_catalog.pg_stat_activity a
       WHERE ${TENANT_CLIENT} AND ${ROLE_OF_SCHEMA} = $1
       ORDER BY a.query_start NULLS LAST, a.pid`,
-    [schema],
+    [schema, RESET_SESSION],
   );
   const ours = new Set(rows.map((r) => r.pid));
   const blocked = await db.query<{ pid: number; role: string; blocked_by: number[] }>(
@@ -188,6 +198,7 @@ export async function describeTenant(db: pg.Pool, schema: string) {
       querySeconds: r.query_seconds === null ? null : Math.round(r.query_seconds * 10) / 10,
       wait: r.wait,
       query: r.query,
+      poolReset: r.pool_reset,
       blockedBy: r.blocked_by,
       locks: r.locks,
     })),

@@ -37,6 +37,10 @@ export const SchemaChangeAnswer = z.union([
         description:
           'for a drop: what goes with it, as PostgreSQL names it; cascade marks what only cascade=true drops (without it the drop fails naming them)',
       }),
+    needsUsing: z.object({ message: z.string(), using: z.string() }).optional().meta({
+      description:
+        'for a type change PostgreSQL does not make by itself, sent without using: it would fail; why, and an expression to send as using',
+    }),
     tables: z.array(z.object({ table: z.string(), sizeBytes: z.number(), estimatedRows: z.number() })),
     blockers: z.array(Blocker).meta({ description: 'sessions holding a lock the change would wait for' }),
   }),

@@ -203,6 +203,122 @@ describeInBrowser('the web console', () => {
     expect(errors).toEqual([]);
   });
 
+  it('gives every cell edit the keyboard, the second and a failed one too, then hands it back to the cell', async () => {
+    const schema = await schemaWithItems(3);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/items`);
+    await expectText(page.getByTestId('pager'), '3 rows');
+    const editor = page.getByLabel('Cell value');
+    const isFocused = (locator: ReturnType<Page['locator']>) =>
+      locator.evaluate((element) => element === element.ownerDocument.activeElement);
+    const stored = async () =>
+      (
+        await h.api<{ rows: { name: string }[] }>('POST', 'query', {
+          schema,
+          sql: 'SELECT name FROM items ORDER BY id',
+        })
+      ).body.rows.map((row) => row.name);
+
+    // Only the keyboard: what is typed goes where the focus is, not where a test fills it in.
+    await cell(page, 1).dblclick();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('first');
+    await page.keyboard.press('Enter');
+    await expectText(cell(page, 1), 'first');
+    expect(await isFocused(cell(page, 1))).toBe(true);
+
+    // The second edit: `g s` is text in the editor, not the page's jump to Schemas.
+    await cell(page, 2).dblclick();
+    expect(await isFocused(editor)).toBe(true);
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('g s second');
+    await page.keyboard.press('Enter');
+    await expectText(cell(page, 2), 'g s second');
+    expect(page.url()).toContain(`#/s/${schema}/t/items`);
+
+    await h.api('POST', 'query', {
+      schema,
+      sql: 'ALTER TABLE items ADD CONSTRAINT short CHECK (length(name) < 12)',
+    });
+    await cell(page, 3).dblclick();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('far too long for it');
+    await page.keyboard.press('Enter');
+    await page.getByRole('alert').filter({ hasText: 'short' }).waitFor();
+    // After the refusal the editor has the keyboard again: the text is corrected in place.
+    expect(await isFocused(editor)).toBe(true);
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('third');
+    await page.keyboard.press('Enter');
+    await expectText(cell(page, 3), 'third');
+    expect(await stored()).toEqual(['first', 'g s second', 'third']);
+    expect(page.url()).toContain(`#/s/${schema}/t/items`);
+    expect(errors).toEqual([]);
+  });
+
+  it('shows a picked foreign key saving on its cell, and the old value with the error when the save fails', async () => {
+    const schema = uniqueName('web');
+    expect(
+      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
+    ).toBe(201);
+    await h.api('POST', 'query', {
+      schema,
+      sql: `CREATE TABLE cities (id serial PRIMARY KEY, name text NOT NULL);
+            INSERT INTO cities (name) VALUES ('Berlin'), ('Lisbon'), ('Osaka');
+            CREATE TABLE people (id serial PRIMARY KEY, name text, city integer REFERENCES cities (id));
+            INSERT INTO people (name, city) VALUES ('person 1', 1);`,
+    });
+    const storedCity = async () =>
+      (
+        await h.api<{ rows: { city: number }[] }>('POST', 'query', {
+          schema,
+          sql: 'SELECT city FROM people WHERE id = 1',
+        })
+      ).body.rows[0]?.city;
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/people`);
+    await expectText(page.getByTestId('pager'), '1 row');
+    const city = cell(page, 1, 3);
+    const dialog = page.getByRole('dialog');
+    // The cell's own value: the picker's rows, which the cell holds while it is open, are not it.
+    const shownValue = () => city.evaluate((td) => td.firstChild?.textContent ?? '');
+
+    // The save is held until the test lets it go: meanwhile the cell says it is saving.
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    await page.route(
+      (url) => url.pathname.endsWith('/api/table/people/1'),
+      async (route) => {
+        if (route.request().method() === 'PATCH') await held;
+        await route.continue();
+      },
+    );
+    await city.dblclick();
+    await dialog.getByRole('button', { name: /Lisbon/ }).click();
+    await city.and(page.locator('[aria-busy="true"]')).waitFor();
+    expect(await shownValue()).toBe('1');
+    expect(await storedCity()).toBe(1);
+    release();
+    await dialog.waitFor({ state: 'detached' });
+    expect(await city.textContent()).toBe('2');
+    expect(await city.getAttribute('aria-busy')).toBeNull();
+    expect(await storedCity()).toBe(2);
+
+    // A save that fails: the row picked is gone by the time it is sent.
+    await city.dblclick();
+    await dialog.getByRole('button', { name: /Osaka/ }).waitFor();
+    await h.api('POST', 'query', { schema, sql: 'DELETE FROM cities WHERE id = 3' });
+    await dialog.getByRole('button', { name: /Osaka/ }).click();
+    await dialog.getByRole('alert').filter({ hasText: 'cities' }).waitFor();
+    expect(await city.getAttribute('aria-busy')).toBeNull();
+    expect(await shownValue()).toBe('2');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    expect(await city.textContent()).toBe('2');
+    expect(await storedCity()).toBe(2);
+    expect(errors).toEqual([]);
+  });
+
   it('finds rows: filters, sorts by headers, searches, hides columns, keeps the view in the URL, pages under a sort, and pastes rows', async () => {
     const schema = uniqueName('web');
     expect(
@@ -378,7 +494,7 @@ describeInBrowser('the web console', () => {
     await h.screenshot(page, 'cell-json');
     await editor.press('Control+Enter');
     await dialog.waitFor({ state: 'detached' });
-    await expectText(cell(page, 1, 4), '{"n":10,"tags":["x"]}');
+    await expectText(cell(page, 1, 4), '{"n": 10, "tags": ["x"]}');
     expect(writes).toHaveLength(1);
     expect((await stored(1))?.data).toBe('{"n": 10, "tags": ["x"]}');
 
@@ -404,7 +520,10 @@ describeInBrowser('the web console', () => {
     await dialog.getByRole('button', { name: /Osaka/ }).waitFor({ state: 'detached' });
     await h.screenshot(page, 'fk-picker');
     await dialog.getByRole('button', { name: /Lisbon/ }).click();
-    await expectText(cell(page, 1, 3), '2');
+    // The picker closes once the save is answered; until then the cell holds the picker's rows
+    // ("2 Lisbon PT" among them), so its text is read only after.
+    await dialog.waitFor({ state: 'detached' });
+    expect(await cell(page, 1, 3).textContent()).toBe('2');
     expect((await stored(1))?.city).toBe(2);
 
     await page.getByLabel('Select row 2', { exact: true }).check();
@@ -481,7 +600,14 @@ describeInBrowser('the web console', () => {
     const editor = page.locator('.cm-content');
     await editor.click();
     await page.keyboard.type('SELECT name FROM ite');
-    await page.locator('.cm-tooltip-autocomplete').getByText('items').waitFor();
+    // Enter takes the option only once the list is current (while CodeMirror still completes the
+    // last letters it shows the old list, disabled) and has been open its interactionDelay (75 ms):
+    // before either, Enter is a new line. Both are waited for, whatever the machine's speed.
+    await page
+      .locator('.cm-tooltip-autocomplete:not(.cm-tooltip-autocomplete-disabled) li[aria-selected="true"]')
+      .filter({ hasText: 'items' })
+      .waitFor();
+    await page.waitForTimeout(100);
     await page.keyboard.press('Enter');
     await page.keyboard.type(' ORDER BY id');
     await page.keyboard.press('Control+Enter');
@@ -511,6 +637,27 @@ describeInBrowser('the web console', () => {
     await page.keyboard.press('Control+Enter');
     await expectText(page.getByTestId('result-summary'), '1 row · ');
     await expectText(page.getByTestId('result-summary'), `in ${schema} as the schema's role`);
+    expect(errors).toEqual([]);
+  });
+
+  it('shows EXPLAIN’s plan as a tree: the result keeps each line’s leading spaces', async () => {
+    const schema = await schemaWithItems(3);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);
+    await page.locator('.cm-content').click();
+    await page.keyboard.type('EXPLAIN SELECT * FROM items a, items b WHERE a.id = b.id');
+    await page.keyboard.press('Control+Enter');
+    await expectText(page.getByTestId('result-summary'), 'rows');
+    const lines = await page
+      .getByRole('table', { name: 'Result' })
+      .locator('tbody td')
+      .evaluateAll((cells) =>
+        cells.map((td) => [td.textContent ?? '', 'innerText' in td ? String(td.innerText) : '']),
+      );
+    // A join's inputs are indented under it: `  ->  Seq Scan on items a ...`.
+    const nested = lines.filter(([text]) => text?.startsWith('  ->'));
+    expect(nested.length).toBeGreaterThan(0);
+    // As rendered (innerText follows the CSS), not only as held in the DOM.
+    for (const [text, rendered] of nested) expect(rendered).toBe(text);
     expect(errors).toEqual([]);
   });
 

@@ -101,14 +101,14 @@ describeInBrowser('schema changes in the console', () => {
     await retype.getByLabel('New type').fill('NUMERIC(8,2)');
     await retype.getByRole('button', { name: 'Review change' }).click();
     await expectText(retype.getByTestId('change-preview'), 'Rewrites the table');
-    await retype.getByRole('button', { name: 'Run change' }).click();
-    // PostgreSQL cannot cast text to numeric without USING: the answer says what to send.
-    await expectText(retype.getByRole('alert'), 'Type needs a conversion');
+    // PostgreSQL cannot cast text to numeric without USING: the preview says so, not the run.
+    await expectText(retype.getByTestId('change-needs-using'), 'a USING expression');
+    expect(await retype.getByRole('button', { name: 'Run change' }).isDisabled()).toBe(true);
     await retype.getByRole('button', { name: 'Back' }).click();
-    expect(await retype.getByRole('alert').count()).toBe(0);
     await retype.getByLabel('Using (optional)').fill('amount::numeric');
     await retype.getByRole('button', { name: 'Review change' }).click();
     await expectText(retype.getByTestId('change-sql'), 'USING amount::numeric');
+    expect(await retype.getByTestId('change-needs-using').count()).toBe(0);
     await retype.getByRole('button', { name: 'Run change' }).click();
     await expectText(
       retype.getByRole('alert'),
@@ -116,6 +116,51 @@ describeInBrowser('schema changes in the console', () => {
     );
     await h.screenshot(page, 'schema-change-refused');
     expect((await columnTypes(schema, 'prices')).amount).toBe('text');
+    expect(errors).toEqual([]);
+  });
+
+  it('previews a text to integer change as needing USING, offers one, and runs it', async () => {
+    const schema = await schemaWithPrices();
+    await h.api('POST', 'query', {
+      schema,
+      sql: `CREATE TABLE stock (id serial PRIMARY KEY, qty text);
+            INSERT INTO stock (qty) VALUES ('3'), (' 12'), (NULL);`,
+    });
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/stock/structure`);
+    const sent: unknown[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'PATCH') sent.push(JSON.parse(request.postData() ?? '{}'));
+    });
+
+    await columnMenu(page, 'qty', 'Change type…');
+    const retype = page.getByRole('dialog', { name: 'Change the type of column qty' });
+    await retype.getByLabel('New type').fill('INTEGER');
+    await retype.getByRole('button', { name: 'Review change' }).click();
+    const needs = retype.getByTestId('change-needs-using');
+    await expectText(needs, 'PostgreSQL does not convert text to integer by itself');
+    expect(await retype.getByRole('button', { name: 'Run change' }).isDisabled()).toBe(true);
+    await h.screenshot(page, 'schema-change-needs-using');
+
+    await needs.getByRole('button', { name: 'Use "qty"::integer' }).click();
+    await expectText(
+      retype.getByTestId('change-sql'),
+      `ALTER TABLE "${schema}"."stock" ALTER COLUMN "qty" TYPE integer USING "qty"::integer;`,
+    );
+    await needs.waitFor({ state: 'detached' });
+    await retype.getByRole('button', { name: 'Run change' }).click();
+    await retype.waitFor({ state: 'detached' });
+    expect((await columnTypes(schema, 'stock')).qty).toBe('integer');
+    const rows = await h.api<{ rows: unknown[] }>('POST', 'query', {
+      schema,
+      sql: 'SELECT qty FROM stock ORDER BY id',
+    });
+    expect(rows.body.rows).toEqual([{ qty: 3 }, { qty: 12 }, { qty: null }]);
+    // What ran is what the second preview showed: the offered expression, nothing else.
+    expect(sent).toEqual([
+      { schema, type: 'INTEGER', dryRun: true },
+      { schema, type: 'INTEGER', using: '"qty"::integer', dryRun: true },
+      { schema, type: 'INTEGER', using: '"qty"::integer', dryRun: false },
+    ]);
     expect(errors).toEqual([]);
   });
 

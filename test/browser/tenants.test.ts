@@ -52,6 +52,23 @@ describeInBrowser('the tenants page', () => {
     }
   });
 
+  it('shows the service’s pooled session at rest as the pool’s, not its reset as a statement', async () => {
+    const schema = uniqueName('webp');
+    expect(
+      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
+    ).toBe(201);
+    // Run as the schema's role on the host's pool: the session goes back to it reset, and idle.
+    expect((await h.api('POST', 'query', { schema, sql: 'SELECT 1 AS one' })).status).toBe(200);
+
+    const { page, errors } = await h.signedIn(`#/tenants/${schema}`);
+    const sessions = page.getByRole('table', { name: `Sessions of ${schema}` });
+    const pooled = sessions.getByRole('row').filter({ hasText: `${schema}_exec` });
+    await expectText(pooled, 'in the service’s pool, reset for its next request');
+    await expectText(pooled, 'idle');
+    expect(await sessions.getByText('CLOSE ALL').count()).toBe(0);
+    expect(errors).toEqual([]);
+  });
+
   it('sets a storage quota that refuses writes, and finds the changes in the audit log', async () => {
     const schema = uniqueName('webq');
     expect(

@@ -109,6 +109,37 @@ describe('PATCH /api/table/:tableName/column/:columnName', () => {
     expect(await columns(table)).toEqual(before);
   });
 
+  it('dryRun of a type PostgreSQL does not convert by itself says a USING is needed, and offers one', async () => {
+    const table = await people();
+    const before = await columns(table);
+
+    const needs = await change(table, 'age', { type: 'INTEGER', dryRun: true });
+    const given = await change(table, 'age', { type: 'INTEGER', using: 'length(age)', dryRun: true });
+    const widening = await change(table, 'id', { type: 'BIGINT', dryRun: true });
+    const toText = await change(table, 'id', { type: 'VARCHAR', length: 12, dryRun: true });
+
+    expect(needs.status).toBe(200);
+    expect(needs.body.needsUsing).toEqual({
+      message:
+        'PostgreSQL does not convert text to integer by itself (column "age" cannot be cast automatically to type integer): a USING expression must compute each new value, such as "age"::integer',
+      using: '"age"::integer',
+    });
+    // The offer is one a run takes: the same change with it previews clean.
+    const offered = await change(table, 'age', {
+      type: 'INTEGER',
+      using: needs.body.needsUsing.using,
+      dryRun: true,
+    });
+    for (const reply of [given, widening, toText, offered]) {
+      expect(reply.status).toBe(200);
+      expect(reply.body.needsUsing).toBeUndefined();
+    }
+    expect(offered.body.sql).toEqual([
+      `ALTER TABLE "${schema}"."${table}" ALTER COLUMN "age" TYPE integer USING "age"::integer`,
+    ]);
+    expect(await columns(table)).toEqual(before);
+  });
+
   it('a comment alone takes SHARE UPDATE EXCLUSIVE, and rewrites and scans nothing', async () => {
     const table = await people();
 

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { handler as query } from '#functions/query';
 import { handler as tenants } from '#functions/tenants';
 import { flushKeyUse } from '#lib/admin/keys';
-import { closePool, getDatabase } from '#lib/db/pool';
+import { closePool, getDatabase, RESET_SESSION } from '#lib/db/pool';
 import { asTenant, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
@@ -65,7 +65,8 @@ interface Session {
   pid: number;
   role: string;
   state: string;
-  query: string;
+  query: string | null;
+  poolReset: boolean;
   querySeconds: number | null;
   wait: string | null;
   blockedBy: number[];
@@ -87,9 +88,9 @@ describe('tenants at work', () => {
       (b) => (b.sessions as Session[]).some((s) => s.query?.includes('pg_sleep') && s.state === 'active'),
     );
     const sessions = shown.sessions as Session[];
-    const sleeps = sessions.find((s) => s.query.includes('pg_sleep')) as Session;
+    const sleeps = sessions.find((s) => s.query?.includes('pg_sleep')) as Session;
     const holds = sessions.find((s) => s.locks.some((l) => l.mode === 'AccessExclusiveLock')) as Session;
-    const waits = sessions.find((s) => s.query.includes('count(*)')) as Session;
+    const waits = sessions.find((s) => s.query?.includes('count(*)')) as Session;
     const all = await list('connections');
     const mine = all.filter((t) => t.schema === busy || t.schema === quiet);
 
@@ -154,6 +155,30 @@ describe('tenants at work', () => {
       lastUsedAt: expect.any(String),
       requests: 3,
     });
+  });
+
+  it('shows the service’s pooled session at rest as the pool’s reset, not as a statement of the tenant', async () => {
+    const key = await createKey(quiet, 'service_role', 'resting');
+    expect((await sqlAs(key.key, 'SELECT 41 + 1 AS answer')).status).toBe(200);
+
+    const sessions = (await describe_(quiet)).body.sessions as Session[];
+
+    // The session that answered went back to the pool after the reset (CLOSE ALL; ...).
+    const resting = sessions.filter((s) => s.role === `${quiet}_svc` && s.state === 'idle');
+    expect(resting.length).toBeGreaterThan(0);
+    for (const session of resting) expect([session.query, session.poolReset]).toEqual([null, true]);
+    expect(sessions.some((s) => s.query?.includes('CLOSE ALL'))).toBe(false);
+  });
+
+  it('shows a tenant’s own login’s last statement, even one that reads like the pool’s reset', async () => {
+    const own = await login(quiet);
+    const pid = (await own.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+    await own.query(RESET_SESSION);
+
+    const session = ((await describe_(quiet)).body.sessions as Session[]).find((s) => s.pid === pid);
+
+    expect(session).toMatchObject({ role: `${quiet}_user`, state: 'idle', poolReset: false });
+    expect(session?.query).toMatch(/^CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT/);
   });
 
   it('names a session by its start: a stale statement is not cancelled in place of the one running', async () => {

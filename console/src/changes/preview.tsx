@@ -35,6 +35,8 @@ export interface Preview {
   scans: boolean;
   /** For a drop: what goes with it; `cascade`, only with cascade (else the drop fails). */
   drops?: { what: string; cascade: boolean }[];
+  /** A type change PostgreSQL does not make by itself, previewed without USING: it would fail. */
+  needsUsing?: { message: string; using: string };
   tables: { table: string; sizeBytes: number; estimatedRows: number }[];
   blockers: Blocker[];
 }
@@ -124,8 +126,34 @@ function Drops({ drops, cascade }: { drops: { what: string; cascade: boolean }[]
   );
 }
 
-/** The dry run's answer, in plain words. */
-export function PreviewText({ preview }: { preview: Preview }) {
+/** A type change that needs USING: why, and the expression offered, which `onUse` takes. */
+function NeedsUsing({
+  needs,
+  onUse,
+}: {
+  needs: NonNullable<Preview['needsUsing']>;
+  onUse: ((using: string) => void) | undefined;
+}) {
+  return (
+    <div class="warning" data-testid="change-needs-using">
+      <p>{needs.message}. Run would fail as it is.</p>
+      {onUse && (
+        <button type="button" onClick={() => onUse(needs.using)}>
+          Use {needs.using}
+        </button>
+      )}
+    </div>
+  );
+}
+
+/** The dry run's answer, in plain words; `onUseUsing` takes the USING expression it offers. */
+export function PreviewText({
+  preview,
+  onUseUsing,
+}: {
+  preview: Preview;
+  onUseUsing?: ((using: string) => void) | undefined;
+}) {
   return (
     <div class="preview" data-testid="change-preview">
       <p>{preview.summary}.</p>
@@ -145,6 +173,7 @@ export function PreviewText({ preview }: { preview: Preview }) {
         </ul>
       )}
       <p class={preview.rewrites || preview.scans ? 'warning' : ''}>{costInWords(preview)}</p>
+      {preview.needsUsing && <NeedsUsing needs={preview.needsUsing} onUse={onUseUsing} />}
       <Drops
         drops={preview.drops ?? []}
         cascade={preview.sql.some((statement) => / CASCADE$/.test(statement))}
@@ -160,6 +189,8 @@ function ChangeActions(props: {
   canGoBack: boolean;
   running: boolean;
   reviewing: boolean;
+  /** The preview says the change would fail as it is: Run is not offered. */
+  wouldFail: boolean;
   danger: boolean;
   onClose: () => void;
   onBack: () => void;
@@ -184,7 +215,7 @@ function ChangeActions(props: {
       <button
         type="submit"
         class={props.danger && reviewed ? 'danger' : 'primary'}
-        disabled={running || reviewing}
+        disabled={running || reviewing || (reviewed && props.wouldFail)}
       >
         {reviewed ? 'Run change' : 'Review change'}
       </button>
@@ -203,7 +234,9 @@ interface Reviewed {
  * dry run's preview with Run, which sends exactly the request previewed. `request` builds the
  * change from the inputs, throwing a message while they are incomplete. `running` is shown while
  * the change runs (an index build's progress). Closed while it runs, the change goes on on the
- * server: `onDone` still hears of it, told the dialog is gone.
+ * server: `onDone` still hears of it, told the dialog is gone. A preview that says a type change
+ * needs USING offers its expression: `onUseUsing` hears of it (to show it in the inputs), and the
+ * change is previewed again with it.
  */
 export function ChangeDialog<T = unknown>({
   title,
@@ -213,6 +246,7 @@ export function ChangeDialog<T = unknown>({
   onClose,
   running,
   danger = false,
+  onUseUsing,
 }: {
   title: string;
   request: () => ChangeRequest;
@@ -221,6 +255,7 @@ export function ChangeDialog<T = unknown>({
   onClose: () => void;
   running?: ComponentChildren;
   danger?: boolean;
+  onUseUsing?: (using: string) => void;
 }) {
   const [reviewed, setReviewed] = useState<Reviewed | undefined>(undefined);
   const open = useRef(true);
@@ -233,10 +268,10 @@ export function ChangeDialog<T = unknown>({
     },
     [],
   );
-  const review = useAction(async () => {
+  const review = useAction(async (given?: ChangeRequest) => {
     const mine = ++generation.current;
     run.setError(undefined);
-    const asked = request();
+    const asked = given ?? request();
     try {
       const preview = await previewChange(asked);
       if (mine === generation.current) setReviewed({ request: asked, preview });
@@ -268,6 +303,13 @@ export function ChangeDialog<T = unknown>({
   const refused = run.error instanceof ApiError ? run.error : undefined;
   const held = (refused?.details.blockers as Blocker[] | undefined) ?? [];
   const preview = reviewed?.preview;
+  const useUsing =
+    onUseUsing && reviewed
+      ? (using: string) => {
+          onUseUsing(using);
+          review.run({ ...reviewed.request, body: { ...reviewed.request.body, using } });
+        }
+      : undefined;
   return (
     <Dialog title={title} onClose={onClose}>
       <form
@@ -285,7 +327,7 @@ export function ChangeDialog<T = unknown>({
         )}
         {preview && (
           <div ref={shown} tabIndex={-1} aria-live="polite" class="preview-box">
-            <PreviewText preview={preview} />
+            <PreviewText preview={preview} onUseUsing={useUsing} />
           </div>
         )}
         {review.busy && <p class="muted">Checking what it would do…</p>}
@@ -303,6 +345,7 @@ export function ChangeDialog<T = unknown>({
           canGoBack={hasInputs}
           running={run.busy}
           reviewing={review.busy}
+          wouldFail={!!preview?.needsUsing}
           danger={danger}
           onClose={onClose}
           onBack={back}

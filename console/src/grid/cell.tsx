@@ -1,4 +1,4 @@
-import { useRef, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { messageOf } from '../ui';
 import { type Column, cellText, editorText, parseInput } from '../values';
 import { isLongType } from './json-and-arrays';
@@ -10,7 +10,8 @@ import type { Reference } from './references';
  * One cell: Enter or double-click edits. A foreign key's cell opens the picker of the referenced
  * table's rows, a json, jsonb or array cell the multi-line editor, any other cell an editor in place: there Enter saves that cell (nothing is sent when the text is
  * unchanged), Esc leaves without sending anything, and the NULL button saves NULL. A failed save
- * keeps the editor open with what was typed, and the message under it.
+ * keeps the editor open with what was typed, and the message under it. While a save is sent the
+ * cell shows the value it had (aria-busy): only the row the server answers replaces it.
  */
 export function Cell({
   value,
@@ -41,6 +42,24 @@ export function Cell({
   const [text, setText] = useState('');
   const [error, setError] = useState<unknown>(undefined);
   const [saving, setSaving] = useState(false);
+  const input = useRef<HTMLInputElement>(null);
+  const wasEditing = useRef(false);
+  // The keyboard goes to the editor each time it opens or a save fails (the autofocus attribute
+  // works once per page), and back to the cell when it closes: never to the page's shortcuts.
+  useEffect(() => {
+    if (editing && !saving) input.current?.focus();
+    else if (!editing && wasEditing.current) cell.current?.focus();
+    wasEditing.current = editing;
+  }, [editing, saving]);
+  /** A save from a dialog, shown on the cell until the server answers. */
+  const saveShown = async (next: unknown) => {
+    setSaving(true);
+    try {
+      await save(next);
+    } finally {
+      setSaving(false);
+    }
+  };
   const original = editorText(column, value);
   const openInPlace = () => {
     setDialog(undefined);
@@ -76,9 +95,9 @@ export function Cell({
       <td class={error ? 'cell editing failed' : 'cell editing'} title={error ? messageOf(error) : undefined}>
         <span class="cell-editor">
           <input
+            ref={input}
             aria-label="Cell value"
             value={text}
-            autoFocus
             disabled={saving}
             onInput={(event) => setText(event.currentTarget.value)}
             onKeyDown={(event) => {
@@ -115,7 +134,8 @@ export function Cell({
   return (
     <td
       ref={cell}
-      class={value === null ? 'cell null' : 'cell'}
+      class={`${value === null ? 'cell null' : 'cell'}${saving ? ' saving' : ''}`}
+      aria-busy={saving ? 'true' : undefined}
       tabIndex={editable ? 0 : -1}
       // The editors' dialogs live in the cell: their keys and clicks are theirs, not the cell's.
       onDblClick={(event) => event.target === event.currentTarget && open()}
@@ -128,7 +148,7 @@ export function Cell({
     >
       {value === null ? 'NULL' : cellText(value)}
       {dialog === 'long' && column && (
-        <LongValueEditor column={column} value={value} row={row} save={save} onClose={closeDialog} />
+        <LongValueEditor column={column} value={value} row={row} save={saveShown} onClose={closeDialog} />
       )}
       {dialog === 'pick' && column && reference && (
         <ReferencePicker
@@ -136,7 +156,7 @@ export function Cell({
           reference={reference}
           current={value}
           nullable={column.nullable}
-          onPick={save}
+          onPick={saveShown}
           onType={openInPlace}
           onClose={closeDialog}
         />

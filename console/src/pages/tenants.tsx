@@ -34,6 +34,8 @@ interface Session {
   querySeconds: number | null;
   wait: string | null;
   query: string | null;
+  /** The service's pooled session, idle since its reset: its last statement is ours, not shown. */
+  poolReset: boolean;
   blockedBy: number[];
   locks: { mode: string; relation: string | null }[];
 }
@@ -134,9 +136,13 @@ function SessionRow({ schema, session, onStop }: { schema: string; session: Sess
       <td>{session.state}</td>
       <td>{seconds(session.querySeconds)}</td>
       <td>{session.wait ?? ''}</td>
-      <td class="mono" title={session.query ?? ''}>
-        {session.query}
-      </td>
+      {session.poolReset ? (
+        <td class="muted">in the service’s pool, reset for its next request</td>
+      ) : (
+        <td class="mono" title={session.query ?? ''}>
+          {session.query}
+        </td>
+      )}
       <td>
         {session.locks.map((l) => `${l.mode} ${l.relation ?? ''}`).join(', ')}
         {session.blockedBy.length > 0 && (

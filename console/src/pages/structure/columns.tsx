@@ -216,6 +216,7 @@ function ColumnChange({
       onClose={onClose}
       onDone={onChanged}
       danger={kind === 'drop'}
+      onUseUsing={kind === 'type' ? setUsing : undefined}
     >
       {inputs[kind]}
     </ChangeDialog>
