@@ -90,6 +90,31 @@ describeInBrowser('files in and out of the console', () => {
     expect(errors).toEqual([]);
   });
 
+  it('exports a CSV safe to open in a spreadsheet while ticked, and exact for re-import when not', async () => {
+    const schema = await schemaWith(
+      `CREATE TABLE cells (id int PRIMARY KEY, v text);
+       INSERT INTO cells VALUES (1, '=HYPERLINK("http://evil/","x")'), (2, '-5'), (3, 'plain')`,
+    );
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/cells`);
+    await page.getByText('3 rows').first().waitFor();
+    const exported = async () => {
+      const saved = page.waitForEvent('download');
+      await page.getByRole('button', { name: 'Export CSV' }).click();
+      return readFileSync((await (await saved).path()) as string, 'utf8');
+    };
+    const forSpreadsheets = page.getByRole('checkbox', { name: 'for spreadsheets' });
+
+    expect(await forSpreadsheets.isChecked()).toBe(true);
+    expect(await exported()).toBe(`id,v\n1,"'=HYPERLINK(""http://evil/"",""x"")"\n2,'-5\n3,plain\n`);
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    await forSpreadsheets.uncheck();
+    expect(await exported()).toBe('id,v\n1,"=HYPERLINK(""http://evil/"",""x"")"\n2,-5\n3,plain\n');
+    await page.reload();
+    await page.getByText('3 rows').first().waitFor();
+    expect(await forSpreadsheets.isChecked()).toBe(false);
+    expect(errors).toEqual([]);
+  });
+
   it('makes a new table of a JSON file dropped on a schema, with the types it suggests, and imports it', async () => {
     const schema = await schemaWith('SELECT 1');
     const { page, errors } = await h.signedIn(`#/s/${schema}`);

@@ -4,7 +4,6 @@ import { handler as tenants } from '#functions/tenants';
 import { flushKeyUse } from '#lib/admin/keys';
 import { closePool, getDatabase, RESET_SESSION } from '#lib/db/pool';
 import { asTenant, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { sessionIdentity } from '#test/support/sessions';
 

@@ -2,7 +2,6 @@ import { handler as query } from '#functions/query';
 import { handler as tenants } from '#functions/tenants';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { sessionIdentity } from '#test/support/sessions';
 
