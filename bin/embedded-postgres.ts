@@ -99,7 +99,14 @@ END $$`;
  * connect through one, and a server killed (a test run stopped hard) would leave its socket's lock
  * file in /tmp for good.
  */
-export const EMBEDDED_FLAGS = ['-c', 'max_connections=300', '-c', 'unix_socket_directories='];
+export const EMBEDDED_FLAGS = [
+  '-c',
+  'max_connections=300',
+  '-c',
+  'unix_socket_directories=',
+  '-c',
+  'random_page_cost=1.1',
+];
 
 /** Lines of PostgreSQL's output kept for a failed start's error. */
 const SAID_KEPT = 20;
