@@ -80,6 +80,8 @@ async function conversionNeedsUsing(
   const name = quoteCatalogName(column.name);
   try {
     await client.query('BEGIN');
+    // A row type as the old type locks its table while the probe is made: never wait for that.
+    await client.query("SET LOCAL lock_timeout = '50ms'");
     // The old type as the catalog printed it, pg_catalog alone on its search path: qualified.
     await client.query(`CREATE TEMPORARY TABLE dbadmin_type_probe (${name} ${column.type}) ON COMMIT DROP`);
     await client.query(`ALTER TABLE pg_temp.dbadmin_type_probe ALTER COLUMN ${name} TYPE ${newType}`);

@@ -263,9 +263,13 @@ export function filterFacts(
   const visit = (node: FilterNode) => {
     if (node.kind === 'and' && !node.negated) node.items.forEach(visit);
     if (node.kind !== 'condition') return;
-    const { name } = columnOf({ table, columns }, node.column);
-    if (node.operator === 'eq' && !node.negated && !facts.equal.has(name))
+    const { name, deterministic } = columnOf({ table, columns }, node.column);
+    // Under a nondeterministic collation `eq` lets through values that differ ('a', 'A'), which
+    // the cursor must still tell apart: only an exact equality fixes the column.
+    if (node.operator === 'eq' && !node.negated && deterministic === true && !facts.equal.has(name))
       facts.equal.set(name, node.value as string);
+    // `in.()` is the constant false, which a negation turns into true for NULLs too.
+    if (node.operator === 'in' && (node.value as string[]).length === 0) return;
     // `is.null` and `is.unknown` let NULL through, `not.is.true` and `not.is.false` too.
     const letsNullThrough = node.value === 'null' || node.value === 'unknown';
     if (node.operator !== 'is' || letsNullThrough === node.negated) facts.notNull.add(name);

@@ -20,6 +20,11 @@ export interface ColumnInfo {
    * char(1) and bit(1); with -1 they are `bpchar` and `"bit"`, of any length.
    */
   valueType: string;
+  /**
+   * Whether `=` on it means the same value: false under a nondeterministic collation (`'a' = 'A'`
+   * in a case-insensitive one). Left out where a read does not ask.
+   */
+  deterministic?: boolean;
 }
 
 export interface TableInfo {
@@ -45,7 +50,9 @@ export function columnOf(info: { table: string; columns: readonly ColumnInfo[] }
 export const tableInfoQuery = (more = '') => `
   SELECT c.oid IS NOT NULL AS table_exists,
          (SELECT coalesce(json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod),
-                                                     'notNull', a.attnotnull, 'valueType', format_type(a.atttypid, -1))
+                                                     'notNull', a.attnotnull, 'valueType', format_type(a.atttypid, -1),
+                                                     'deterministic', a.attcollation = 0 OR coalesce(
+                                                       (SELECT co.collisdeterministic FROM pg_collation co WHERE co.oid = a.attcollation), false))
                                    ORDER BY a.attnum), '[]')
             FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
          (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')

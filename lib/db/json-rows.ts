@@ -30,6 +30,8 @@ const NATIVE = new Map<number, JsonKind>([
 
 /** oid[]'s oid. */
 const OID_ARRAY = 1028;
+/** box[]'s oid: an array that leaves as its text (see ARRAYS). */
+const BOX_ARRAY = 1020;
 
 interface ArrayType {
   element: JsonKind;
@@ -49,7 +51,8 @@ const ARRAYS = new Map<number, ArrayType>([
   [1005, arrayOf('number')], // int2[]
   [1007, arrayOf('number')], // int4[]
   [OID_ARRAY, arrayOf('number')], // oid[]
-  [1020, arrayOf('string', ';')], // box[]
+  // box[] (BOX_ARRAY) is left out: its elements are separated by `;` (a box's text holds commas), which
+  // no writer of arrays here (pg's, the import's, the console's) would give back; it leaves as text.
   ...[
     143, // xml[]
     199, // json[]
@@ -145,6 +148,10 @@ export const TEXT_OUTPUT_SETTINGS: Readonly<Record<string, string>> = {
   IntervalStyle: 'postgres',
   bytea_output: 'hex',
   extra_float_digits: '1',
+  // money's symbol and separators, and whether xml takes a fragment: a tenant could set either for
+  // one of its roles, and a value read under one would not go back under another.
+  lc_monetary: 'C',
+  xmloption: 'content',
 };
 
 const asText = (value: string) => value;
@@ -292,6 +299,7 @@ export function jsonSql(c: string, oid: number): string {
   const brackets = array ? '[]' : '';
   if (oid === builtins.OID || oid === OID_ARRAY) return `${c}::pg_catalog.int8${brackets}`;
   if (JSON_WRITES_OTHERWISE.has(oid)) return `${c}::pg_catalog.text${brackets}`;
+  if (oid === BOX_ARRAY) return `${c}::pg_catalog.text`;
   if (oid < FIRST_GENERATED_OID) return c;
   // num_nonnulls: a composite of NULL fields IS NULL, yet is a value ('(,)').
   return `CASE WHEN pg_catalog.num_nonnulls(${c}) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.format('%s', ${c}) END`;

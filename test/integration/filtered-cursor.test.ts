@@ -59,9 +59,12 @@ async function walk(table: string, q: Query, size: number): Promise<number[]> {
  */
 beforeAll(async () => {
   schema = await freshSchema('fcur');
-  await sql(`CREATE TABLE stock (id int PRIMARY KEY, qty int, name text);
+  // ci: 'a' and 'A' under a case-insensitive collation, where `=` holds for values that differ.
+  await sql(`CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+             CREATE TABLE stock (id int PRIMARY KEY, qty int, name text, ci text COLLATE ci);
              INSERT INTO stock SELECT g, CASE WHEN g % 11 = 0 THEN NULL ELSE g % 5 END,
-                                         CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || (g % 4) END
+                                         CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || (g % 4) END,
+                                         CASE WHEN g % 3 = 0 THEN 'A' ELSE 'a' END
                                  FROM generate_series(1, 300) g;
              CREATE INDEX stock_qty ON stock (qty);`);
 });
@@ -82,6 +85,8 @@ describe('walking a filtered order by cursor', () => {
     ['a negated eq, which keeps NULLs out', { filter: 'name.not.eq.n2', order: 'name,qty' }],
     ['is.null, which keeps them', { filter: 'qty.is.null', order: 'qty,name' }],
     ['an or, which fixes nothing', { or: '(qty.eq.1,qty.is.null)', order: 'qty' }],
+    ['not.in.(), which lets NULLs through', { filter: 'qty.not.in.()', order: 'qty' }],
+    ['an eq under a case-insensitive collation, which fixes nothing', { filter: 'ci.eq.a', order: 'ci' }],
     ['an and group', { and: '(qty.eq.4,name.is.null)', order: 'name,qty' }],
     [
       'a negated and group, which fixes nothing',
