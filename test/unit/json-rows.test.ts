@@ -75,8 +75,9 @@ describe('values that leave as JSON, by type', () => {
     expect(parseArray('{{},{}}', String)).toEqual([[], []]);
   });
 
-  it('reads box arrays by their own delimiter, and past lower bounds other than 1', () => {
-    expect(parse(1020, '{(1,1),(0,0);(2,2),(1,1)}')).toEqual(['(1,1),(0,0)', '(2,2),(1,1)']);
+  it('leaves box arrays as their text (their own delimiter, no writer gives back), and reads past lower bounds other than 1', () => {
+    expect(parse(1020, '{(1,1),(0,0);(2,2),(1,1)}')).toBe('{(1,1),(0,0);(2,2),(1,1)}');
+    expect(parseArray('{(1,1),(0,0);(2,2),(1,1)}', String, ';')).toEqual(['(1,1),(0,0)', '(2,2),(1,1)']);
     expect(parseArray('[0:1]={1,2}', Number)).toEqual([1, 2]);
     expect(parseArray('[1:2][3:4]={{1,2},{3,4}}', Number)).toEqual([
       [1, 2],

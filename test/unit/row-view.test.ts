@@ -12,6 +12,7 @@ const wide = (n: number): TableInfo => ({
     type: 'integer',
     valueType: 'integer',
     notNull: i === 0,
+    deterministic: true,
   })),
 });
 
