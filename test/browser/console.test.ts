@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import { ConsoleHarness, describeInBrowser, expectText } from '#test/support/browser';
+import { ConsoleHarness, describeInBrowser, expectText, gridCell } from '#test/support/browser';
 import { uniqueName } from '#test/support/names';
 
 /**
@@ -17,24 +17,10 @@ describeInBrowser('the web console', () => {
 
   /** A schema with a table `items (id serial primary key, name text)` of `rows` rows. */
   async function schemaWithItems(rows: number): Promise<string> {
-    const schema = uniqueName('web');
-    expect(
-      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
-    ).toBe(201);
-    await h.api('POST', 'query', {
-      schema,
-      sql: `CREATE TABLE items (id serial PRIMARY KEY, name text);
-            INSERT INTO items (name) SELECT 'row ' || g FROM generate_series(1, ${rows}) g;`,
-    });
+    const schema = await h.schemaWith(`CREATE TABLE items (id serial PRIMARY KEY, name text);
+            INSERT INTO items (name) SELECT 'row ' || g FROM generate_series(1, ${rows}) g;`);
     return schema;
   }
-
-  const cell = (page: Page, id: number, column = 2) =>
-    page
-      .getByRole('row')
-      .filter({ has: page.getByLabel(`Select row ${id}`, { exact: true }) })
-      .locator('td')
-      .nth(column);
 
   it('signs in with a form (no browser dialog), stays signed in across a reload, and starts a trial', async () => {
     const page = await h.browser.newPage({ viewport: { width: 1280, height: 760 } });
@@ -149,19 +135,19 @@ describeInBrowser('the web console', () => {
       if (request.method() === 'PATCH') patches.push(request.url());
     });
 
-    await cell(page, 1).dblclick();
+    await gridCell(page, 1).dblclick();
     await page.getByLabel('Cell value').fill('edited');
     await page.getByLabel('Cell value').press('Enter');
-    await expectText(cell(page, 1), 'edited');
+    await expectText(gridCell(page, 1), 'edited');
     await page.reload();
-    await expectText(cell(page, 1), 'edited');
+    await expectText(gridCell(page, 1), 'edited');
     await h.screenshot(page, 'grid');
 
-    await cell(page, 2).dblclick();
+    await gridCell(page, 2).dblclick();
     await page.getByLabel('Cell value').fill('never saved');
     await page.getByLabel('Cell value').press('Escape');
-    await expectText(cell(page, 2), 'row 2');
-    await cell(page, 2).dblclick();
+    await expectText(gridCell(page, 2), 'row 2');
+    await gridCell(page, 2).dblclick();
     await page.getByLabel('Cell value').press('Enter'); // unchanged: nothing to save
     await page.getByLabel('Cell value').waitFor({ state: 'detached' });
     expect(patches).toHaveLength(1);
@@ -170,7 +156,7 @@ describeInBrowser('the web console', () => {
       schema,
       sql: 'ALTER TABLE items ADD CONSTRAINT short CHECK (length(name) < 20)',
     });
-    await cell(page, 3).dblclick();
+    await gridCell(page, 3).dblclick();
     await page.getByLabel('Cell value').fill('a value far too long for the check');
     await page.getByLabel('Cell value').press('Enter');
     await page.getByRole('alert').filter({ hasText: 'short' }).waitFor();
@@ -219,27 +205,27 @@ describeInBrowser('the web console', () => {
       ).body.rows.map((row) => row.name);
 
     // Only the keyboard: what is typed goes where the focus is, not where a test fills it in.
-    await cell(page, 1).dblclick();
+    await gridCell(page, 1).dblclick();
     await page.keyboard.press('Control+A');
     await page.keyboard.type('first');
     await page.keyboard.press('Enter');
-    await expectText(cell(page, 1), 'first');
-    expect(await isFocused(cell(page, 1))).toBe(true);
+    await expectText(gridCell(page, 1), 'first');
+    expect(await isFocused(gridCell(page, 1))).toBe(true);
 
     // The second edit: `g s` is text in the editor, not the page's jump to Schemas.
-    await cell(page, 2).dblclick();
+    await gridCell(page, 2).dblclick();
     expect(await isFocused(editor)).toBe(true);
     await page.keyboard.press('Control+A');
     await page.keyboard.type('g s second');
     await page.keyboard.press('Enter');
-    await expectText(cell(page, 2), 'g s second');
+    await expectText(gridCell(page, 2), 'g s second');
     expect(page.url()).toContain(`#/s/${schema}/t/items`);
 
     await h.api('POST', 'query', {
       schema,
       sql: 'ALTER TABLE items ADD CONSTRAINT short CHECK (length(name) < 12)',
     });
-    await cell(page, 3).dblclick();
+    await gridCell(page, 3).dblclick();
     await page.keyboard.press('Control+A');
     await page.keyboard.type('far too long for it');
     await page.keyboard.press('Enter');
@@ -249,24 +235,17 @@ describeInBrowser('the web console', () => {
     await page.keyboard.press('Control+A');
     await page.keyboard.type('third');
     await page.keyboard.press('Enter');
-    await expectText(cell(page, 3), 'third');
+    await expectText(gridCell(page, 3), 'third');
     expect(await stored()).toEqual(['first', 'g s second', 'third']);
     expect(page.url()).toContain(`#/s/${schema}/t/items`);
     expect(errors).toEqual([]);
   });
 
   it('shows a picked foreign key saving on its cell, and the old value with the error when the save fails', async () => {
-    const schema = uniqueName('web');
-    expect(
-      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
-    ).toBe(201);
-    await h.api('POST', 'query', {
-      schema,
-      sql: `CREATE TABLE cities (id serial PRIMARY KEY, name text NOT NULL);
+    const schema = await h.schemaWith(`CREATE TABLE cities (id serial PRIMARY KEY, name text NOT NULL);
             INSERT INTO cities (name) VALUES ('Berlin'), ('Lisbon'), ('Osaka');
             CREATE TABLE people (id serial PRIMARY KEY, name text, city integer REFERENCES cities (id));
-            INSERT INTO people (name, city) VALUES ('person 1', 1);`,
-    });
+            INSERT INTO people (name, city) VALUES ('person 1', 1);`);
     const storedCity = async () =>
       (
         await h.api<{ rows: { city: number }[] }>('POST', 'query', {
@@ -276,7 +255,7 @@ describeInBrowser('the web console', () => {
       ).body.rows[0]?.city;
     const { page, errors } = await h.signedIn(`#/s/${schema}/t/people`);
     await expectText(page.getByTestId('pager'), '1 row');
-    const city = cell(page, 1, 3);
+    const city = gridCell(page, 1, 3);
     const dialog = page.getByRole('dialog');
     // The cell's own value: the picker's rows, which the cell holds while it is open, are not it.
     const shownValue = () => city.evaluate((td) => td.firstChild?.textContent ?? '');
@@ -320,17 +299,11 @@ describeInBrowser('the web console', () => {
   });
 
   it('finds rows: filters, sorts by headers, searches, hides columns, keeps the view in the URL, pages under a sort, and pastes rows', async () => {
-    const schema = uniqueName('web');
-    expect(
-      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
-    ).toBe(201);
     // age is 20 + g % 7: "age ≥ 25" holds for g % 7 in (5, 6), 16 of the 60 rows.
-    await h.api('POST', 'query', {
-      schema,
-      sql: `CREATE TABLE people (id serial PRIMARY KEY, name text, age integer, active boolean, joined date);
+    const schema =
+      await h.schemaWith(`CREATE TABLE people (id serial PRIMARY KEY, name text, age integer, active boolean, joined date);
             INSERT INTO people (name, age, active, joined)
-            SELECT 'person ' || g, 20 + g % 7, g % 2 = 0, date '2024-01-01' + g FROM generate_series(1, 60) g;`,
-    });
+            SELECT 'person ' || g, 20 + g % 7, g % 2 = 0, date '2024-01-01' + g FROM generate_series(1, 60) g;`);
     const { page, errors } = await h.signedIn(`#/s/${schema}/t/people`);
     const reads: string[] = [];
     page.on('request', (request) => {
@@ -454,19 +427,13 @@ describeInBrowser('the web console', () => {
   });
 
   it('edits jsonb and arrays in a checked editor, picks a foreign key, and bulk-edits and bulk-deletes selected rows saying how many', async () => {
-    const schema = uniqueName('web');
-    expect(
-      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
-    ).toBe(201);
-    await h.api('POST', 'query', {
-      schema,
-      sql: `CREATE TABLE cities (id serial PRIMARY KEY, name text NOT NULL, country text);
+    const schema =
+      await h.schemaWith(`CREATE TABLE cities (id serial PRIMARY KEY, name text NOT NULL, country text);
             INSERT INTO cities (name, country) VALUES ('Berlin', 'DE'), ('Lisbon', 'PT'), ('Osaka', 'JP');
             CREATE TABLE people (id serial PRIMARY KEY, name text, city integer REFERENCES cities (id),
                                  data jsonb, tags text[]);
             INSERT INTO people (name, city, data, tags)
-            SELECT 'person ' || g, 1, jsonb_build_object('n', g), ARRAY['a', 'b c'] FROM generate_series(1, 5) g;`,
-    });
+            SELECT 'person ' || g, 1, jsonb_build_object('n', g), ARRAY['a', 'b c'] FROM generate_series(1, 5) g;`);
     const stored = async (id: number) =>
       (
         await h.api<{ rows: Record<string, unknown>[] }>('POST', 'query', {
@@ -483,7 +450,7 @@ describeInBrowser('the web console', () => {
     // Columns: select, id, name, city, data, tags.
     const dialog = page.getByRole('dialog');
 
-    await cell(page, 1, 4).dblclick();
+    await gridCell(page, 1, 4).dblclick();
     const editor = dialog.getByLabel('Cell value');
     expect(await editor.inputValue()).toBe('{\n  "n": 1\n}');
     await editor.fill('{\n  "n": 10,\n  tags: ["x"]\n}');
@@ -494,25 +461,25 @@ describeInBrowser('the web console', () => {
     await h.screenshot(page, 'cell-json');
     await editor.press('Control+Enter');
     await dialog.waitFor({ state: 'detached' });
-    await expectText(cell(page, 1, 4), '{"n": 10, "tags": ["x"]}');
+    await expectText(gridCell(page, 1, 4), '{"n": 10, "tags": ["x"]}');
     expect(writes).toHaveLength(1);
     expect((await stored(1))?.data).toBe('{"n": 10, "tags": ["x"]}');
 
-    await cell(page, 1, 5).dblclick();
+    await gridCell(page, 1, 5).dblclick();
     expect(await editor.inputValue()).toBe('{a,"b c"}');
     await editor.fill('{x,"y, z",NULL');
     await editor.press('Control+Enter');
     await dialog.getByRole('alert').filter({ hasText: 'not an array' }).waitFor();
     await editor.fill('{x,"y, z",NULL}');
     await editor.press('Control+Enter');
-    await expectText(cell(page, 1, 5), '["x","y, z",null]');
+    await expectText(gridCell(page, 1, 5), '["x","y, z",null]');
     expect((await stored(1))?.tags).toBe('{x,"y, z",NULL}');
     expect(writes).toHaveLength(2);
 
     const search = page.waitForRequest(
       (r) => r.url().includes('/api/table/cities?') && r.url().includes('q=lis'),
     );
-    await cell(page, 1, 3).dblclick();
+    await gridCell(page, 1, 3).dblclick();
     await dialog.getByRole('button', { name: /Osaka/ }).waitFor();
     await dialog.getByLabel('Search cities').fill('lis');
     const searched = new URL((await search).url()).searchParams;
@@ -523,7 +490,7 @@ describeInBrowser('the web console', () => {
     // The picker closes once the save is answered; until then the cell holds the picker's rows
     // ("2 Lisbon PT" among them), so its text is read only after.
     await dialog.waitFor({ state: 'detached' });
-    expect(await cell(page, 1, 3).textContent()).toBe('2');
+    expect(await gridCell(page, 1, 3).textContent()).toBe('2');
     expect((await stored(1))?.city).toBe(2);
 
     await page.getByLabel('Select row 2', { exact: true }).check();
@@ -534,9 +501,9 @@ describeInBrowser('the web console', () => {
     await expectText(dialog.getByTestId('bulk-edit-summary'), 'on the 2 rows selected in people');
     await h.screenshot(page, 'bulk-edit');
     await dialog.getByRole('button', { name: 'Update 2 rows' }).click();
-    await expectText(cell(page, 2, 2), 'moved, twice');
-    await expectText(cell(page, 3, 2), 'moved, twice');
-    await expectText(cell(page, 4, 2), 'person 4');
+    await expectText(gridCell(page, 2, 2), 'moved, twice');
+    await expectText(gridCell(page, 3, 2), 'moved, twice');
+    await expectText(gridCell(page, 4, 2), 'person 4');
     expect(writes.at(-1)).toMatch(/^PATCH .*\/api\/table\/people\/rows\?/);
     expect(writes.at(-1)).toContain('filter=id.in.(2,3)');
     expect(writes.at(-1)).toContain('maxAffected=2');

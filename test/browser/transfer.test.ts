@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { ConsoleHarness, describeInBrowser, expectText } from '#test/support/browser';
-import { uniqueName } from '#test/support/names';
 
 /**
  * Files in and out of the console, in a real Chromium through `npm start`'s host: a CSV dropped on
@@ -18,15 +17,6 @@ describeInBrowser('files in and out of the console', () => {
     expect((await h.api('POST', 'trial/start', { email: 'owner@example.com' })).status).toBe(200);
   }, 180_000);
   afterAll(() => h.close());
-
-  async function schemaWith(sql: string): Promise<string> {
-    const schema = uniqueName('web');
-    expect(
-      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
-    ).toBe(201);
-    expect((await h.api('POST', 'query', { schema, sql })).status).toBe(200);
-    return schema;
-  }
 
   /** Drops a file with `text` on the element the locator names, as a person dragging it there would. */
   async function drop(page: Page, target: string, name: string, text: string, type: string) {
@@ -49,7 +39,7 @@ describeInBrowser('files in and out of the console', () => {
   };
 
   it('imports a CSV dropped on a table, saying where a bad one fails, and exports the whole table into one file', async () => {
-    const schema = await schemaWith('CREATE TABLE people (id int PRIMARY KEY, name text, age int)');
+    const schema = await h.schemaWith('CREATE TABLE people (id int PRIMARY KEY, name text, age int)');
     const { page, errors } = await h.signedIn(`#/s/${schema}/t/people`);
     await page.getByText('0 rows').first().waitFor();
     const target = 'Drop a file to import into people';
@@ -91,7 +81,7 @@ describeInBrowser('files in and out of the console', () => {
   });
 
   it('exports a CSV safe to open in a spreadsheet while ticked, and exact for re-import when not', async () => {
-    const schema = await schemaWith(
+    const schema = await h.schemaWith(
       `CREATE TABLE cells (id int PRIMARY KEY, v text);
        INSERT INTO cells VALUES (1, '=HYPERLINK("http://evil/","x")'), (2, '-5'), (3, 'plain')`,
     );
@@ -116,7 +106,7 @@ describeInBrowser('files in and out of the console', () => {
   });
 
   it('makes a new table of a JSON file dropped on a schema, with the types it suggests, and imports it', async () => {
-    const schema = await schemaWith('SELECT 1');
+    const schema = await h.schemaWith('SELECT 1');
     const { page, errors } = await h.signedIn(`#/s/${schema}`);
     const json = JSON.stringify([
       { id: 1, 'Full Name': 'Ann', joined: '2024-01-02', score: 1.5, tags: ['a'] },

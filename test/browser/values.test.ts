@@ -1,6 +1,4 @@
-import type { Page } from 'playwright-core';
-import { ConsoleHarness, describeInBrowser, expectText } from '#test/support/browser';
-import { uniqueName } from '#test/support/names';
+import { ConsoleHarness, describeInBrowser, expectText, gridCell } from '#test/support/browser';
 
 /**
  * Issue 35 in the console: cells show values exactly as PostgreSQL stores them (README: Values in
@@ -14,24 +12,11 @@ describeInBrowser('values in the console', () => {
   beforeAll(() => h.start(), 180_000);
   afterAll(() => h.close());
 
-  const cell = (page: Page, id: string, column: number) =>
-    page
-      .getByRole('row')
-      .filter({ has: page.getByLabel(`Select row ${id}`, { exact: true }) })
-      .locator('td')
-      .nth(column);
-
   it('shows microseconds, NaN, 64-bit keys and big JSON numbers as stored, and edits them without loss', async () => {
-    const schema = uniqueName('web');
-    expect(
-      (await h.api('POST', 'schema/create', { schemaName: schema, password: 'pw-0123456789' })).status,
-    ).toBe(201);
-    await h.api('POST', 'query', {
-      schema,
-      sql: `CREATE TABLE readings (id bigint PRIMARY KEY, at timestamptz, ratio double precision, doc jsonb);
+    const schema =
+      await h.schemaWith(`CREATE TABLE readings (id bigint PRIMARY KEY, at timestamptz, ratio double precision, doc jsonb);
             INSERT INTO readings VALUES
-              (9007199254740993, '2024-05-05 10:11:12.123456+00', 'NaN', '{"id": 12345678901234567890, "n": 1}')`,
-    });
+              (9007199254740993, '2024-05-05 10:11:12.123456+00', 'NaN', '{"id": 12345678901234567890, "n": 1}')`);
     const stored = async () =>
       (
         await h.api<{ rows: Record<string, string>[] }>('POST', 'query', {
@@ -42,36 +27,36 @@ describeInBrowser('values in the console', () => {
     const { page, errors } = await h.signedIn(`#/s/${schema}/t/readings`);
     const key = '9007199254740993';
     // Columns: select, id, at, ratio, doc.
-    await expectText(cell(page, key, 1), key);
-    const at = (await cell(page, key, 2).textContent()) ?? '';
+    await expectText(gridCell(page, key, 1), key);
+    const at = (await gridCell(page, key, 2).textContent()) ?? '';
     expect(at).toMatch(/^2024-05-0[45] \d\d:\d\d:12\.123456[+-]\d\d/);
-    await expectText(cell(page, key, 3), 'NaN');
-    await expectText(cell(page, key, 4), '{"n": 1, "id": 12345678901234567890}');
+    await expectText(gridCell(page, key, 3), 'NaN');
+    await expectText(gridCell(page, key, 4), '{"n": 1, "id": 12345678901234567890}');
 
     // A float set to -0, which a JavaScript number would send as 0.
-    await cell(page, key, 3).dblclick();
+    await gridCell(page, key, 3).dblclick();
     const inPlace = page.getByLabel('Cell value');
     expect(await inPlace.inputValue()).toBe('NaN');
     await inPlace.fill('-0');
     await inPlace.press('Enter');
-    await expectText(cell(page, key, 3), '-0');
+    await expectText(gridCell(page, key, 3), '-0');
 
     // The instant one microsecond on, in the row the 64-bit key names.
-    await cell(page, key, 2).dblclick();
+    await gridCell(page, key, 2).dblclick();
     expect(await inPlace.inputValue()).toBe(at);
     await inPlace.fill(at.replace('.123456', '.123457'));
     await inPlace.press('Enter');
-    await expectText(cell(page, key, 2), at.replace('.123456', '.123457'));
+    await expectText(gridCell(page, key, 2), at.replace('.123456', '.123457'));
 
     // Another key of the document changed: the number past 2^53 stays as it was.
-    await cell(page, key, 4).dblclick();
+    await gridCell(page, key, 4).dblclick();
     const dialog = page.getByRole('dialog');
     const editor = dialog.getByLabel('Cell value');
     expect(await editor.inputValue()).toBe('{\n  "n": 1,\n  "id": 12345678901234567890\n}');
     await editor.fill((await editor.inputValue()).replace('"n": 1', '"n": 2'));
     await editor.press('Control+Enter');
     await dialog.waitFor({ state: 'detached' });
-    await expectText(cell(page, key, 4), '{"n": 2, "id": 12345678901234567890}');
+    await expectText(gridCell(page, key, 4), '{"n": 2, "id": 12345678901234567890}');
 
     expect(await stored()).toEqual({
       at: '2024-05-05 10:11:12.123457+00',

@@ -4,6 +4,7 @@ import { type Host, startHost } from '#test/support/host';
 import { ADMIN } from '#test/support/http';
 import { licenseTestDatabase } from '#test/support/license-db';
 import { TestLicenseServer } from '#test/support/license-server';
+import { uniqueName } from '#test/support/names';
 
 /** Debian's chromium (or CHROMIUM_PATH): playwright-core downloads no browser of its own. */
 export function findChromium(): string | undefined {
@@ -25,6 +26,14 @@ if (!chromiumPath) {
 
 /** `describe` when a Chromium is installed, else `describe.skip` (and the warning above). */
 export const describeInBrowser = chromiumPath ? describe : describe.skip;
+
+/** The grid's cell in the row of `id`: the `column`th of its cells (0 is the row's checkbox). */
+export const gridCell = (page: Page, id: number | string, column = 2) =>
+  page
+    .getByRole('row')
+    .filter({ has: page.getByLabel(`Select row ${id}`, { exact: true }) })
+    .locator('td')
+    .nth(column);
 
 /** Waits for the locator to hold `text`; failing, says what it held instead. */
 export async function expectText(locator: ReturnType<Page['locator']>, text: string): Promise<void> {
@@ -105,6 +114,20 @@ export class ConsoleHarness {
     if (process.env.DBADMIN_SCREENSHOTS !== '1') return;
     await page.evaluate('document.fonts.ready');
     await page.screenshot({ path: `docs/console-${name}.png` });
+  }
+
+  /** A schema of its own for a test, with `sql` run in it (the tables and rows it starts from). */
+  async schemaWith(sql: string): Promise<string> {
+    const schema = uniqueName('web');
+    const created = await this.api('POST', 'schema/create', {
+      schemaName: schema,
+      password: 'pw-0123456789',
+    });
+    if (created.status !== 201)
+      throw new Error(`schema ${schema} not created: ${JSON.stringify(created.body)}`);
+    const ran = await this.api('POST', 'query', { schema, sql });
+    if (ran.status !== 200) throw new Error(`${sql}: ${JSON.stringify(ran.body)}`);
+    return schema;
   }
 
   /** Calls the API as the admin (setting up what a test needs, or checking what the console did). */
