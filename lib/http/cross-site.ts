@@ -25,15 +25,24 @@ export class CrossSiteRefused extends ApiError {
 
 const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-let allowedCache: { setting: string | undefined; origins: readonly string[] } | undefined;
+const listed = new Map<string, { setting: string | undefined; entries: readonly string[] }>();
 
-/** The allow-list from the environment (the service checks it at start, lib/config). */
-function allowedOrigins(): readonly string[] {
-  const setting = process.env.CORS_ALLOWED_ORIGINS;
-  if (allowedCache?.setting !== setting || !allowedCache)
-    allowedCache = { setting, origins: commaSeparated(setting) };
-  return allowedCache.origins;
+/**
+ * A list setting as the environment has it now (the service checks both at start, lib/config),
+ * parsed once per value: the same array each time, so lib/http/event's trust list built from it
+ * is built once, not on every request.
+ */
+function envList(name: 'CORS_ALLOWED_ORIGINS' | 'TRUSTED_PROXIES'): readonly string[] {
+  const setting = process.env[name];
+  let kept = listed.get(name);
+  if (kept?.setting !== setting || !kept) {
+    kept = { setting, entries: commaSeparated(setting) };
+    listed.set(name, kept);
+  }
+  return kept.entries;
 }
+
+const allowedOrigins = () => envList('CORS_ALLOWED_ORIGINS');
 
 function method(event: HttpEvent): string {
   const { requestContext, httpMethod } = event as {
@@ -43,8 +52,7 @@ function method(event: HttpEvent): string {
   return (requestContext?.http?.method ?? httpMethod ?? 'GET').toUpperCase();
 }
 
-/** TRUSTED_PROXIES, as the environment has it (the service checks it at start, lib/config). */
-const trustedProxies = () => commaSeparated(process.env.TRUSTED_PROXIES);
+const trustedProxies = () => envList('TRUSTED_PROXIES');
 
 /** A name only this machine answers to: an address, `localhost` or a `.localhost` name. */
 const loopbackOrAddress = (hostname: string) =>
