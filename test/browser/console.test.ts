@@ -204,8 +204,16 @@ describeInBrowser('the web console', () => {
         })
       ).body.rows.map((row) => row.name);
 
+    // The editor opens after the double click is handled: typing waits until it has the keyboard.
+    const editorFocused = async () =>
+      page.waitForFunction(
+        (element) => element === element?.ownerDocument.activeElement,
+        await editor.elementHandle(),
+      );
+
     // Only the keyboard: what is typed goes where the focus is, not where a test fills it in.
     await gridCell(page, 1).dblclick();
+    await editorFocused();
     await page.keyboard.press('Control+A');
     await page.keyboard.type('first');
     await page.keyboard.press('Enter');
@@ -214,6 +222,7 @@ describeInBrowser('the web console', () => {
 
     // The second edit: `g s` is text in the editor, not the page's jump to Schemas.
     await gridCell(page, 2).dblclick();
+    await editorFocused();
     expect(await isFocused(editor)).toBe(true);
     await page.keyboard.press('Control+A');
     await page.keyboard.type('g s second');
@@ -226,6 +235,7 @@ describeInBrowser('the web console', () => {
       sql: 'ALTER TABLE items ADD CONSTRAINT short CHECK (length(name) < 12)',
     });
     await gridCell(page, 3).dblclick();
+    await editorFocused();
     await page.keyboard.press('Control+A');
     await page.keyboard.type('far too long for it');
     await page.keyboard.press('Enter');
