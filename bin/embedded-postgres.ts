@@ -51,7 +51,7 @@ async function provision(superuserUrl: string, password: string): Promise<void> 
   await client.connect();
   try {
     const role = pg.escapeIdentifier(SERVICE_ROLE);
-    const verifier = pg.escapeLiteral(scramVerifier(password));
+    const verifier = pg.escapeLiteral(await scramVerifier(password));
     const { rowCount: hasRole } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [
       SERVICE_ROLE,
     ]);

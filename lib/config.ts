@@ -17,6 +17,9 @@ export const isLambda = (env: Env = process.env) =>
 
 const positiveInt = z.coerce.number().int().positive();
 
+/** DB_PROCESS_CONNECTIONS on Lambda when unset, as packaging counts it (bin/lambda-connections). */
+export const LAMBDA_PROCESS_CONNECTIONS = 4;
+
 /**
  * What each sslmode becomes: TLS is either off, asked for by name, or verified in full (chain and
  * host name). pg reads require and verify-ca as verify-full today; writing it out keeps them so
@@ -168,6 +171,11 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // runs each function once, in its own process, for every request in flight (bin/offline):
       // its pools, per role too, are DB_POOL_MAX wide, so one slow request holds no other back.
       DB_POOL_MAX: positiveInt.default(lambda ? 2 : 10),
+      // All the connections one process (a Lambda container) may hold, every pool together; and
+      // what the deployment may use in all (max_connections less reserved slots), which packaging
+      // checks Σ reservedConcurrency × DB_PROCESS_CONNECTIONS against (bin/lambda-connections).
+      DB_PROCESS_CONNECTIONS: positiveInt.default(lambda ? LAMBDA_PROCESS_CONNECTIONS : 60),
+      DATABASE_MAX_CONNECTIONS: positiveInt.optional(),
       DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
       LICENSE_SERVER_URL: z.string().url('expected an https:// URL').optional(),
       LICENSE_SERVER_CA_FILE: z.string().min(1).optional(),
@@ -180,6 +188,11 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // Startup activation: used once at cold start, then removed from the environment.
       LICENSE_KEY: z.string().min(1).optional(),
       LICENSE_EMAIL: z.string().min(1).optional(),
+    })
+    .refine((s) => s.DB_PROCESS_CONNECTIONS > s.DB_POOL_MAX, {
+      path: ['DB_PROCESS_CONNECTIONS'],
+      message:
+        "must be more than DB_POOL_MAX: the service's own pool takes DB_POOL_MAX of them, the schemas' sessions the rest",
     })
     .refine((s) => !lambda || s.QUERY_TIMEOUT_MS <= LAMBDA_QUERY_TIMEOUT_CEILING_MS, {
       path: ['QUERY_TIMEOUT_MS'],

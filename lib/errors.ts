@@ -77,6 +77,16 @@ export class ServiceUnavailable extends ApiError {
   }
 }
 
+/**
+ * Every connection this process may hold is in use and none came free in time: the service is
+ * busy, the database is fine. The caller should retry after `Retry-After` seconds.
+ */
+export class Busy extends ApiError {
+  constructor(message: string, cause?: unknown) {
+    super(503, 'Service busy', `${message}; retry in a moment`, { cause, headers: { 'Retry-After': '1' } });
+  }
+}
+
 /** A statement (or the whole request) ran out of time; the statement was cancelled in PostgreSQL. */
 export class QueryTimeout extends ApiError {
   constructor(reason: string, cause?: unknown) {

@@ -8,7 +8,7 @@ import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { ROLE_SUFFIXES, TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
 import { dropSchemaRoles, revoking, shutOutSchema } from '#lib/db/role-revocation';
-import { lockSchema, prepareSchemaRole, roleExists } from '#lib/db/schema-roles';
+import { bumpRoleGeneration, lockSchema, prepareSchemaRole, roleExists } from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 
@@ -109,6 +109,8 @@ export async function createSchema(
       await client.query('UPDATE _dbadmin.schema_locks SET closing = false WHERE schema_name = $1', [
         schemaName,
       ]);
+      // Roles of an earlier schema of this name were never prepared for this one.
+      await bumpRoleGeneration(client, schemaName);
       if (await schemaExists(client, schemaName)) {
         throw new BadRequest('Schema exists', `schema "${schemaName}" already exists`);
       }
@@ -124,7 +126,7 @@ export async function createSchema(
       const role = quoteIdent(username);
       const schema = quoteIdent(schemaName, 'schema name');
       await client.query(
-        `CREATE ROLE ${role} LOGIN CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT} PASSWORD ${quoteLiteral(scramVerifier(password))}`,
+        `CREATE ROLE ${role} LOGIN CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT} PASSWORD ${quoteLiteral(await scramVerifier(password))}`,
       );
       // Keys of an earlier schema of this name (deleted halfway, or raced) never open this one.
       await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);

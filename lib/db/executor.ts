@@ -5,21 +5,29 @@ import { quoteIdent } from '#lib/db/identifiers';
 import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import {
-  createPool,
   discardAfterUse,
   getDatabase,
   getQueryPool,
   onClose,
   poolsUse,
+  sessionPool,
   stopBackend,
   withSession,
   withTransaction,
 } from '#lib/db/pool';
 import { currentQuotas, statementTimeoutMs } from '#lib/db/quotas';
 import { ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
-import { kindOfKey, type RoleKind, roleName, rolePassword, type SchemaRole } from '#lib/db/role-names';
-import { prepareSchemaRole } from '#lib/db/schema-roles';
-import { BadRequest, QueryTimeout, ServiceUnavailable } from '#lib/errors';
+import {
+  kindOfKey,
+  type RoleKind,
+  roleName,
+  rolePassword,
+  type SchemaRole,
+  schemaRole,
+} from '#lib/db/role-names';
+import { prepareSchemaRole, roleReady } from '#lib/db/schema-roles';
+import { isNoSession, type SessionPool } from '#lib/db/session-pool';
+import { BadRequest, Busy, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 import type { Principal } from '#lib/principal';
 
 /**
@@ -68,16 +76,21 @@ export interface SchemaAccess {
   audit: AuditDraft | undefined;
 }
 
-/** At most this many role pools per container; the least recently used one is closed. */
-const MAX_ROLE_POOLS = 32;
-const rolePools = new Map<string, pg.Pool>();
-/** The statement timeout each role pool's sessions start with (a tenant's quota may lower it). */
-const poolTimeouts = new WeakMap<pg.Pool, number>();
+/**
+ * This bundle's session pools, one per schema role it has worked as (with the statement timeout
+ * their sessions start with: a tenant's quota may lower it). Never closed for being many: a pool
+ * holds connections only while the process's budget lets it (lib/db/session-pool), so every
+ * tenant stays warm however many there are.
+ */
+const rolePools = new Map<string, { pool: SessionPool; timeoutMs: number }>();
 onClose(async () => {
   const pools = [...rolePools.values()];
   rolePools.clear();
-  await Promise.all(pools.map((p) => p.end()));
+  await Promise.all(pools.map(({ pool }) => pool.close()));
 });
+
+/** Role preparations this process ran, by kind (for the metrics): ideally one per role and generation. */
+export const roleSetups: Record<RoleKind, number> = { exec: 0, svc: 0, anon: 0 };
 
 function roleSettings(prepared: SchemaRole): Record<string, string> {
   // Quoted only when it must be, so current_setting('search_path') reads as people write it.
@@ -92,53 +105,63 @@ function roleSettings(prepared: SchemaRole): Record<string, string> {
   return settings;
 }
 
-function poolFor(config: Config, prepared: SchemaRole, timeoutMs: number): pg.Pool {
-  const pool = createPool(config, {
-    applicationName: `dbadmin-${prepared.kind}`,
-    login: { user: prepared.role, password: rolePassword(config.DBADMIN_SECRET, prepared.role) },
-    settings: roleSettings(prepared),
+function poolFor(config: Config, role: SchemaRole, timeoutMs: number): SessionPool {
+  const pool = sessionPool(config, {
+    applicationName: `dbadmin-${role.kind}`,
+    login: { user: role.role, password: rolePassword(config.DBADMIN_SECRET, role.role) },
+    settings: roleSettings(role),
     secondary: true,
     statementTimeoutMs: timeoutMs,
   });
-  poolTimeouts.set(pool, timeoutMs);
-  rolePools.delete(prepared.role);
-  rolePools.set(prepared.role, pool);
-  if (rolePools.size > MAX_ROLE_POOLS) {
-    const [oldest, oldestPool] = rolePools.entries().next().value as [string, pg.Pool];
-    rolePools.delete(oldest);
-    oldestPool.end().catch(() => undefined);
-  }
+  const before = rolePools.get(role.role);
+  rolePools.set(role.role, { pool, timeoutMs });
+  before?.pool.close().catch(() => undefined);
   return pool;
 }
 
-/** Preparations in flight, one per role: requests that arrive together share it and its pool. */
-const preparing = new Map<string, Promise<pg.Pool>>();
+/** Openings in flight, one per role: requests that arrive together share it and its pool. */
+const opening = new Map<string, Promise<SessionPool>>();
 
-/** Creates or repairs the role (password reset, grants, LOGIN as its keys allow) and makes its pool. */
-function preparedPool(schema: string, kind: RoleKind, timeoutMs: number): Promise<pg.Pool> {
+/**
+ * The role's pool, made after the role is known ready (lib/db/schema-roles roleReady: one read),
+ * or prepared (`repair`, or not ready: made, granted, its password reset, in one transaction).
+ */
+function openRole(schema: string, kind: RoleKind, timeoutMs: number, repair: boolean): Promise<SessionPool> {
   const role = roleName(schema, kind);
-  let pending = preparing.get(role);
+  let pending = opening.get(role);
   if (!pending) {
-    pending = prepareRole(schema, kind, timeoutMs).finally(() => preparing.delete(role));
-    preparing.set(role, pending);
+    pending = readyRole(schema, kind, timeoutMs, repair).finally(() => opening.delete(role));
+    opening.set(role, pending);
   }
   return pending;
 }
 
-async function prepareRole(schema: string, kind: RoleKind, timeoutMs: number): Promise<pg.Pool> {
+async function readyRole(
+  schema: string,
+  kind: RoleKind,
+  timeoutMs: number,
+  repair: boolean,
+): Promise<SessionPool> {
   const [config, admin] = await Promise.all([getConfig(), getDatabase()]);
-  const prepared = await withTransaction(admin, (client) =>
-    prepareSchemaRole(client, config.DBADMIN_SECRET, schema, kind),
-  );
-  rolePools
-    .get(prepared.role)
-    ?.end()
-    .catch(() => undefined);
-  return poolFor(config, prepared, timeoutMs);
+  if (repair || !(await roleReady(admin, schema, kind))) {
+    roleSetups[kind]++;
+    await withTransaction(admin, (client) => prepareSchemaRole(client, config.DBADMIN_SECRET, schema, kind));
+  }
+  return poolFor(config, schemaRole(schema, kind), timeoutMs);
 }
 
 /** The role's login failed: gone (schema re-made elsewhere), disabled, or its password changed. */
 const loginRefused = (error: unknown) => isPgError(error) && error.code.startsWith('28');
+
+/** No session came in time: every connection the process may hold is busy (not the database's fault). */
+function busy(error: unknown): unknown {
+  if (!isNoSession(error)) return error;
+  return new Busy(
+    error.full === 'process'
+      ? 'every database connection this process may hold is in use'
+      : "every session of this schema's role is in use",
+  );
+}
 
 /**
  * A session of the schema's role; a refused login is repaired once, then reported as a 503 (a
@@ -146,20 +169,16 @@ const loginRefused = (error: unknown) => isPgError(error) && error.code.startsWi
  */
 async function connect(schema: string, kind: RoleKind, timeoutMs: number): Promise<pg.PoolClient> {
   const role = roleName(schema, kind);
-  let pool = rolePools.get(role);
+  const known = rolePools.get(role);
   // A pool made before the schema's timeout quota changed is made again.
-  if (pool && poolTimeouts.get(pool) === timeoutMs) {
-    rolePools.delete(role);
-    rolePools.set(role, pool);
-  } else {
-    pool = await preparedPool(schema, kind, timeoutMs);
-  }
+  const pool =
+    known && known.timeoutMs === timeoutMs ? known.pool : await openRole(schema, kind, timeoutMs, false);
   try {
     return await pool.connect();
   } catch (error) {
-    if (!loginRefused(error)) throw error;
-    return (await preparedPool(schema, kind, timeoutMs)).connect().catch((again: unknown) => {
-      if (!loginRefused(again)) throw again;
+    if (!loginRefused(error)) throw busy(error);
+    return (await openRole(schema, kind, timeoutMs, true)).connect().catch((again: unknown) => {
+      if (!loginRefused(again)) throw busy(again);
       throw new ServiceUnavailable(
         'Database login refused',
         `the database refused the login of schema "${schema}"'s role; try again`,
@@ -300,17 +319,28 @@ export async function adminAccess(
     readOnly: false,
     timeoutMs: config.QUERY_TIMEOUT_MS,
     audit,
-    run: async (work) => guarded(catalog, config.QUERY_TIMEOUT_MS, () => pool.connect(), work, signal),
+    run: async (work) =>
+      guarded(
+        catalog,
+        config.QUERY_TIMEOUT_MS,
+        () => pool.connect().catch((error) => Promise.reject(busy(error))),
+        work,
+        signal,
+      ),
     cancel: (client) => stopBackend(catalog, client, 'cancel'),
   };
 }
 
-/** The schema roles' pools of this process, together (for the metrics). */
-export const rolePoolUse = () => poolsUse('schema roles', rolePools.values());
+/** The schema roles' pools of this bundle, together (for the metrics). */
+export const rolePoolUse = () =>
+  poolsUse(
+    'schema roles',
+    [...rolePools.values()].map(({ pool }) => pool),
+  );
 
 /** Forgets this process's pool for the role: the next request logs in afresh (key deleted). */
 export async function dropRolePool(role: string): Promise<void> {
-  const pool = rolePools.get(role);
+  const known = rolePools.get(role);
   rolePools.delete(role);
-  await pool?.end();
+  await known?.pool.close();
 }

@@ -258,6 +258,16 @@ export const MIGRATIONS: readonly Migration[] = [
       REVOKE ALL ON _dbadmin_audit.inbox FROM PUBLIC;
       GRANT INSERT (entry, seal) ON _dbadmin_audit.inbox TO PUBLIC`,
   },
+  {
+    id: 13,
+    name: 'role preparation generations',
+    // Which of a schema's roles were prepared (made, granted, given their derived password) at
+    // its current generation: a process that finds its role here logs in directly. Anything that
+    // changes the roles bumps the generation and empties the list (lib/db/schema-roles).
+    sql: `ALTER TABLE _dbadmin.schema_locks
+            ADD COLUMN role_generation bigint NOT NULL DEFAULT 1,
+            ADD COLUMN prepared text[] NOT NULL DEFAULT '{}'`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

@@ -1,4 +1,4 @@
-import { ApiError, ServiceUnavailable } from '#lib/errors';
+import { ApiError, Busy, ServiceUnavailable } from '#lib/errors';
 
 /** The fields of a PostgreSQL error that pg exposes. */
 export interface PgError extends Error {
@@ -109,6 +109,10 @@ const isTlsFailure = (error: unknown) =>
   ((typeof error.code === 'string' && TLS_CODE.test(error.code)) ||
     error.message === 'The server does not support SSL connections');
 
+/** pg.Pool's wait for one of its connections ran out: all were in use (not the database's fault). */
+const poolExhausted = (error: unknown) =>
+  isErrorLike(error) && !isPgError(error) && error.message === 'timeout exceeded when trying to connect';
+
 /** The database's reason in plain words: its message, and its detail when it has one. */
 function reason(error: PgError): string {
   return error.detail ? `${error.message} (${error.detail})` : error.message;
@@ -138,6 +142,9 @@ export function fromDatabaseError(error: unknown): ApiError | undefined {
       error,
     );
   }
+  if (poolExhausted(error)) return new Busy('every connection of the service is in use', error);
+  if (isPgError(error) && error.code === '53300')
+    return new Busy('the database has no connection to spare', error);
   if (isConnectionError(error)) {
     return new ServiceUnavailable(
       'Database unavailable',

@@ -1,8 +1,10 @@
 import pg from 'pg';
 import { type Config, getConfig } from '#lib/config';
+import { sessionBudget } from '#lib/db/connection-budget';
 import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
+import { SessionPool } from '#lib/db/session-pool';
 import { inTransaction, type TransactionOptions } from '#lib/db/transaction';
 import { ApiError, QueryTimeout } from '#lib/errors';
 import { logger } from '#lib/log';
@@ -22,7 +24,7 @@ for (const oid of [builtins.DATE, builtins.TIMESTAMP, builtins.INTERVAL, builtin
 }
 
 let pool: pg.Pool | undefined;
-let queryPool: pg.Pool | undefined;
+let queryPool: SessionPool | undefined;
 let migrated: Promise<void> | undefined;
 const closers = new Set<() => Promise<void>>();
 
@@ -56,7 +58,7 @@ function connectionString(config: Config, login: PoolOptions['login']): string {
 export function createPool(config: Config, options: PoolOptions): pg.Pool {
   const created = new pg.Pool({
     connectionString: connectionString(config, options.login),
-    max: options.secondary && config.lambda ? 1 : config.DB_POOL_MAX,
+    max: config.DB_POOL_MAX,
     connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
     // Lambda freezes idle containers; short idle times avoid handing out sockets the server closed.
     idleTimeoutMillis: config.lambda ? 60_000 : 30_000,
@@ -93,30 +95,77 @@ export async function withServicePool<T>(
 }
 
 /**
- * The container's pool for dbadmin's own SQL, created on first use and reused across
- * invocations. Its search path is pg_catalog alone, fixed at connection start, and every name
- * in our SQL is schema-qualified: no operator or function a tenant creates can be picked by it.
+ * The process's pool for dbadmin's own SQL, created on first use and reused across invocations
+ * and by every function's bundle in the process (the local host runs them all in one): its
+ * DB_POOL_MAX connections are the service's share of the process's budget (DB_PROCESS_CONNECTIONS),
+ * set apart from the sessions' (sessionBudget), so a request that holds a session can always
+ * still read the catalog. Its search path is pg_catalog alone, fixed at connection start, and
+ * every name in our SQL is schema-qualified: no operator or function a tenant creates can be
+ * picked by it.
  */
 export async function getPool(): Promise<pg.Pool> {
-  if (pool) return pool;
+  if (pool && !pool.ending) return pool;
   const config = await getConfig();
-  // Checked again after the wait: requests in flight together (the local host runs them in one
-  // process) must share one pool, not each make its own.
-  pool ??= createPool(config, {
+  // Checked again after the wait: requests in flight together must share one pool.
+  if (!pool || pool.ending) pool = adoptServicePool(config);
+  return pool;
+}
+
+const SERVICE_POOL = Symbol.for('dbadmin.service-pool');
+/** The process's service pool, and how many bundles (module copies) use it: the last to close ends it. */
+const processGlobal = globalThis as { [SERVICE_POOL]?: { key: string; pool: pg.Pool; users: number } };
+
+function adoptServicePool(config: Config): pg.Pool {
+  const key = `${config.DATABASE_URL} ${config.DB_POOL_MAX}`;
+  const shared = processGlobal[SERVICE_POOL];
+  if (shared && shared.key === key && !shared.pool.ending) {
+    shared.users++;
+    return shared.pool;
+  }
+  const created = createPool(config, {
     applicationName: 'dbadmin',
     settings: { search_path: 'pg_catalog, pg_temp' },
   });
-  return pool;
+  processGlobal[SERVICE_POOL] = { key, pool: created, users: 1 };
+  return created;
+}
+
+/** This bundle no longer uses the service pool: ended once no bundle does. */
+async function leaveServicePool(used: pg.Pool | undefined): Promise<void> {
+  const shared = processGlobal[SERVICE_POOL];
+  if (!used || used.ending) return;
+  if (shared?.pool === used && --shared.users > 0) return;
+  if (shared?.pool === used) processGlobal[SERVICE_POOL] = undefined;
+  await used.end();
+}
+
+/** What the process's sessions (schema roles, the admin's SQL) may open together: the rest of the budget. */
+export const sessionLimit = (config: Config) => config.DB_PROCESS_CONNECTIONS - config.DB_POOL_MAX;
+
+/** The pg.Client settings of a session pool's connections (see createPool). */
+export function sessionPool(config: Config, options: PoolOptions): SessionPool {
+  return new SessionPool(sessionBudget(sessionLimit(config)), {
+    client: {
+      connectionString: connectionString(config, options.login),
+      statement_timeout: options.statementTimeoutMs ?? config.QUERY_TIMEOUT_MS,
+      application_name: options.applicationName,
+      keepAlive: true,
+      ...(options.settings ? { options: startupOptions(options.settings) } : {}),
+    },
+    max: options.secondary && config.lambda ? 1 : config.DB_POOL_MAX,
+    waitMs: config.DB_CONNECT_TIMEOUT_MS,
+    idleMs: config.lambda ? 60_000 : 30_000,
+  });
 }
 
 /**
  * Connections that run the admin's own ad-hoc SQL with the admin's rights (an explicit opt-in):
  * such SQL may change session state, so they are reset after every use.
  */
-export async function getQueryPool(): Promise<pg.Pool> {
+export async function getQueryPool(): Promise<SessionPool> {
   if (queryPool) return queryPool;
   const config = await getConfig();
-  queryPool ??= createPool(config, {
+  queryPool ??= sessionPool(config, {
     applicationName: 'dbadmin-query',
     secondary: true,
     settings: { ...TEXT_OUTPUT_SETTINGS },
@@ -138,19 +187,22 @@ const useOf = (name: string, p: pg.Pool): PoolUse => ({
   waiting: p.waitingCount,
 });
 
-/** This process's own pools, as they are now (for the metrics): the service's and the query pool. */
-export const servicePoolUse = (): PoolUse[] => [
-  ...(pool ? [useOf('service', pool)] : []),
-  ...(queryPool ? [useOf('query', queryPool)] : []),
-];
+/** This bundle's own query pool, as it is now (for the metrics). */
+export const bundlePoolUse = (): PoolUse[] => (queryPool ? [{ pool: 'query', ...queryPool.use }] : []);
 
-/** A set of pools counted as one (the schema roles'). */
-export const poolsUse = (name: string, pools: Iterable<pg.Pool>): PoolUse => {
+/** The service's pool, shared by the process's bundles, as it is now (for the metrics). */
+export function processServicePoolUse(): PoolUse | undefined {
+  const shared = processGlobal[SERVICE_POOL]?.pool;
+  return shared && useOf('service', shared);
+}
+
+/** A set of session pools counted as one (the schema roles'). */
+export const poolsUse = (name: string, pools: Iterable<SessionPool>): PoolUse => {
   const use = { pool: name, total: 0, idle: 0, waiting: 0 };
   for (const p of pools) {
-    use.total += p.totalCount;
-    use.idle += p.idleCount;
-    use.waiting += p.waitingCount;
+    use.total += p.use.total;
+    use.idle += p.use.idle;
+    use.waiting += p.use.waiting;
   }
   return use;
 };
@@ -301,11 +353,11 @@ export function onClose(close: () => Promise<void>): void {
   closers.add(close);
 }
 
-/** Closes every pool (tests, local shutdown). The next getPool() builds a new one. */
+/** Closes every pool of this bundle (tests, local shutdown). The next getPool() builds a new one. */
 export async function closePool(): Promise<void> {
-  const closing = [pool, queryPool];
+  const [service, sessions] = [pool, queryPool];
   pool = undefined;
   queryPool = undefined;
   migrated = undefined;
-  await Promise.all([...closing.map((p) => p?.end()), ...[...closers].map((close) => close())]);
+  await Promise.all([leaveServicePool(service), sessions?.close(), ...[...closers].map((close) => close())]);
 }

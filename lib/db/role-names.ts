@@ -62,3 +62,9 @@ export interface SchemaRole {
    */
   actsAs: string;
 }
+
+/** The role a principal's work in the schema logs in as, and whom it works as. */
+export function schemaRole(schema: string, kind: RoleKind): SchemaRole {
+  const role = roleName(schema, kind);
+  return { schema, kind, role, actsAs: kind === 'anon' ? role : roleName(schema, 'owner') };
+}

@@ -7,9 +7,10 @@ import {
   roleName,
   rolePassword,
   type SchemaRole,
+  schemaRole,
   TENANT_CONNECTION_LIMIT,
 } from '#lib/db/role-names';
-import { scramVerifier } from '#lib/db/scram';
+import { DERIVED_ITERATIONS, scramVerifier } from '#lib/db/scram';
 import { NotFound } from '#lib/errors';
 
 /**
@@ -56,7 +57,7 @@ export async function upsertLogin(
   login: boolean,
 ): Promise<boolean> {
   const exists = await roleExists(client, role);
-  const verifier = quoteLiteral(scramVerifier(rolePassword(secret, role)));
+  const verifier = quoteLiteral(await scramVerifier(rolePassword(secret, role), DERIVED_ITERATIONS));
   const attributes = `${login ? 'LOGIN' : 'NOLOGIN'} NOINHERIT CONNECTION LIMIT ${ROLE_CONNECTION_LIMIT} PASSWORD ${verifier}`;
   await client.query(`${exists ? 'ALTER' : 'CREATE'} ROLE ${quoteIdent(role)} ${attributes}`);
   // Settings the role gave itself (any role may) go with every reset.
@@ -195,7 +196,12 @@ export async function prepareSchemaRole(
       if (kind === 'svc') await client.query(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
       else await grantAnon(client, schema, role, owner);
     }
-    return { schema, kind, role, actsAs: kind === 'anon' ? role : owner };
+    await client.query(
+      `UPDATE _dbadmin.schema_locks SET prepared = pg_catalog.array_append(pg_catalog.array_remove(prepared, $2), $2)
+        WHERE schema_name = $1`,
+      [schema, kind],
+    );
+    return schemaRole(schema, kind);
   } catch (error) {
     throw schemaBusy(schema, error);
   }
@@ -203,6 +209,41 @@ export async function prepareSchemaRole(
 
 const schemaClosing = (schema: string) =>
   new NotFound('Schema not found', `schema "${schema}" is being deleted`);
+
+/**
+ * Whether the role can be logged in as without preparing it first: prepareSchemaRole did so at
+ * the schema's current generation, and the role has given itself no settings since (PostgreSQL
+ * 15 lets a role set its own defaults; they would reach every session of it). One read on the
+ * service's pool, no lock: the cost of a role every process but the first finds ready. A login
+ * refused after all (a password the tenant set, a key deleted meanwhile) repairs it (lib/db/executor).
+ */
+export async function roleReady(
+  client: pg.ClientBase | pg.Pool,
+  schema: string,
+  kind: RoleKind,
+): Promise<boolean> {
+  const { rows } = await client.query<{ closing: boolean; ready: boolean }>(
+    `SELECT l.closing, $2 = ANY (l.prepared) AND NOT EXISTS (
+              SELECT 1 FROM pg_catalog.pg_db_role_setting s JOIN pg_catalog.pg_roles r ON r.oid = s.setrole
+               WHERE r.rolname = $3) AS ready
+       FROM _dbadmin.schema_locks l WHERE l.schema_name = $1`,
+    [schema, kind, roleName(schema, kind)],
+  );
+  const found = rows[0];
+  if (found?.closing) throw schemaClosing(schema);
+  return found?.ready ?? false;
+}
+
+/**
+ * Something changed the schema's roles (a key's role reset or shut, passwords re-derived): the
+ * next process to open a session of any of them prepares it again first. Under lockSchema.
+ */
+export async function bumpRoleGeneration(client: pg.ClientBase, schema: string): Promise<void> {
+  await client.query(
+    `UPDATE _dbadmin.schema_locks SET role_generation = role_generation + 1, prepared = '{}' WHERE schema_name = $1`,
+    [schema],
+  );
+}
 
 /**
  * A key was deleted: its role's password is reset (whatever the key's SQL set is void) and it
@@ -218,6 +259,7 @@ export async function resetKeyRole(
   const role = roleName(schema, kind);
   if (await roleExists(client, role))
     await upsertLogin(client, secret, role, await hasActiveKey(client, schema, kind));
+  await bumpRoleGeneration(client, schema);
 }
 
 /**
@@ -238,5 +280,6 @@ export async function rederiveLogins(
     await upsertLogin(client, secret, role, kind === 'exec' || (await hasActiveKey(client, schema, kind)));
     reset.push(role);
   }
+  await bumpRoleGeneration(client, schema);
   return reset;
 }

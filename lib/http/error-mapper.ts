@@ -1,9 +1,10 @@
 import type { MiddlewareObj } from '@middy/core';
 import { z } from 'zod';
 import { fromDatabaseError } from '#lib/db/pg-errors';
-import { ApiError, BadRequest, ConfigError } from '#lib/errors';
+import { ApiError, BadRequest, Busy, ConfigError } from '#lib/errors';
 import { fromBrowser } from '#lib/http/cross-site';
 import { type HttpEvent, header } from '#lib/http/event';
+import { countBusy } from '#lib/http/metrics';
 import { type HttpResponse, json } from '#lib/http/respond';
 import { loggedError, logger } from '#lib/log';
 
@@ -74,6 +75,7 @@ export function toApiError(error: unknown): ApiError {
 }
 
 function log(apiError: ApiError): void {
+  if (apiError instanceof Busy) countBusy();
   if (apiError.status === 503) {
     logger.warn(apiError.title, {
       reason: (apiError.cause as Error | undefined)?.message ?? apiError.message,

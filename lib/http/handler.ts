@@ -12,6 +12,7 @@ import type { AuthContext } from '#lib/http/auth-context';
 import { authenticate } from '#lib/http/authenticate';
 import { refuseCrossSite } from '#lib/http/cross-site';
 import { errorMapper } from '#lib/http/error-mapper';
+import { boundInFlight } from '#lib/http/in-flight';
 import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
 import { jsonBody, jsonContentType } from '#lib/http/json-body';
 import { keyScope, outsideItsSchema } from '#lib/http/key-scope';
@@ -148,6 +149,7 @@ export function httpHandler(routes: readonly AnyRoute[], options: HttpHandlerOpt
     .use(requestLog())
     .use(errorMapper())
     .use(refuseCrossSite())
+    .use(boundInFlight())
     .use(responseLimit())
     .handler(router as never);
 }

@@ -1,8 +1,9 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { isLambda } from '#lib/config';
-import { rolePoolUse } from '#lib/db/executor';
-import { getDatabase, servicePoolUse } from '#lib/db/pool';
+import { currentSessionBudget } from '#lib/db/connection-budget';
+import { rolePoolUse, roleSetups } from '#lib/db/executor';
+import { bundlePoolUse, getDatabase, processServicePoolUse } from '#lib/db/pool';
 import { getLicensing } from '#lib/license/index';
 import type { LicenseState, LicenseStatusValue } from '#lib/license/licensing';
 import { loggedError, logger } from '#lib/log';
@@ -75,11 +76,59 @@ new Gauge({
   registers: [registry],
   collect() {
     this.reset();
-    for (const use of [...servicePoolUse(), rolePoolUse()]) {
+    for (const use of [...bundlePoolUse(), rolePoolUse()]) {
       this.set({ pool: use.pool, state: 'in_use' }, use.total - use.idle);
       this.set({ pool: use.pool, state: 'idle' }, use.idle);
       this.set({ pool: use.pool, state: 'waiting' }, use.waiting);
     }
+  },
+});
+
+new Gauge({
+  name: 'dbadmin_service_pool_connections',
+  help: "The service's own pool, shared by every function in the process: connections in use, idle, and requests waiting",
+  labelNames: ['state'] as const,
+  registers: [scraped],
+  collect() {
+    this.reset();
+    const use = processServicePoolUse();
+    if (!use) return;
+    this.set({ state: 'in_use' }, use.total - use.idle);
+    this.set({ state: 'idle' }, use.idle);
+    this.set({ state: 'waiting' }, use.waiting);
+  },
+});
+
+new Gauge({
+  name: 'dbadmin_session_budget',
+  help: "The connections this process's sessions (schema roles, the admin's SQL) may hold together, those open, idle, and requests waiting for one",
+  labelNames: ['state'] as const,
+  registers: [scraped],
+  collect() {
+    this.reset();
+    const use = currentSessionBudget()?.use;
+    if (!use) return;
+    for (const state of ['limit', 'open', 'idle', 'waiting'] as const) this.set({ state }, use[state]);
+  },
+});
+
+const busyAnswers = new Counter({
+  name: 'dbadmin_busy_total',
+  help: 'Requests answered 503 Service busy (with Retry-After): no database connection came free in time',
+  registers: [registry],
+});
+
+/** A request was answered 503 Busy. */
+export const countBusy = () => busyAnswers.inc();
+
+new Counter({
+  name: 'dbadmin_role_setups_total',
+  help: 'Schema roles this process prepared (made, granted, password reset) before logging in as them: once per role and generation when all is well',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    for (const [kind, n] of Object.entries(roleSetups)) this.inc({ kind }, n);
   },
 });
 

@@ -38,7 +38,7 @@ it('counts requests by route and status, with their latency', async () => {
   expect(
     value(reply.text, 'dbadmin_http_request_duration_seconds_count{route="GET /api/health"}'),
   ).toBeGreaterThanOrEqual(2);
-  expect(reply.text).toMatch(/dbadmin_pool_connections\{pool="service",state="idle"\} \d+/);
+  expect(reply.text).toMatch(/dbadmin_service_pool_connections\{state="idle"\} \d+/);
   expect(reply.text).toMatch(/dbadmin_database_connections\{state="max_connections"\} \d+/);
   expect(reply.text).toMatch(/dbadmin_license_state\{state="[a-z_]+"\} 1/);
   expect(reply.text).toContain('dbadmin_audit_write_failures_total');

@@ -552,8 +552,26 @@ describe('a lock a tenant holds on its table holds none of the service’s conne
 });
 
 describe('a tenant’s open schema change holds none of the service’s connections', () => {
+  it('a new process logs in as a prepared key role without waiting on it at all', async () => {
+    const { schema, key } = await schemaWithKey('altering', 8000);
+
+    await whileTenantHolds(schema, `BEGIN; ALTER TABLE "${schema}".items ADD COLUMN later int`, async () => {
+      await closePool(); // a new process: the role was prepared with the key, so it logs in directly
+
+      const started = Date.now();
+      const reply = await sqlAs(key, 'SELECT 1 AS one');
+
+      expect(reply.status).toBe(200);
+      expect(Date.now() - started).toBeLessThan(2000);
+    });
+  });
+
   it('preparing a key’s role waits at most 2 s on it, then answers 409', async () => {
     const { schema, key } = await schemaWithKey('altering', 8000);
+    // The roles changed since (a generation bump): the next process prepares them first.
+    await withAdminClient((c) =>
+      c.query(`UPDATE _dbadmin.schema_locks SET prepared = '{}' WHERE schema_name = $1`, [schema]),
+    );
 
     // Uncommitted, it holds the table's catalog row: a GRANT on the table waits for it.
     await whileTenantHolds(schema, `BEGIN; ALTER TABLE "${schema}".items ADD COLUMN later int`, async () => {

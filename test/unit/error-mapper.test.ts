@@ -19,7 +19,7 @@ describe('toApiError', () => {
     ['42P99', 400, 'Invalid SQL'],
     ['08006', 503, 'Database unavailable'],
     ['57P01', 503, 'Database unavailable'],
-    ['53300', 503, 'Database unavailable'],
+    ['53300', 503, 'Service busy'],
   ])('maps SQLSTATE %s to %i %s', (code, status, title) => {
     expect(toApiError(pgError(code, 'm'))).toMatchObject({ status, title });
   });
@@ -35,7 +35,6 @@ describe('toApiError', () => {
       'a refused connection',
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
     ],
-    ['a pool timeout', new Error('timeout exceeded when trying to connect')],
     ['a lost connection', new Error('Connection terminated unexpectedly')],
     [
       'several failed addresses',
@@ -43,6 +42,13 @@ describe('toApiError', () => {
     ],
   ])('answers 503 Database unavailable for %s', (_, error) => {
     expect(toApiError(error)).toMatchObject({ status: 503, title: 'Database unavailable' });
+  });
+
+  it('answers 503 Service busy, with Retry-After, when every connection of the pool stayed in use', () => {
+    const error = toApiError(new Error('timeout exceeded when trying to connect'));
+
+    expect(error).toMatchObject({ status: 503, title: 'Service busy', headers: { 'Retry-After': '1' } });
+    expect(error.message).toMatch(/in use; retry in a moment/);
   });
 
   it('answers 500 Service misconfigured when the database refuses our own login', () => {

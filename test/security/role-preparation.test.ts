@@ -1,0 +1,110 @@
+import { handler as query } from '#functions/query';
+import { dropRolePool } from '#lib/db/executor';
+import { closePool } from '#lib/db/pool';
+import { asTenant, tenantSchema } from '#test/security/tenant';
+import { withAdminClient } from '#test/support/db';
+import { call } from '#test/support/http';
+
+/**
+ * A process that finds a schema's role prepared logs in as it directly, without the setup that
+ * used to run at every new pool (lib/db/schema-roles roleReady). What that setup undid must still
+ * be undone, and nothing recorded in dbadmin's own tables may be a tenant's to forge. Forgetting
+ * the process's pool (dropRolePool) is what a fresh process, or another container, sees.
+ */
+afterAll(closePool);
+
+const adminSql = (schema: string, sql: string) =>
+  call(query, { method: 'POST', path: '/api/query', body: { sql, schema } });
+
+/** The sessions open now as the role, other than the test's. */
+const sessionsOf = (role: string) =>
+  withAdminClient(async (c) =>
+    Number(
+      (
+        await c.query(
+          'SELECT count(*) AS n FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()',
+          [role],
+        )
+      ).rows[0].n,
+    ),
+  );
+
+describe('a role logged in as without being prepared again', () => {
+  it('does not keep settings the role gave itself', async () => {
+    const schema = await tenantSchema('prepset');
+    expect((await adminSql(schema, 'SELECT 1 AS one')).status).toBe(200);
+    // As a tenant could on PostgreSQL 15 (a role may set its own defaults there): planted directly.
+    await withAdminClient((c) => c.query(`ALTER ROLE "${schema}_exec" SET work_mem = '77kB'`));
+    await dropRolePool(`${schema}_exec`);
+
+    const reply = await adminSql(schema, "SELECT current_setting('work_mem') AS work_mem");
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.rows[0].work_mem).not.toBe('77kB');
+  });
+
+  it('never logs in as a role of a schema that is being deleted', async () => {
+    const schema = await tenantSchema('prepclose');
+    expect((await adminSql(schema, 'SELECT 1 AS one')).status).toBe(200);
+    await dropRolePool(`${schema}_exec`);
+    // Deletion under way in another process: the roles still have their login for a moment.
+    await withAdminClient((c) =>
+      c.query('UPDATE _dbadmin.schema_locks SET closing = true WHERE schema_name = $1', [schema]),
+    );
+    try {
+      const reply = await adminSql(schema, 'SELECT 1 AS one');
+
+      expect(reply.status).toBe(404);
+      expect(await sessionsOf(`${schema}_exec`)).toBe(0);
+    } finally {
+      await withAdminClient((c) =>
+        c.query('UPDATE _dbadmin.schema_locks SET closing = false WHERE schema_name = $1', [schema]),
+      );
+    }
+  });
+
+  it('cannot be marked ready by the tenant', async () => {
+    const schema = await tenantSchema('prepforge');
+    const attempts = [
+      `UPDATE _dbadmin.schema_locks SET prepared = '{exec,svc,anon}' WHERE schema_name = '${schema}'`,
+      `INSERT INTO _dbadmin.schema_locks (schema_name, prepared) VALUES ('${schema}x', '{exec}')`,
+      'SELECT * FROM _dbadmin.schema_locks',
+    ];
+    const outcomes = [];
+    for (const sql of attempts) {
+      outcomes.push(
+        await asTenant(schema, sql).then(
+          () => 'done',
+          (error: { code?: string }) => error.code,
+        ),
+      );
+    }
+
+    expect(outcomes).toEqual(['42501', '42501', '42501']);
+  });
+
+  it('a password the tenant set for the role is reset by the next login’s repair', async () => {
+    const schema = await tenantSchema('prepwd');
+    const changed = await adminSql(
+      schema,
+      "SET ROLE NONE; ALTER ROLE CURRENT_USER PASSWORD 'tenant-chose-this'",
+    );
+    expect(changed.status).toBe(200);
+    await dropRolePool(`${schema}_exec`);
+
+    const reply = await adminSql(schema, 'SELECT current_user AS role');
+    const { Client } = await import('pg');
+    const url = new URL(process.env.DATABASE_URL as string);
+    url.username = `${schema}_exec`;
+    url.password = 'tenant-chose-this';
+    const tenant = new Client({ connectionString: url.toString() });
+    const tenantLogin = await tenant.connect().then(
+      () => 'logged in',
+      (error: { code?: string }) => error.code,
+    );
+    await tenant.end().catch(() => undefined);
+
+    expect(reply.status).toBe(200);
+    expect(tenantLogin).toBe('28P01');
+  });
+});
