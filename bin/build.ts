@@ -11,6 +11,7 @@ import { basename, join, resolve } from 'node:path';
 import { type BuildOptions, build } from 'esbuild';
 import { parse, stringify } from 'yaml';
 import { buildConsole } from './build-console';
+import { connectionsReport, lambdaConnections } from './lambda-connections';
 
 const ROOT = resolve(__dirname, '..');
 export const DIST = join(ROOT, 'dist');
@@ -149,9 +150,23 @@ export async function buildProduction({ dir, functions }: BuildTarget = { dir: D
   writeServiceConfig(config, dir);
 }
 
+/**
+ * What the Lambda deployment of this serverless.yml may hold of the database's connections
+ * (bin/lambda-connections), as `serverless package` from this shell would count it. Printed only:
+ * packaging is what refuses a deployment past DATABASE_MAX_CONNECTIONS.
+ */
+function printLambdaConnections(): void {
+  const counted = lambdaConnections(readServiceConfig());
+  for (const line of connectionsReport(counted)) console.log(`build: ${line}`);
+  for (const problem of counted.problems) console.log(`build: serverless package would stop: ${problem}`);
+}
+
 if (require.main === module) {
   buildProduction().then(
-    () => console.log(`build: ${DIST}`),
+    () => {
+      console.log(`build: ${DIST}`);
+      printLambdaConnections();
+    },
     (error: unknown) => {
       console.error(`build: ${(error as Error).message}`);
       process.exit(1);
