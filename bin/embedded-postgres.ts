@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,6 +7,7 @@ import pg from 'pg';
 import { scramVerifier } from '../lib/db/scram';
 import { freePort } from './free-port';
 import { type EmbeddedMajor, loadEmbeddedPostgres, serverDataDir } from './postgres-reach';
+import { keepRunning, type RestartableServer, type Restarts, restartable } from './postgres-restart';
 
 export interface EmbeddedDatabase {
   /** The service's own login: not a superuser (see SERVICE_ROLE). */
@@ -128,6 +129,8 @@ export async function startEmbeddedPostgres(options: {
   copyBinaries?: boolean;
   /** PostgreSQL's major version: 17 unless a test asks for the oldest supported one. */
   major?: EmbeddedMajor;
+  /** Started again on the same port when it dies (the local host: bin/postgres-restart). */
+  restarts?: Restarts;
 }): Promise<EmbeddedDatabase> {
   const port = await freePort();
   const { default: EmbeddedPostgres } = await loadEmbeddedPostgres({
@@ -144,7 +147,8 @@ export async function startEmbeddedPostgres(options: {
     said.push(text);
     if (said.length > SAID_KEPT) said.shift();
   };
-  const server = new EmbeddedPostgres({
+  const Server = restartable(EmbeddedPostgres);
+  const server = new Server({
     databaseDir: dataDir,
     port,
     user: 'postgres',
@@ -162,6 +166,11 @@ export async function startEmbeddedPostgres(options: {
     const why = said.join('').trim() || (error instanceof Error ? error.message : 'it exited at once');
     throw new Error(`PostgreSQL did not start (data directory ${dataDir}):\n${why}`);
   });
+  if (options.restarts)
+    keepRunning(server, dataDir, options.restarts, {
+      read: () => lastLines(said.join('')),
+      forget: () => said.splice(0),
+    });
   const superuserUrl = `postgres://postgres:${encodeURIComponent(options.password)}@127.0.0.1:${port}/postgres`;
   try {
     return {
@@ -174,6 +183,20 @@ export async function startEmbeddedPostgres(options: {
     await server.stop();
     throw error;
   }
+}
+
+/**
+ * What PostgreSQL said from its last FATAL or PANIC on (its reason to stop, and its hint), else
+ * its last line, on one line without the time and pid each line starts with.
+ */
+function lastLines(said: string): string {
+  const lines = said
+    .trim()
+    .split('\n')
+    .map((line) => line.replace(/^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[\d+\] /, ''));
+  const fatal = lines.findLastIndex((line) => /^(FATAL|PANIC):/.test(line));
+  const words = (fatal >= 0 ? lines.slice(fatal) : lines.slice(-1)).join(' ').replace(/\s+/g, ' ');
+  return words || 'it exited at once';
 }
 
 /**
@@ -212,9 +235,10 @@ function utf8Locale(): string {
  * postmaster.pid. Its pid cannot tell: an exiting parent does not reap its child, so the pid
  * stays taken. The data directory stays (persistent servers only: `stop` removes a temporary one).
  */
-function stopNow(server: object, dataDir: string): void {
-  const child = (server as { process?: ChildProcess }).process;
-  if (!child?.pid || child.exitCode !== null) return;
+function stopNow(server: RestartableServer, dataDir: string): void {
+  server.stopAsked = true;
+  const child = server.postmaster;
+  if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGINT');
   const pause = new Int32Array(new SharedArrayBuffer(4));
   const until = Date.now() + 30_000;

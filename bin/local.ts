@@ -11,6 +11,7 @@ import { basename, join, resolve } from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from './embedded-postgres';
 import { serverDataDir } from './postgres-reach';
+import type { Restarts } from './postgres-restart';
 import { alive } from './processes';
 
 export const localDataDir = (env: NodeJS.ProcessEnv) => resolve(env.DBADMIN_DATA_DIR ?? '.data');
@@ -121,14 +122,18 @@ async function stopOrphanedPostgres(dataDir: string): Promise<void> {
   for (let waited = 0; existsSync(pidFile) && waited < 30_000; waited += 50) await pause(50);
 }
 
-/** The embedded PostgreSQL of this checkout, started with the local secrets. */
-export async function startLocalPostgres(dataDir: string, secrets: LocalSecrets) {
+/**
+ * The embedded PostgreSQL of this checkout, started with the local secrets; started again when it
+ * dies if `restarts` says how (the host's: a CLI's run is short).
+ */
+export async function startLocalPostgres(dataDir: string, secrets: LocalSecrets, restarts?: Restarts) {
   await stopOrphanedPostgres(dataDir);
   return startEmbeddedPostgres({
     dataDir: join(dataDir, 'postgres'),
     password: secrets.postgresPassword,
     servicePassword: secrets.databasePassword,
     persistent: true,
+    restarts,
   });
 }
 

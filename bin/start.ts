@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   let forgetRuntime: () => void = () => undefined;
   if (!env.DATABASE_URL && secrets) {
     console.log(`dbadmin: starting embedded PostgreSQL in ${join(dataDir, 'postgres')}`);
-    database = await startLocalPostgres(dataDir, secrets);
+    database = await startLocalPostgres(dataDir, secrets, { log: console.log, giveUp: endForRestart });
     env.DATABASE_URL = database.url;
     forgetRuntime = recordRuntime(dataDir, database.url);
   }
@@ -71,6 +71,25 @@ async function main(): Promise<void> {
       database?.stopNow();
     },
   });
+}
+
+/**
+ * The status of a host whose embedded PostgreSQL kept dying: bin/supervise.sh starts it again, and
+ * its start either brings PostgreSQL up (on a port of its own: another process may hold the old
+ * one) or stops, with PostgreSQL's own words, as a start that fails does.
+ */
+const POSTGRES_KEPT_DYING = 75;
+
+/**
+ * Ends the host as SIGTERM does (serverless-offline's shutdown, or serveFromChild's, which ends the
+ * child serving too), with POSTGRES_KEPT_DYING for its status.
+ */
+function endForRestart(why: string): void {
+  console.error(`${why}; the host ends, to be started again`);
+  process.on('exit', () => {
+    process.exitCode = POSTGRES_KEPT_DYING;
+  });
+  process.kill(process.pid, 'SIGTERM');
 }
 
 /**

@@ -1,10 +1,11 @@
 #!/bin/sh
 # npm start's supervisor: runs the host (the command in its arguments), and runs it again half a
 # second after it ends by a crash: exit 70, an uncaught error the host logged before leaving
-# (bin/contain-errors.cjs); or a signal it did not ask for (KILL, ABRT when out of memory, SEGV,
-# BUS). A host that crashes again within a minute of starting waits twice as long each time, up to
-# 30 s, so one that cannot stay up does not spin. Any other end is final, with the host's status:
-# 0 when stopped, 1 when it could not start.
+# (bin/contain-errors.cjs); exit 75, an embedded PostgreSQL that kept dying however often the host
+# started it again (bin/postgres-restart.ts); or a signal it did not ask for (KILL, ABRT when out
+# of memory, SEGV, BUS). A host that crashes again within a minute of starting waits twice as long
+# each time, up to 30 s, so one that cannot stay up does not spin. Any other end is final, with the
+# host's status: 0 when stopped, 1 when it could not start.
 # Ctrl-C and SIGTERM stop the host and this with it. A shell, not a second Node process: it costs
 # a few hundred kilobytes, not 50 MB.
 child=
@@ -14,6 +15,7 @@ trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' INT TERM
 why() {
   case $1 in
     70) echo 'an uncaught error, logged above' ;;
+    75) echo 'its embedded PostgreSQL kept dying, logged above' ;;
     134) echo 'aborted: out of memory?' ;;
     135) echo 'killed by SIGBUS' ;;
     137) echo 'killed by SIGKILL' ;;

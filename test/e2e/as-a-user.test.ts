@@ -1,11 +1,12 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { readServiceConfig } from '../../bin/build';
 import { freePort } from '../../bin/free-port';
+import { serverDataDir } from '../../bin/postgres-reach';
 
 /**
  * Each deployable started exactly as the README tells a user to, with only the settings it names:
@@ -40,7 +41,9 @@ async function startCommand(command: string, args: string[], env: NodeJS.Process
     detached: true,
   });
   let output = '';
-  const exited = new Promise<void>((done) => child.on('exit', () => done()));
+  // Every process of it has ended, not npm alone: npm ends before the host it runs, which may
+  // still be stopping its PostgreSQL. They all hold its output until they end.
+  const ended = new Promise<void>((done) => child.on('close', () => done()));
   await new Promise<void>((done, fail) => {
     const watch = (chunk: Buffer) => {
       output += chunk.toString();
@@ -58,7 +61,7 @@ async function startCommand(command: string, args: string[], env: NodeJS.Process
       if (child.exitCode !== null || child.signalCode !== null) return;
       // The whole group: npm, the supervisor and the host it runs.
       process.kill(-(child.pid as number), 'SIGTERM');
-      await exited;
+      await ended;
     },
   };
   return started;
@@ -217,7 +220,35 @@ describe('a license bought, activated beside npm start, revoked, and remembered 
     expect(await licenseStatus()).toMatchObject({ status: 'invalid' });
     expect((await api('/api/schemas')).headers.get('x-license-status')).toBe('invalid');
   });
+
+  it('starts its embedded PostgreSQL again when it is killed, and stops it for good with the host', async () => {
+    const lockFile = join(
+      serverDataDir(join(dataDir, 'postgres'), () => undefined),
+      'postmaster.pid',
+    );
+    const killed = postmasterOf(lockFile);
+    const said = () => host?.output() ?? '';
+    process.kill(killed, 'SIGKILL');
+
+    // The old server's backends may answer for a moment: served again means by the new one.
+    const deadline = performance.now() + 120_000;
+    while (!(/PostgreSQL is back/.test(said()) && (await api('/api/schemas')).status === 200)) {
+      if (performance.now() > deadline) throw new Error(`not served again:\n${said().slice(-3000)}`);
+      await new Promise((pause) => setTimeout(pause, 100));
+    }
+    expect(said()).toMatch(/dbadmin: embedded PostgreSQL exited \(signal SIGKILL\); restarting/);
+    expect(said()).toMatch(/dbadmin: embedded PostgreSQL is back \(after \d+ ms\)/);
+    expect(postmasterOf(lockFile)).not.toBe(killed);
+
+    await host?.stop();
+
+    expect(existsSync(lockFile)).toBe(false);
+    expect(said().match(/; restarting/g)).toHaveLength(1);
+  });
 });
+
+/** The pid postmaster.pid names: the embedded PostgreSQL serving that directory. */
+const postmasterOf = (lockFile: string) => Number(readFileSync(lockFile, 'utf8').split('\n')[0]);
 
 /** A JSON POST to the license server, trusting the CA it printed (as LICENSE_SERVER_CA_FILE does). */
 function postOverTls(url: string, caFile: string, body: unknown): Promise<{ status: number; body: unknown }> {
