@@ -90,7 +90,7 @@ const NO_IMPORT: Answer = {
 };
 const IMPORT_STATE: Answer = {
   status: 409,
-  why: 'the import is being committed, was committed, or the schema has 8 imports open already',
+  why: 'the import is being committed (its transaction still runs), was committed, code the table runs marked it committed in the commit’s transaction first (nothing written), or the schema has 8 imports open already',
 };
 const BAD_FILE: Answer = {
   status: 400,
@@ -271,7 +271,7 @@ export const routes = [
     method: 'GET',
     path: '/api/table/{tableName}/imports/{importId}',
     summary:
-      'An import’s state: the parts received, their bytes, when it expires, its outcome once committed',
+      'An import’s state: the parts received, their bytes, when it expires, its outcome once committed; a commit whose process died is settled by its transaction: committed, or open again with nothing written',
     access: 'write',
     params: ImportPath,
     query: z.strictObject({ schema: inSchema }),
@@ -285,6 +285,10 @@ export const routes = [
       totalBytes: z.number(),
       expiresAt: z.string(),
       outcome: Outcome.optional(),
+      message: z.string().optional().meta({
+        description:
+          'when the import is open again because its last commit was interrupted (its transaction ended without committing): nothing was written, the parts are kept, commit again',
+      }),
     }),
     errors: [NO_IMPORT],
     handler: async ({ params, query, ...request }) =>
@@ -304,7 +308,7 @@ export const routes = [
       target: ({ params }) => `table ${params.tableName}, import ${params.importId}`,
     },
     summary:
-      'Write an import’s parts 1..parts in order, all or nothing; sent again after it succeeded, answers the same',
+      'Write an import’s parts 1..parts in order, all or nothing; sent again after it succeeded, answers the same; interrupted (its process killed), it wrote nothing and may be sent again',
     access: 'write',
     params: ImportPath,
     body: z.strictObject({

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { type ImportOptions, type ImportOutcome, importRows } from '#lib/admin/import';
+import { type ImportCommit, type ImportOptions, type ImportOutcome, importRows } from '#lib/admin/import';
 import { type AuditDraft, nothingChanged } from '#lib/db/audit-log';
 import { tableInfo } from '#lib/db/catalog';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
@@ -15,6 +15,13 @@ import type { Principal } from '#lib/principal';
  * then committed, which streams the parts in order into one import (lib/admin/import), all or
  * nothing. The parts wait in dbadmin's own tables, out of every tenant's reach, which every
  * container and Lambda function shares. An import left alone past its expiry is deleted.
+ *
+ * A commit records the transaction that writes its rows before it reads or writes any, and that
+ * transaction marks the import committed itself (migration 14's door), so the rows and the record
+ * of them commit together. What became of a commit whose process died (killed, its answer lost)
+ * is then PostgreSQL's to say, not a clock's: its transaction still runs (committing), committed
+ * (committed, with its outcome), or ended without committing: nothing was written, and the import
+ * is open again with its parts, to be committed again.
  */
 
 /** The service's clock for expiry; tests move it (never a real wait). */
@@ -43,7 +50,14 @@ interface SessionRow {
   state: 'open' | 'committing' | 'committed';
   outcome: ImportOutcome | null;
   expires_at: Date;
-  /** A commit that began before this and is still committing never reported back. */
+  /** The transaction of the commit under way (xid8, as text: it is 64-bit). */
+  commit_xid: string | null;
+  /** The transaction of the last commit, found ended without committing (the import is open again). */
+  interrupted_xid: string | null;
+  /**
+   * A commit begun by a version that recorded no transaction, longer ago than a commit may run:
+   * it never reported back, and may have written its rows.
+   */
   stale: boolean;
 }
 
@@ -53,7 +67,11 @@ export interface ImportLimits {
   ttlSeconds: number;
   /** The most one import stages. */
   maxBytes: number;
-  /** How long a commit may run before it counts as one that never reported back. */
+  /**
+   * How long a commit may run: the most its transaction sits idle between its statements, and how
+   * long before a commit that recorded no transaction (an earlier version's) counts as never
+   * reporting back.
+   */
   commitLimitMs: number;
 }
 
@@ -88,16 +106,42 @@ const notFound = (id: string) =>
     `no import ${id} on this table: it was committed long ago, abandoned, expired, or never opened`,
   );
 
+/**
+ * What PostgreSQL says of the row's commit_xid: 'in progress', 'committed' or 'aborted'. One too
+ * old for it to remember (NULL) ended long ago; one later than any begun belongs to no history of
+ * this database (a restored copy): neither runs, and the row says whether it committed.
+ */
+const COMMIT_STATUS = `CASE
+    WHEN commit_xid >= pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()) THEN 'aborted'
+    ELSE coalesce(pg_catalog.pg_xact_status(commit_xid), 'aborted')
+  END`;
+
+/**
+ * The commit the row records, found no longer running, settled: open again, its transaction named
+ * as interrupted, when it ended without committing (it wrote nothing: its rows and the import's
+ * state commit together); committed when it did (which its own transaction said already, but for
+ * a row changed since by hand). A transaction that commits meanwhile changes the row first, and
+ * the row no longer matches.
+ */
+const SETTLE = `
+  UPDATE ${SESSIONS}
+     SET state = CASE WHEN ${COMMIT_STATUS} = 'committed' THEN 'committed' ELSE 'open' END,
+         interrupted_xid = CASE WHEN ${COMMIT_STATUS} = 'committed' THEN NULL ELSE commit_xid END,
+         commit_xid = NULL, committing_since = NULL
+   WHERE id = $1 AND state = 'committing' AND commit_xid IS NOT NULL AND ${COMMIT_STATUS} <> 'in progress'`;
+
 /** The import, when it is the caller's, on this table, and not expired; else 404. */
-async function session(
+async function read(
   db: pg.Pool | pg.ClientBase,
   id: string,
   scope: SessionScope,
   limits: ImportLimits,
-  lock = false,
+  lock: boolean,
 ) {
   const { rows } = await db.query<SessionRow>(
-    `SELECT id, options, state, outcome, expires_at, committing_since < $6 AS stale FROM ${SESSIONS}
+    `SELECT id, options, state, outcome, expires_at, commit_xid::pg_catalog.text,
+            interrupted_xid::pg_catalog.text, commit_xid IS NULL AND committing_since < $6 AS stale
+       FROM ${SESSIONS}
       WHERE id = $1 AND schema_name = $2 AND table_name = $3 AND owner = $4 AND expires_at >= $5
       ${lock ? 'FOR UPDATE' : ''}`,
     [id, scope.schema, scope.table, ownerOf(scope.principal), now(), staleSince(limits)],
@@ -105,6 +149,20 @@ async function session(
   const found = rows[0];
   if (!found) throw notFound(id);
   return found;
+}
+
+/** The import as read, once a commit that is no longer running has been settled. */
+async function session(
+  db: pg.Pool | pg.ClientBase,
+  id: string,
+  scope: SessionScope,
+  limits: ImportLimits,
+  lock = false,
+) {
+  const found = await read(db, id, scope, limits, lock);
+  if (found.state !== 'committing' || found.commit_xid === null) return found;
+  const { rowCount } = await db.query(SETTLE, [id]);
+  return rowCount === 1 ? read(db, id, scope, limits, lock) : found;
 }
 
 export async function openImport(
@@ -126,7 +184,8 @@ export async function openImport(
       await removeExpired(client);
       const { rows } = await client.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM ${SESSIONS}
-        WHERE schema_name = $1 AND (state = 'open' OR (state = 'committing' AND committing_since >= $2))`,
+        WHERE schema_name = $1
+          AND (state = 'open' OR (state = 'committing' AND (commit_xid IS NOT NULL OR committing_since >= $2)))`,
         [scope.schema, staleSince(limits)],
       );
       if ((rows[0]?.n ?? 0) >= MAX_OPEN_PER_SCHEMA) {
@@ -166,7 +225,7 @@ function assertOpen(found: SessionRow) {
     throw new ApiError(
       409,
       'Import interrupted',
-      `import ${found.id}'s commit never reported back, and may have written its rows: look at the table, then abandon this import (DELETE) and open a new one if they are not there`,
+      `import ${found.id}'s commit was begun by an earlier version, which recorded no transaction, and never reported back: it may have written its rows: look at the table, then abandon this import (DELETE) and open a new one if they are not there`,
     );
   }
   throw new ApiError(
@@ -222,6 +281,10 @@ export async function putPart(
   );
 }
 
+/** Why an import is open again: its last commit's transaction ended without committing. */
+const interrupted = (xid: string) =>
+  `the last commit was interrupted (its transaction ${xid} ended without committing): nothing was written, the parts are kept: commit again`;
+
 export async function importStatus(db: pg.Pool, id: string, scope: SessionScope, limits: ImportLimits) {
   const found = await session(db, id, scope, limits);
   const { rows } = await db.query<{ part: number; bytes: number }>(
@@ -238,14 +301,17 @@ export async function importStatus(db: pg.Pool, id: string, scope: SessionScope,
     totalBytes: rows.reduce((sum, r) => sum + r.bytes, 0),
     expiresAt: found.expires_at.toISOString(),
     ...(found.outcome ? { outcome: found.outcome } : {}),
+    ...(found.interrupted_xid ? { message: interrupted(found.interrupted_xid) } : {}),
   };
 }
 
 export async function abandonImport(db: pg.Pool, id: string, scope: SessionScope, limits: ImportLimits) {
   const found = await session(db, id, scope, limits);
-  // A commit running keeps its import; one that never reported back may be abandoned.
+  // A commit whose transaction runs keeps its import; one begun by an earlier version (no
+  // transaction recorded) may be abandoned once it never reported back.
   const { rowCount } = await db.query(
-    `DELETE FROM ${SESSIONS} WHERE id = $1 AND (state <> 'committing' OR committing_since < $2)`,
+    `DELETE FROM ${SESSIONS} WHERE id = $1 AND (state <> 'committing'
+       OR CASE WHEN commit_xid IS NULL THEN committing_since < $2 ELSE ${COMMIT_STATUS} <> 'in progress' END)`,
     [id, staleSince(limits)],
   );
   if (rowCount !== 1) assertOpen({ ...found, state: 'committing', stale: false });
@@ -291,6 +357,54 @@ async function* partsOf(db: pg.Pool, id: string, count: number): AsyncGenerator<
 }
 
 /**
+ * The commit's side of the import's transaction (lib/admin/import): once it has begun, the import
+ * is marked committing in it, by its id, and its parts checked; once the rows are written, the
+ * transaction marks the import committed itself, through migration 14's door, which refuses any
+ * transaction but the one recorded. Only then can it commit: a commit that is not there to mark
+ * it (its process gone) writes nothing.
+ */
+function commitOf(
+  db: pg.Pool,
+  found: SessionRow,
+  count: number,
+  limits: ImportLimits,
+  began: (xid: string) => void,
+): ImportCommit {
+  return {
+    begun: async (client, xid) => {
+      // A transaction left idle (its process frozen or gone between statements) ends, so it is
+      // never said to be running for longer than a commit may run.
+      await client.query(
+        `SET LOCAL idle_in_transaction_session_timeout = ${Math.ceil(limits.commitLimitMs)}`,
+      );
+      const { rowCount } = await db.query(
+        `UPDATE ${SESSIONS}
+            SET state = 'committing', commit_xid = $2, committing_since = $3, expires_at = $4,
+                interrupted_xid = NULL
+          WHERE id = $1 AND state = 'open'`,
+        [found.id, xid, now(), expiry(limits.ttlSeconds)],
+      );
+      if (rowCount !== 1) assertOpen({ ...found, state: 'committing', stale: false });
+      began(xid);
+      await checkParts(db, found.id, count);
+    },
+    written: async (client, outcome) => {
+      const { rows } = await client.query<{ marked: boolean }>(
+        'SELECT _dbadmin_audit.import_committed($1::pg_catalog.uuid, $2::pg_catalog.text) AS marked',
+        [found.id, JSON.stringify(outcome)],
+      );
+      if (rows[0]?.marked !== true) {
+        throw new ApiError(
+          409,
+          'Import not recorded',
+          `import ${found.id} could not be marked committed by its own transaction (code the table runs marked it first, or the import was removed meanwhile); nothing was written: commit again`,
+        );
+      }
+    },
+  };
+}
+
+/**
  * Writes the import: its parts, in order, as one file. Committed once: a commit sent again (its
  * answer lost on the way) answers the same outcome. A failed commit leaves the import open, so a
  * part can be sent again and the commit retried.
@@ -309,27 +423,30 @@ export async function commitImport(
     nothingChanged(scope.audit);
     return found.outcome;
   }
-  const { rowCount } = await db.query(
-    `UPDATE ${SESSIONS} SET state = 'committing', committing_since = $3, expires_at = $2
-      WHERE id = $1 AND state = 'open'`,
-    [id, expiry(limits.ttlSeconds), now()],
-  );
-  if (rowCount !== 1)
-    assertOpen(found.state === 'open' ? { ...found, state: 'committing', stale: false } : found);
-  let outcome: ImportOutcome | undefined;
+  assertOpen(found);
+  let xid: string | undefined;
+  const began = (transaction: string) => {
+    xid = transaction;
+  };
   try {
-    await checkParts(db, id, count);
-    outcome = await importRows(access, scope.table, found.options, partsOf(db, id, count));
-    await db.query(
-      `WITH done AS (UPDATE ${SESSIONS} SET state = 'committed', outcome = $2 WHERE id = $1)
-       DELETE FROM ${PARTS} WHERE session_id = $1`,
-      [id, JSON.stringify(outcome)],
+    return await importRows(
+      access,
+      scope.table,
+      found.options,
+      partsOf(db, id, count),
+      commitOf(db, found, count, limits, began),
     );
-    return outcome;
   } catch (error) {
-    // Written but not recorded: left committing, never open again, so it is never written twice.
-    if (outcome === undefined) {
-      await db.query(`UPDATE ${SESSIONS} SET state = 'open' WHERE id = $1`, [id]).catch(() => undefined);
+    // Open again at once when its transaction has ended without committing; one still ending
+    // (its session being terminated) is settled by the next read.
+    if (xid !== undefined) {
+      await db
+        .query(
+          `UPDATE ${SESSIONS} SET state = 'open', commit_xid = NULL, committing_since = NULL
+            WHERE id = $1 AND state = 'committing' AND commit_xid = $2 AND ${COMMIT_STATUS} = 'aborted'`,
+          [id, xid],
+        )
+        .catch(() => undefined);
     }
     throw error;
   }

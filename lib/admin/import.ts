@@ -369,44 +369,74 @@ async function write(
 }
 
 /**
+ * An import in parts' commit (lib/admin/import-sessions), told of the import's transaction on its
+ * session: either may throw, and then nothing is written.
+ */
+export interface ImportCommit {
+  /** The transaction has begun, with this id (pg_current_xact_id), and nothing is read or written yet. */
+  begun(client: pg.PoolClient, xid: string): Promise<void>;
+  /** The rows are written; the transaction commits next. */
+  written(client: pg.PoolClient, outcome: ImportOutcome): Promise<void>;
+}
+
+const VERB = {
+  insert: 'imported',
+  upsert: 'imported or updated',
+  replace: 'imported in place of the table’s rows',
+};
+
+const outcomeOf = (rows: number, tableName: string, mode: ImportMode): ImportOutcome => ({
+  success: true,
+  message: `${rows} row${rows === 1 ? '' : 's'} ${VERB[mode]} into "${tableName}"`,
+  rows,
+  mode,
+});
+
+/**
  * Imports the file (its bytes as they arrive) into the table, all or nothing. A value PostgreSQL
- * refuses is a 400 naming the line (CSV) or row (JSON), the column and its reason.
+ * refuses is a 400 naming the line (CSV) or row (JSON), the column and its reason. With `commit`,
+ * the file is read and written only once the commit has been told the transaction.
  */
 export async function importRows(
   access: SchemaAccess,
   tableName: string,
   options: ImportOptions,
   chunks: AsyncIterable<Buffer>,
+  commit?: ImportCommit,
 ): Promise<ImportOutcome> {
-  const table = await importTable(access.catalog, access.schema, tableName);
-  const source = new Source(chunks);
-  const first = await source.start();
-  const plan =
-    options.format === 'csv'
-      ? csvPlan(source, first, table, tableName, options)
-      : await jsonPlan(source, first, table, tableName, options);
-  if (options.mode === 'upsert') assertUpsertable(table, tableName, plan);
   const target = qualified(access.schema, tableName);
+  let plan: Plan | undefined;
+  const work = async (client: pg.PoolClient) => {
+    if (commit) {
+      const { rows } = await client.query<{ xid: string }>(
+        'SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid',
+      );
+      await commit.begun(client, (rows[0] as { xid: string }).xid);
+    }
+    const table = await importTable(access.catalog, access.schema, tableName);
+    const source = new Source(chunks);
+    const first = await source.start();
+    plan =
+      options.format === 'csv'
+        ? csvPlan(source, first, table, tableName, options)
+        : await jsonPlan(source, first, table, tableName, options);
+    if (options.mode === 'upsert') assertUpsertable(table, tableName, plan);
+    const outcome = outcomeOf(
+      await write(client, target, table, plan, options.mode),
+      tableName,
+      options.mode,
+    );
+    await commit?.written(client, outcome);
+    return outcome;
+  };
   // Explained inside the session's work: past it, the executor has made it a plain 400.
-  const rows = await access.run((client) =>
-    inTransaction(client, () => write(client, target, table, plan, options.mode), {
-      audit: access.audit,
-      rows: (n) => n,
-    }).catch((error: unknown) => {
-      throw explained(error, plan);
-    }),
+  return access.run((client) =>
+    inTransaction(client, () => work(client), { audit: access.audit, rows: (o) => o.rows }).catch(
+      (error: unknown) => {
+        throw plan ? explained(error, plan) : error;
+      },
+    ),
   );
-  const verb = {
-    insert: 'imported',
-    upsert: 'imported or updated',
-    replace: 'imported in place of the table’s rows',
-  };
-  return {
-    success: true,
-    message: `${rows} row${rows === 1 ? '' : 's'} ${verb[options.mode]} into "${tableName}"`,
-    rows,
-    mode: options.mode,
-  };
 }
 
 /** A database error during the import as a 400 that says where in the file; others as they are. */

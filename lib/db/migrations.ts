@@ -268,6 +268,39 @@ export const MIGRATIONS: readonly Migration[] = [
             ADD COLUMN role_generation bigint NOT NULL DEFAULT 1,
             ADD COLUMN prepared text[] NOT NULL DEFAULT '{}'`,
   },
+  {
+    id: 14,
+    name: 'import commits known by their transaction',
+    // An import's commit (lib/admin/import-sessions) records the transaction that writes its rows
+    // before it writes any, so PostgreSQL tells what became of a commit whose process died
+    // (pg_xact_status): still running, or ended without committing, and then nothing was written.
+    // That transaction runs as a schema's role, which cannot touch _dbadmin: it marks its import
+    // committed through a door here, with the rows it wrote, so the rows and the record of them
+    // commit together. Any login may call the door; it marks only the import whose commit
+    // recorded the very transaction calling it, once. interrupted_xid: the commit found ended
+    // without committing, said when the import is read, until the next commit begins.
+    sql: `
+      ALTER TABLE _dbadmin.import_sessions
+        ADD COLUMN commit_xid      pg_catalog.xid8,
+        ADD COLUMN interrupted_xid pg_catalog.xid8;
+      CREATE FUNCTION _dbadmin_audit.import_committed(import_id pg_catalog.uuid, import_outcome pg_catalog.text)
+        RETURNS pg_catalog.bool
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+      BEGIN
+        UPDATE _dbadmin.import_sessions s
+           SET state = 'committed', outcome = import_outcome::pg_catalog.jsonb
+         WHERE s.id = import_id AND s.state = 'committing'
+           AND s.commit_xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id();
+        IF NOT FOUND THEN
+          RETURN false;
+        END IF;
+        DELETE FROM _dbadmin.import_parts p WHERE p.session_id = import_id;
+        RETURN true;
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION _dbadmin_audit.import_committed(pg_catalog.uuid, pg_catalog.text) FROM PUBLIC;
+      GRANT EXECUTE ON FUNCTION _dbadmin_audit.import_committed(pg_catalog.uuid, pg_catalog.text) TO PUBLIC`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { handler as imports } from '#functions/imports';
 import { handler as query } from '#functions/query';
 import { handler as tables } from '#functions/tables';
@@ -5,7 +6,7 @@ import { importClock } from '#lib/admin/import-sessions';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
-import { call } from '#test/support/http';
+import { call, type Reply } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { withSetting } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
@@ -482,32 +483,159 @@ describe('an import in parts', () => {
     expect((await status(table, abandoned)).status).toBe(404);
   });
 
-  it('a commit that never reported back may be abandoned, never committed again; one running may not be abandoned', async () => {
-    const table = await people();
-    const id = (await open(table)).body.id as string;
-    await part(table, id, 1, 'id\n1\n');
-    const committing = (since: string) =>
-      withAdminClient((c) =>
+  describe('a commit interrupted', () => {
+    const abandon = (table: string, id: string) =>
+      call(imports, { method: 'DELETE', path: `/api/table/${table}/imports/${id}`, query: { schema } });
+    const lockKey = () => Math.floor(Math.random() * 1_000_000_000);
+    /** Until a session waits for the advisory lock `key` (a trigger of the table being imported into). */
+    const waitingFor = async (key: number) => {
+      for (;;) {
+        const waiting = await withAdminClient(
+          async (c) =>
+            (
+              await c.query(
+                `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`,
+                [key],
+              )
+            ).rowCount,
+        );
+        if (waiting) return;
+        await new Promise((next) => setTimeout(next, 20));
+      }
+    };
+    /** A connection of the test's holding the advisory lock `key`, so the table's trigger waits. */
+    async function holding(key: number) {
+      const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
+      await client.connect();
+      await client.query('SELECT pg_advisory_lock($1)', [key]);
+      return client;
+    }
+    /** A trigger on `table` that waits, for each row, until the advisory lock `key` is free. */
+    const gate = (table: string, key: number) =>
+      sql(
+        `CREATE FUNCTION ${table}_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN PERFORM pg_advisory_xact_lock(${key}); RETURN NEW; END $$;
+         CREATE TRIGGER gate BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION ${table}_gate()`,
+      );
+
+    it('is told apart by its transaction, not a clock: one still running stays committing however long it takes, then writes its rows once', async () => {
+      const table = await people();
+      const key = lockKey();
+      await gate(table, key);
+      const id = (await open(table)).body.id as string;
+      await part(table, id, 1, 'id,name\n1,Ann\n2,Bo\n');
+      const held = await holding(key);
+
+      const committing = commit(table, id, 1);
+      await waitingFor(key);
+      const real = importClock.now;
+      let read: Reply;
+      let abandoned: Reply;
+      let again: Reply;
+      try {
+        // Far past the query timeout and 30 s, the old guess at a commit that never reported back.
+        importClock.now = () => real() + 10 * 60 * 1000;
+        read = await status(table, id);
+        abandoned = await abandon(table, id);
+        again = await commit(table, id, 1);
+      } finally {
+        importClock.now = real;
+        await held.end();
+      }
+      const done = await committing;
+
+      expect(read.body).toMatchObject({ state: 'committing' });
+      expect(read.body).not.toHaveProperty('message');
+      expect([abandoned.status, abandoned.body.error]).toEqual([409, 'Import committing']);
+      expect([again.status, again.body.error]).toEqual([409, 'Import committing']);
+      expect(done.body).toMatchObject({ success: true, rows: 2 });
+      expect(await count(table)).toBe(2);
+    });
+
+    it('by its process’s death reads open again once its transaction has ended, parts kept; committed again, its rows are written once', async () => {
+      const table = await people();
+      const id = (await open(table)).body.id as string;
+      await part(table, id, 1, 'id,name\n1,Ann\n');
+      await part(table, id, 2, '2,Bo\n');
+      // What a commit's process leaves when killed while writing: the import marked committing in
+      // the commit's transaction, recorded by its id, and that transaction ending with its session.
+      const writing = new pg.Client({ connectionString: process.env.DATABASE_URL });
+      writing.on('error', () => undefined);
+      await writing.connect();
+      await writing.query('BEGIN');
+      const { xid, pid } = (
+        await writing.query('SELECT pg_current_xact_id()::text AS xid, pg_backend_pid() AS pid')
+      ).rows[0] as { xid: string; pid: number };
+      await withAdminClient((c) =>
         c.query(
-          `UPDATE _dbadmin.import_sessions SET state = 'committing', committing_since = now() - $2::interval WHERE id = $1`,
-          [id, since],
+          `UPDATE _dbadmin.import_sessions SET state = 'committing', committing_since = now(), commit_xid = $2 WHERE id = $1`,
+          [id, xid],
         ),
       );
-    const abandon = () =>
-      call(imports, { method: 'DELETE', path: `/api/table/${table}/imports/${id}`, query: { schema } });
 
-    await committing('1 second');
-    const running = await abandon();
-    await committing('2 hours');
-    const interrupted = await commit(table, id, 1);
-    const abandoned = await abandon();
+      const whileWriting = await status(table, id);
+      await withAdminClient((c) => c.query('SELECT pg_terminate_backend($1, 10000)', [pid]));
+      const after = await status(table, id);
+      const done = await commit(table, id, 2);
+      const again = await commit(table, id, 2);
 
-    expect(running.status).toBe(409);
-    expect(running.body.error).toBe('Import committing');
-    expect(interrupted.status).toBe(409);
-    expect(interrupted.body.message).toMatch(/never reported back, and may have written its rows/);
-    expect(abandoned.status).toBe(200);
-    expect(await count(table)).toBe(0);
+      expect(whileWriting.body).toMatchObject({ state: 'committing' });
+      expect(after.status).toBe(200);
+      expect(after.body).toMatchObject({
+        state: 'open',
+        parts: [
+          { part: 1, bytes: 14 },
+          { part: 2, bytes: 5 },
+        ],
+        message: `the last commit was interrupted (its transaction ${xid} ended without committing): nothing was written, the parts are kept: commit again`,
+      });
+      expect(done.body).toMatchObject({ success: true, rows: 2 });
+      expect(again.body).toEqual(done.body);
+      expect(await count(table)).toBe(2);
+      const committed = await status(table, id);
+      expect(committed.body).toMatchObject({ state: 'committed', parts: [], outcome: done.body });
+      expect(committed.body).not.toHaveProperty('message');
+    });
+
+    it('by a failure of its own (a bad value) leaves the import open at once, saying nothing of an interruption', async () => {
+      const table = await people();
+      const id = (await open(table)).body.id as string;
+      await part(table, id, 1, 'id,age\n1,old\n');
+
+      const failed = await commit(table, id, 1);
+      const read = await status(table, id);
+
+      expect(failed.status).toBe(400);
+      expect(read.body).toMatchObject({ state: 'open' });
+      expect(read.body).not.toHaveProperty('message');
+    });
+
+    it('begun by an earlier version, which recorded no transaction, counts as interrupted past the query timeout and 30 s: abandoned, never committed again', async () => {
+      const table = await people();
+      const id = (await open(table)).body.id as string;
+      await part(table, id, 1, 'id\n1\n');
+      const begunEarlier = (ago: string) =>
+        withAdminClient((c) =>
+          c.query(
+            `UPDATE _dbadmin.import_sessions
+                SET state = 'committing', committing_since = now() - $2::interval, commit_xid = NULL
+              WHERE id = $1`,
+            [id, ago],
+          ),
+        );
+
+      await begunEarlier('1 second');
+      const running = await abandon(table, id);
+      await begunEarlier('2 hours');
+      const interrupted = await commit(table, id, 1);
+      const abandoned = await abandon(table, id);
+
+      expect([running.status, running.body.error]).toEqual([409, 'Import committing']);
+      expect(interrupted.status).toBe(409);
+      expect(interrupted.body.message).toMatch(/recorded no transaction.*may have written its rows/);
+      expect(abandoned.status).toBe(200);
+      expect(await count(table)).toBe(0);
+    });
   });
 
   it('is its opener’s alone: another key of the schema does not find it; anon keys may not import', async () => {

@@ -49,6 +49,16 @@ const wait = (ms: number) => new Promise((done) => setTimeout(done, ms));
 const passing = (error: unknown) =>
   error instanceof ApiError && (error.status === 0 || error.status >= 500 || error.status === 429);
 
+/** What the console reads of an import's state (GET .../imports/:id). */
+interface ImportState {
+  state: 'open' | 'committing' | 'committed';
+  outcome?: ImportOutcome;
+}
+
+/** How long a commit may run (QUERY_TIMEOUT_MS and 30 s by default, a host restart besides). */
+const COMMIT_WAIT_MS = 90_000;
+const POLL_MS = 1000;
+
 async function withRetries<T>(send: () => Promise<T>, signal: AbortSignal): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -61,9 +71,46 @@ async function withRetries<T>(send: () => Promise<T>, signal: AbortSignal): Prom
 }
 
 /**
+ * The import's state once no commit of it runs, read every second while it is committing or the
+ * service does not answer (restarting); undefined when that lasts past COMMIT_WAIT_MS.
+ */
+async function settledState(at: string, schema: string, signal: AbortSignal) {
+  for (let waited = 0; waited <= COMMIT_WAIT_MS; waited += POLL_MS) {
+    try {
+      const read = await api<ImportState>('GET', at, { query: { schema }, signal });
+      if (read.state !== 'committing') return read;
+    } catch (error) {
+      if (signal.aborted || !passing(error)) throw error;
+    }
+    await wait(POLL_MS);
+  }
+  return undefined;
+}
+
+/**
+ * Commits the import. A commit whose answer never came (the network, the service restarted under
+ * it) is not taken for failed: the import's state says what became of it once its transaction has
+ * ended: committed, with its outcome; or open again, nothing written, to be committed again (up
+ * to three times).
+ */
+async function commit(at: string, schema: string, parts: number, signal: AbortSignal) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await api<ImportOutcome>('POST', `${at}/commit`, { body: { schema, parts }, signal });
+    } catch (error) {
+      if (signal.aborted || attempt >= RETRIES || !passing(error)) throw error;
+      const settled = await settledState(at, schema, signal);
+      if (settled?.state === 'committed' && settled.outcome) return settled.outcome;
+      if (settled?.state !== 'open') throw error;
+    }
+  }
+}
+
+/**
  * Imports the file: opens an import, sends its parts in turn (a failed one again, up to three
- * times), commits. Stopped or refused, the import is abandoned: its parts do not wait out their
- * expiry, nor count against the schema's open imports.
+ * times), commits (an interrupted commit looked up, and sent again when it wrote nothing). Stopped
+ * or refused, the import is abandoned: its parts do not wait out their expiry, nor count against
+ * the schema's open imports.
  */
 export async function importFile(
   file: Blob,
@@ -99,10 +146,7 @@ export async function importFile(
       );
       onProgress(Math.min(file.size, part * PART_BYTES));
     }
-    return await api<ImportOutcome>('POST', `${path}/${id}/commit`, {
-      body: { schema: where.schema, parts },
-      signal,
-    });
+    return await commit(`${path}/${id}`, where.schema, parts, signal);
   } catch (error) {
     // Stopped or refused, its parts are deleted now rather than held (and counted) for an hour.
     await api('DELETE', `${path}/${id}`, { query: { schema: where.schema } }).catch(() => undefined);
