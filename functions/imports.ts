@@ -302,6 +302,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/imports/{importId}/commit',
+    idempotent: true,
     addsData: true,
     audit: {
       action: 'import.commit',

@@ -14,6 +14,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/project/{schema}/keys',
+    idempotent: { shownOnce: 'key' },
     audit: { action: 'key.create' },
     summary: 'Create an API key for a schema; the key is in this response only',
     access: 'admin',

@@ -84,6 +84,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/row',
+    idempotent: true,
     addsData: true,
     audit: { action: 'row.insert', target: ({ params }) => `table ${params.tableName}` },
     summary: 'Insert a row; answers the stored row, defaults filled in',
@@ -187,6 +188,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/table/{tableName}/rows',
+    idempotent: true,
     addsData: true,
     audit: { action: 'rows.insert', target: ({ params }) => `table ${params.tableName}` },
     summary:

@@ -21,6 +21,7 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/schema/create',
+    idempotent: true,
     audit: { action: 'schema.create', target: ({ body }) => `schema ${body.schemaName}` },
     summary: 'Create a schema and its dedicated login role <schemaName>_user',
     access: 'admin',

@@ -301,6 +301,29 @@ export const MIGRATIONS: readonly Migration[] = [
       REVOKE ALL ON FUNCTION _dbadmin_audit.import_committed(pg_catalog.uuid, pg_catalog.text) FROM PUBLIC;
       GRANT EXECUTE ON FUNCTION _dbadmin_audit.import_committed(pg_catalog.uuid, pg_catalog.text) TO PUBLIC`,
   },
+  {
+    id: 15,
+    name: 'idempotency keys',
+    // One row per Idempotency-Key (lib/http/idempotency): claimed by the service before the
+    // write, its answer recorded after. Whether a write committed is never this table's say: the
+    // write's own audit entry (entry_id), sealed and committed with it, is the proof. Only the
+    // service reads or writes it (tenants have no right in _dbadmin): no tenant reads another
+    // principal's answer or plants one for the admin to replay. Logged, not UNLOGGED: a crash
+    // must not forget a key whose write it kept.
+    sql: `
+      CREATE TABLE _dbadmin.idempotency_keys (
+        scope       bytea PRIMARY KEY,
+        fingerprint bytea NOT NULL,
+        claim       uuid NOT NULL,
+        entry_id    uuid,
+        state       text NOT NULL CHECK (state IN ('running', 'done', 'applied')),
+        lease_until timestamptz NOT NULL,
+        status      smallint,
+        answer      text,
+        expires_at  timestamptz NOT NULL
+      );
+      CREATE INDEX ON _dbadmin.idempotency_keys (expires_at)`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

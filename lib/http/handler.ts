@@ -12,8 +12,9 @@ import type { AuthContext } from '#lib/http/auth-context';
 import { authenticate } from '#lib/http/authenticate';
 import { refuseCrossSite } from '#lib/http/cross-site';
 import { errorMapper } from '#lib/http/error-mapper';
-import { boundInFlight } from '#lib/http/in-flight';
 import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
+import { idempotencyOf } from '#lib/http/idempotency';
+import { boundInFlight } from '#lib/http/in-flight';
 import { jsonBody, jsonContentType } from '#lib/http/json-body';
 import { keyScope, outsideItsSchema } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
@@ -29,7 +30,7 @@ import { startLicensing } from '#lib/license/index';
 /**
  * The Lambda handler of an endpoint group: the Middy chain (request log, error mapping, response
  * limit, routing) and, per route, sign-in, license gate, body parsing, the key's scope, the storage
- * quota, then the route's one lib call with its audit entry.
+ * quota, then the route's one lib call with its audit entry (and its Idempotency-Key's claim).
  */
 
 const templateToRegExp = (template: string) => new RegExp(`^${template.replace(/\{[^/]+\}/g, '[^/]+')}/?$`);
@@ -77,29 +78,45 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
     const body = route.body?.parse(event.body);
     const read = route.reads?.({ params, query });
     const { principal } = context;
-    await refuseOverQuota(route, { params, query, body, principal });
-    const result = await (audit ? audited : unaudited)(
+    const keyed = idempotencyOf(
       route,
-      { params, query, body, principal, requestId: context.awsRequestId },
-      async (audit) =>
-        route.handler({
-          params,
-          query,
-          body,
-          read: read && (await catalogRead(read, context)),
-          principal,
-          signal,
-          clientAddress: clientAddress(event),
-          upload: route.upload ? (event.body as Upload) : undefined,
-          audit,
-          accessTo: (schema) => schemaAccess(principal, schema, signal, audit),
-        }),
+      event,
+      { principal, params, query, body },
+      context.getRemainingTimeInMillis?.(),
     );
-    if (result instanceof Download) return download(result);
-    if (result instanceof JsonText) return jsonText(route.status ?? 200, result.body);
-    if (result instanceof Asset) return assetResponse(result, header(event, 'accept-encoding'));
-    return json(route.status ?? 200, result);
+    await refuseOverQuota(route, { params, query, body, principal });
+    const answer = async () => {
+      const result = await (audit ? audited : unaudited)(
+        route,
+        { params, query, body, principal, requestId: context.awsRequestId },
+        async (audit) => {
+          // The key's claim names the request's audit entry, the proof its change committed.
+          await keyed?.claim(audit);
+          return route.handler({
+            params,
+            query,
+            body,
+            read: read && (await catalogRead(read, context)),
+            principal,
+            signal,
+            clientAddress: clientAddress(event),
+            upload: route.upload ? (event.body as Upload) : undefined,
+            audit,
+            accessTo: (schema) => schemaAccess(principal, schema, signal, audit),
+          });
+        },
+      );
+      return responseOf(route, event, result);
+    };
+    return keyed ? keyed.answer(answer) : answer();
   });
+}
+
+function responseOf(route: AnyRoute, event: HttpEvent, result: unknown): HttpResponse {
+  if (result instanceof Download) return download(result);
+  if (result instanceof JsonText) return jsonText(route.status ?? 200, result.body);
+  if (result instanceof Asset) return assetResponse(result, header(event, 'accept-encoding'));
+  return json(route.status ?? 200, result);
 }
 
 /** How long before the function's deadline the request gives up, cancels and answers. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { KEPT_HOURS } from '#lib/db/idempotency';
 import { MAX_BODY_BYTES } from '#lib/http/json-body';
 import { type Access, type AnyRoute, behindLicenseGate, requiresJsonContentType } from '#lib/http/route';
 import type { UploadRule } from '#lib/http/upload';
@@ -89,6 +90,12 @@ export function errorReasons(route: AnyRoute): Map<number, string[]> {
   if (route.access !== 'public') accessReasons(route, add);
   if (route.method !== 'GET' && route.audit !== false)
     add(503, 'the audit entry could not be written, so the change was not made');
+  if (route.idempotent) {
+    add(
+      409,
+      'Idempotency-Key: its first request is still running (retry after Retry-After), was another request, made its change but lost its answer, or answered a secret shown once',
+    );
+  }
   if (route.addsData)
     add(507, 'the schema is over its storage quota (as last measured); reads, deletes and drops still work');
   for (const { status, why } of route.errors ?? []) add(status, why);
@@ -147,12 +154,36 @@ const COMPONENT_HEADERS = {
     description: 'On text/csv answers, when more rows follow: the `after` of the next page.',
     schema: { type: 'string' },
   },
+  'Idempotency-Replayed': {
+    description: '`true`: the answer of the first request sent with this Idempotency-Key, sent again.',
+    schema: { const: 'true' },
+  },
+  'Retry-After-In-Progress': {
+    description:
+      'On "Request in progress": seconds until the first request with this Idempotency-Key should have answered.',
+    schema: { type: 'integer', minimum: 1 },
+  },
 };
 
-function errorResponse(status: number, reasons: string[]) {
+/** The header a write a client may retry takes (lib/http/idempotency). */
+const IDEMPOTENCY_KEY = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description: `Names this request, for retries: sent again with the same key (and the same request), it answers the first answer instead of writing twice, with Idempotency-Replayed: true. The first answer is kept ${KEPT_HOURS} hours from the key's first use; a failure is not kept (a retry runs again). 1 to 255 printable ASCII characters; one key per request per principal and route.`,
+  schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[ -~]+$' },
+};
+
+function errorResponse(route: AnyRoute, status: number, reasons: string[]) {
+  const headers = {
+    ...ERROR_HEADERS[status],
+    ...(status === 409 && route.idempotent
+      ? { 'Retry-After': ref('headers', 'Retry-After-In-Progress') }
+      : {}),
+  };
   return {
     description: `${TITLES[status] ?? 'Error'}: ${reasons.join('; ')}.`,
-    ...(ERROR_HEADERS[status] ? { headers: ERROR_HEADERS[status] } : {}),
+    ...(Object.keys(headers).length > 0 ? { headers } : {}),
     content: errorContent,
   };
 }
@@ -166,6 +197,7 @@ function successResponse(route: AnyRoute) {
           'X-Next-Cursor': ref('headers', 'X-Next-Cursor'),
         }
       : {}),
+    ...(route.idempotent ? { 'Idempotency-Replayed': ref('headers', 'Idempotency-Replayed') } : {}),
   };
   return {
     description: 'Success',
@@ -197,6 +229,7 @@ function parameters(route: AnyRoute) {
       });
     }
   }
+  if (route.idempotent) list.push(IDEMPOTENCY_KEY);
   return list;
 }
 
@@ -237,7 +270,7 @@ function uploadBody(rule: UploadRule) {
 function operation(route: AnyRoute) {
   const errors = [...errorReasons(route)].map(([status, reasons]) => [
     String(status),
-    errorResponse(status, reasons),
+    errorResponse(route, status, reasons),
   ]);
   const security = SECURITY[route.access];
   return {

@@ -85,6 +85,12 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown, C = u
   audit?: RouteAudit<P, Q, B, R> | false;
   /** It adds data to its schema: refused (507) while the schema is over its storage quota. */
   addsData?: boolean;
+  /**
+   * A client may send it again (its answer lost): it takes an Idempotency-Key, and a retry with
+   * the key answers the first answer instead of writing twice (lib/http/idempotency). `shownOnce`
+   * names a field of the answer that is never kept (a key's secret).
+   */
+  idempotent?: true | { shownOnce: string };
   handler: (input: RouteInput<P, Q, B, C>) => Promise<R | Rendered>;
 }
 
