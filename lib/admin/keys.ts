@@ -106,13 +106,15 @@ export async function deleteKey(
   const notFound = () => new NotFound('Key not found', `schema "${schema}" has no key with id ${keyId}`);
   if (!found) throw notFound();
   const kind = kindOfKey(found.key_type);
-  // A session opened with a password the key's SQL set for its role ends, before and after. So
-  // do the service's own sessions of that role: a request of another key of the same type running
-  // right now fails once (503), and the next one reconnects with the reset password.
+  // A session opened with a password the key's SQL set for its role, or for `_exec` (where code
+  // the key planted runs for the admin), ends, before and after. So do the service's own sessions
+  // of those roles: a request running right now in the schema fails once (503), and the next one
+  // reconnects with the reset password.
   const role = roleName(schema, kind);
+  const exec = roleName(schema, 'exec');
   await revoking(
     db,
-    [role],
+    [role, exec],
     async (client) => {
       await lockSchema(client, schema);
       const { rowCount } = await client.query(
@@ -124,7 +126,7 @@ export async function deleteKey(
     },
     { audit },
   );
-  await dropRolePool(role);
+  await Promise.all([dropRolePool(role), dropRolePool(exec)]);
   return { success: true, message: `Key ${keyId} deleted` };
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { type Config, getConfig, resultLimits } from '#lib/config';
 import type { AuditDraft } from '#lib/db/audit-log';
@@ -77,19 +78,30 @@ export interface SchemaAccess {
 }
 
 /**
- * This bundle's session pools, one per schema role it has worked as (with the statement timeout
- * their sessions start with: a tenant's quota may lower it). Never closed for being many: a pool
- * holds connections only while the process's budget lets it (lib/db/session-pool), so every
- * tenant stays warm however many there are.
+ * The process's session pools, one per schema role it has worked as, shared by every function's
+ * bundle in it (the local host runs them all in one process), so a role's DB_POOL_MAX bounds its
+ * sessions in the whole process. Never closed for being many: a pool holds connections only
+ * while the process's budget lets it (lib/db/session-pool), so every tenant stays warm however
+ * many there are. A pool is made again when what it logs in with changed (the secret, the
+ * statement timeout a tenant's quota may lower). Only plain values, pg's own errors and
+ * SessionPool's markers cross bundles through it, never an error class of ours.
  */
-const rolePools = new Map<string, { pool: SessionPool; timeoutMs: number }>();
+interface RolePool {
+  pool: SessionPool;
+  /** What its sessions log in with: a pool made under other settings is not reused. */
+  made: string;
+}
+const ROLE_POOLS = Symbol.for('dbadmin.role-pools');
+const processGlobal = globalThis as { [ROLE_POOLS]?: Map<string, RolePool> };
+processGlobal[ROLE_POOLS] ??= new Map();
+const rolePools = processGlobal[ROLE_POOLS];
 onClose(async () => {
   const pools = [...rolePools.values()];
   rolePools.clear();
   await Promise.all(pools.map(({ pool }) => pool.close()));
 });
 
-/** Role preparations this process ran, by kind (for the metrics): ideally one per role and generation. */
+/** Role preparations this bundle ran, by kind (for the metrics): ideally one per role and generation. */
 export const roleSetups: Record<RoleKind, number> = { exec: 0, svc: 0, anon: 0 };
 
 function roleSettings(prepared: SchemaRole): Record<string, string> {
@@ -105,7 +117,25 @@ function roleSettings(prepared: SchemaRole): Record<string, string> {
   return settings;
 }
 
+const madeWith = (config: Config, timeoutMs: number) =>
+  createHash('sha256')
+    .update(
+      JSON.stringify([
+        config.DATABASE_URL,
+        config.DBADMIN_SECRET,
+        timeoutMs,
+        config.DB_POOL_MAX,
+        config.DB_CONNECT_TIMEOUT_MS,
+        config.DB_PROCESS_CONNECTIONS,
+      ]),
+    )
+    .digest('base64url');
+
+/** The process's pool for the role, made with these settings: the one there, or a new one. */
 function poolFor(config: Config, role: SchemaRole, timeoutMs: number): SessionPool {
+  const made = madeWith(config, timeoutMs);
+  const known = rolePools.get(role.role);
+  if (known?.made === made && !known.pool.closed) return known.pool;
   const pool = sessionPool(config, {
     applicationName: `dbadmin-${role.kind}`,
     login: { user: role.role, password: rolePassword(config.DBADMIN_SECRET, role.role) },
@@ -113,18 +143,17 @@ function poolFor(config: Config, role: SchemaRole, timeoutMs: number): SessionPo
     secondary: true,
     statementTimeoutMs: timeoutMs,
   });
-  const before = rolePools.get(role.role);
-  rolePools.set(role.role, { pool, timeoutMs });
-  before?.pool.close().catch(() => undefined);
+  rolePools.set(role.role, { pool, made });
+  known?.pool.close().catch(() => undefined);
   return pool;
 }
 
-/** Openings in flight, one per role: requests that arrive together share it and its pool. */
+/** Openings in flight in this bundle, one per role: requests that arrive together share it. */
 const opening = new Map<string, Promise<SessionPool>>();
 
 /**
- * The role's pool, made after the role is known ready (lib/db/schema-roles roleReady: one read),
- * or prepared (`repair`, or not ready: made, granted, its password reset, in one transaction).
+ * The role's pool, once the role is known ready (lib/db/schema-roles roleReady: one read), or
+ * prepared (`repair`, or not ready: made, granted, its password reset, in one transaction).
  */
 function openRole(schema: string, kind: RoleKind, timeoutMs: number, repair: boolean): Promise<SessionPool> {
   const role = roleName(schema, kind);
@@ -143,50 +172,65 @@ async function readyRole(
   repair: boolean,
 ): Promise<SessionPool> {
   const [config, admin] = await Promise.all([getConfig(), getDatabase()]);
-  if (repair || !(await roleReady(admin, schema, kind))) {
+  if (repair || !(await roleReady(admin, config.DBADMIN_SECRET, schema, kind))) {
     roleSetups[kind]++;
     await withTransaction(admin, (client) => prepareSchemaRole(client, config.DBADMIN_SECRET, schema, kind));
   }
   return poolFor(config, schemaRole(schema, kind), timeoutMs);
 }
 
-/** The role's login failed: gone (schema re-made elsewhere), disabled, or its password changed. */
-const loginRefused = (error: unknown) => isPgError(error) && error.code.startsWith('28');
+/**
+ * The login failed in PostgreSQL: refused (the role gone, disabled, its password changed), or the
+ * session could not start as prepared (its membership of the owner taken away): worth a repair.
+ * Not the server being full (53300), which a repair cannot help.
+ */
+const loginFailed = (error: unknown) => isPgError(error) && error.code !== '53300';
 
-/** No session came in time: every connection the process may hold is busy (not the database's fault). */
+/** No session came in time (busy), or its pool closed meanwhile (made again: try once more). */
 function busy(error: unknown): unknown {
   if (!isNoSession(error)) return error;
   return new Busy(
-    error.full === 'process'
-      ? 'every database connection this process may hold is in use'
-      : "every session of this schema's role is in use",
+    error.full === 'login'
+      ? "every session this process may hold for the schema's role is in use"
+      : 'every database connection this process may hold is in use',
   );
 }
 
 /**
- * A session of the schema's role; a refused login is repaired once, then reported as a 503 (a
- * tenant can change its role's password in a loop, or its key was deleted this very moment).
+ * A session of the schema's role, from the process's pool for it (made after the role is known
+ * ready); a failed login is repaired once, then reported as a 503 (a tenant can change its role's
+ * password in a loop, or its key was deleted this very moment). A pool closed under the request
+ * (a key deleted, the pool made again) is looked up again.
  */
 async function connect(schema: string, kind: RoleKind, timeoutMs: number): Promise<pg.PoolClient> {
-  const role = roleName(schema, kind);
-  const known = rolePools.get(role);
-  // A pool made before the schema's timeout quota changed is made again.
-  const pool =
-    known && known.timeoutMs === timeoutMs ? known.pool : await openRole(schema, kind, timeoutMs, false);
-  try {
-    return await pool.connect();
-  } catch (error) {
-    if (!loginRefused(error)) throw busy(error);
-    return (await openRole(schema, kind, timeoutMs, true)).connect().catch((again: unknown) => {
-      if (!loginRefused(again)) throw busy(again);
-      throw new ServiceUnavailable(
-        'Database login refused',
-        `the database refused the login of schema "${schema}"'s role; try again`,
-        again,
-      );
-    });
+  const config = await getConfig();
+  let repaired = false;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await (await currentPool(config, schema, kind, timeoutMs)).connect();
+    } catch (error) {
+      if (isNoSession(error) && error.full === 'closed' && attempt < 3) continue;
+      if (!loginFailed(error)) throw busy(error);
+      if (repaired) throw loginRefused(schema, error);
+      repaired = true;
+      await openRole(schema, kind, timeoutMs, true);
+    }
   }
 }
+
+/** The process's pool for the role as these settings make it, or one made after the role is known ready. */
+async function currentPool(config: Config, schema: string, kind: RoleKind, timeoutMs: number) {
+  const known = rolePools.get(roleName(schema, kind));
+  if (known?.made === madeWith(config, timeoutMs) && !known.pool.closed) return known.pool;
+  return openRole(schema, kind, timeoutMs, false);
+}
+
+const loginRefused = (schema: string, error: unknown) =>
+  new ServiceUnavailable(
+    'Database login refused',
+    `the database refused the login of schema "${schema}"'s role; try again`,
+    error,
+  );
 
 /** Where a principal's work in a schema runs: the admin as `<schema>_exec`, a key as its role. */
 export async function schemaAccess(

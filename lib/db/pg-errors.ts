@@ -72,7 +72,7 @@ const NETWORK_CODES = new Set([
   'EHOSTUNREACH',
 ]);
 const LOST_CONNECTION =
-  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/;
+  /Connection terminated|timeout exceeded when trying to connect|^timeout expired$|Client has encountered a connection error/;
 
 // Duck-typed rather than `instanceof Error`: errors made by Node's own sockets may come from
 // another realm (jest's sandbox, for one).

@@ -154,6 +154,7 @@ export function sessionPool(config: Config, options: PoolOptions): SessionPool {
     },
     max: options.secondary && config.lambda ? 1 : config.DB_POOL_MAX,
     waitMs: config.DB_CONNECT_TIMEOUT_MS,
+    loginMs: config.DB_CONNECT_TIMEOUT_MS,
     idleMs: config.lambda ? 60_000 : 30_000,
   });
 }

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { schemaBusy } from '#lib/db/pg-errors';
@@ -196,10 +197,17 @@ export async function prepareSchemaRole(
       if (kind === 'svc') await client.query(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
       else await grantAnon(client, schema, role, owner);
     }
+    // Prepared for this schema (not one dropped and made again under its name), with this secret,
+    // as this version of the code prepares: a change to any of them makes it prepared again.
     await client.query(
-      `UPDATE _dbadmin.schema_locks SET prepared = pg_catalog.array_append(pg_catalog.array_remove(prepared, $2), $2)
-        WHERE schema_name = $1`,
-      [schema, kind],
+      `UPDATE _dbadmin.schema_locks l
+          SET prepared = CASE WHEN l.prepared_for = f.prepared_for
+                              THEN pg_catalog.array_append(pg_catalog.array_remove(l.prepared, $2), $2)
+                              ELSE ARRAY[$2] END,
+              prepared_for = f.prepared_for
+         FROM (SELECT $3 || ':' || n.oid AS prepared_for FROM pg_catalog.pg_namespace n WHERE n.nspname = $1) f
+        WHERE l.schema_name = $1`,
+      [schema, kind, preparedWith(secret)],
     );
     return schemaRole(schema, kind);
   } catch (error) {
@@ -211,23 +219,45 @@ const schemaClosing = (schema: string) =>
   new NotFound('Schema not found', `schema "${schema}" is being deleted`);
 
 /**
+ * What a preparation depends on besides the schema (whose oid is added): the secret the
+ * passwords derive from, and this code's way of preparing. Raise the version whenever
+ * prepareSchemaRole grants or sets something new, so every schema is prepared again.
+ */
+const PREPARATION_VERSION = 1;
+const preparedWith = (secret: string) =>
+  `${PREPARATION_VERSION}:${createHmac('sha256', secret).update('dbadmin role preparation').digest('base64url').slice(0, 16)}`;
+
+/**
  * Whether the role can be logged in as without preparing it first: prepareSchemaRole did so at
- * the schema's current generation, and the role has given itself no settings since (PostgreSQL
+ * the schema's current generation, for this very schema (not one dropped and made again under its
+ * name), with this secret and this version of the code; the role is still a member of the one
+ * it works as; and the role has given itself no settings since (PostgreSQL
  * 15 lets a role set its own defaults; they would reach every session of it). One read on the
  * service's pool, no lock: the cost of a role every process but the first finds ready. A login
- * refused after all (a password the tenant set, a key deleted meanwhile) repairs it (lib/db/executor).
+ * that fails after all (a password the tenant set, a key deleted meanwhile) repairs it
+ * (lib/db/executor).
  */
 export async function roleReady(
   client: pg.ClientBase | pg.Pool,
+  secret: string,
   schema: string,
   kind: RoleKind,
 ): Promise<boolean> {
+  const { role, actsAs } = schemaRole(schema, kind);
   const { rows } = await client.query<{ closing: boolean; ready: boolean }>(
-    `SELECT l.closing, $2 = ANY (l.prepared) AND NOT EXISTS (
-              SELECT 1 FROM pg_catalog.pg_db_role_setting s JOIN pg_catalog.pg_roles r ON r.oid = s.setrole
-               WHERE r.rolname = $3) AS ready
-       FROM _dbadmin.schema_locks l WHERE l.schema_name = $1`,
-    [schema, kind, roleName(schema, kind)],
+    `SELECT l.closing,
+            $2 = ANY (l.prepared) AND l.prepared_for = $3 || ':' || n.oid
+            AND ($4 = $5 OR EXISTS (
+                  SELECT 1 FROM pg_catalog.pg_auth_members m
+                    JOIN pg_catalog.pg_roles r ON r.oid = m.member
+                    JOIN pg_catalog.pg_roles o ON o.oid = m.roleid
+                   WHERE r.rolname = $4 AND o.rolname = $5))
+            AND NOT EXISTS (
+                  SELECT 1 FROM pg_catalog.pg_db_role_setting s JOIN pg_catalog.pg_roles r ON r.oid = s.setrole
+                   WHERE r.rolname = $4) AS ready
+       FROM _dbadmin.schema_locks l LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = l.schema_name
+      WHERE l.schema_name = $1`,
+    [schema, kind, preparedWith(secret), role, actsAs],
   );
   const found = rows[0];
   if (found?.closing) throw schemaClosing(schema);
@@ -247,8 +277,11 @@ export async function bumpRoleGeneration(client: pg.ClientBase, schema: string):
 
 /**
  * A key was deleted: its role's password is reset (whatever the key's SQL set is void) and it
- * may log in only while another key of its type exists. Nothing else is touched, so no lock a
- * tenant holds on its tables or owner role can hold the deletion up.
+ * may log in only while another key of its type exists. So is `<schema>_exec`'s: code a
+ * service_role key planted runs in the admin's sessions there, and may have given that role a
+ * password of its own to keep after its key is gone (deleteKey ends both roles' sessions).
+ * Nothing else is touched, so no lock a tenant holds on its tables or owner role can hold the
+ * deletion up.
  */
 export async function resetKeyRole(
   client: pg.ClientBase,
@@ -259,6 +292,8 @@ export async function resetKeyRole(
   const role = roleName(schema, kind);
   if (await roleExists(client, role))
     await upsertLogin(client, secret, role, await hasActiveKey(client, schema, kind));
+  const exec = roleName(schema, 'exec');
+  if (await roleExists(client, exec)) await upsertLogin(client, secret, exec, true);
   await bumpRoleGeneration(client, schema);
 }
 

@@ -7,37 +7,51 @@ import type { ConnectionBudget, IdleSession } from '#lib/db/connection-budget';
  * reuse until the budget needs the slot or `idleMs` passes. A pg.Pool per role could not give an
  * idle connection back when another role needs it; this can, so every tenant stays usable
  * however many there are, and the process never holds more connections than its budget.
+ *
+ * A pool may be used by every bundle of the process: it rejects only with pg's own errors and
+ * with NoSession markers, never with an error class of ours.
  */
 
-/** Answered by connect when no connection could be had in time: not the database's fault. */
+/** Answered by connect when no session came: not the database's fault. */
 export interface NoSession {
   busy: true;
-  /** What was full: this login's own sessions, or the process's budget. */
-  full: 'login' | 'process';
+  /** What stood in the way: this login's own sessions, the process's budget, or the pool closed meanwhile. */
+  full: 'login' | 'process' | 'closed';
 }
 
 export const isNoSession = (error: unknown): error is NoSession =>
   typeof error === 'object' && error !== null && (error as NoSession).busy === true;
 
+const noSession = (full: NoSession['full']): NoSession => ({ busy: true, full });
+
 export interface SessionPoolOptions {
   /** pg.Client's settings: connectionString, application_name, statement_timeout, options... */
   client: pg.ClientConfig;
   max: number;
-  /** How long connect may wait for a session, a slot and a login together. */
+  /** How long connect may wait for a session of this login and a slot of the budget. */
   waitMs: number;
+  /** How long a login may take, once it has its slot. */
+  loginMs: number;
   idleMs: number;
 }
+
+/** How long a closing connection may take to say goodbye before its socket is cut. */
+const GOODBYE_MS = 1000;
 
 interface Idle extends IdleSession {
   client: pg.Client;
   timer: NodeJS.Timeout;
 }
 
+/** A waiter is handed a session, or `undefined`: a login slot was kept for it, open a connection. */
+type Waiter = (client: pg.Client | undefined) => void;
+
 export class SessionPool {
   /** Most recently used last. */
   private readonly idle: Idle[] = [];
+  /** Connections of this login: open, opening, or a slot kept for a waiter about to open one. */
   private opened = 0;
-  private readonly waiters: Array<(client: pg.Client | undefined) => void> = [];
+  private readonly waiters: Waiter[] = [];
   private ended = false;
 
   constructor(
@@ -45,9 +59,13 @@ export class SessionPool {
     private readonly options: SessionPoolOptions,
   ) {}
 
+  get closed(): boolean {
+    return this.ended;
+  }
+
   /** A session, ready for work: an idle one, else a new login. Rejects with a NoSession when none comes in time. */
   async connect(): Promise<pg.PoolClient> {
-    if (this.ended) throw new Error('the session pool was closed');
+    if (this.ended) throw noSession('closed');
     const reused = this.idle.pop();
     if (reused) {
       clearTimeout(reused.timer);
@@ -55,36 +73,40 @@ export class SessionPool {
       return this.lend(reused.client);
     }
     const started = Date.now();
-    if (this.opened >= this.options.max) {
+    if (this.opened < this.options.max) this.opened++;
+    else {
       const handed = await this.waitForRelease();
       if (handed) return this.lend(handed);
-      if (this.ended) throw new Error('the session pool was closed');
+      // A login slot was kept for us (opened counts it already).
     }
-    this.opened++;
-    const left = this.options.waitMs - (Date.now() - started);
-    if (!(await this.budget.take(Math.max(left, 0)))) {
-      this.opened--;
+    if (this.ended) {
+      this.dropSlot();
+      throw noSession('closed');
+    }
+    if (!(await this.budget.take(Math.max(this.options.waitMs - (Date.now() - started), 0)))) {
+      this.dropSlot();
       throw noSession('process');
     }
-    const client = new pg.Client({
-      ...this.options.client,
-      connectionTimeoutMillis: Math.max(this.options.waitMs - (Date.now() - started), 1),
-    });
+    const client = new pg.Client({ ...this.options.client, connectionTimeoutMillis: this.options.loginMs });
     // A socket that dies while idle (server restart, frozen container) must not crash us.
     client.on('error', () => this.forget(client));
     try {
       await client.connect();
     } catch (error) {
-      this.closed();
+      this.closedConnection();
       throw error;
+    }
+    if (this.ended) {
+      this.end(client);
+      throw noSession('closed');
     }
     return this.lend(client);
   }
 
-  /** Waits for a session of this login to come back, within the deadline; undefined: open one. */
+  /** Waits for a session of this login to come back, or a login slot to be kept for us, within the deadline. */
   private waitForRelease(): Promise<pg.Client | undefined> {
     return new Promise((resolve, reject) => {
-      const take = (client: pg.Client | undefined) => {
+      const take: Waiter = (client) => {
         clearTimeout(timer);
         resolve(client);
       };
@@ -108,15 +130,16 @@ export class SessionPool {
   }
 
   private release(client: pg.Client, error: Error | boolean | undefined): void {
-    const queryable = (client as unknown as { _queryable: boolean })._queryable;
-    const waiter = error || !queryable || this.ended ? undefined : this.waiters.shift();
-    if (waiter) {
-      waiter(client);
+    const usable = !error && !this.ended && (client as unknown as { _queryable: boolean })._queryable;
+    // Someone of any other login waits for a slot: this one goes back to the budget rather than
+    // to this login's next request, so a login that floods never keeps its sessions from others.
+    if (!usable || this.budget.wanted) {
+      this.end(client);
       return;
     }
-    // Broken, or someone (of any role) waits for a slot: given back rather than kept.
-    if (error || !queryable || this.ended || this.budget.wanted) {
-      this.end(client);
+    const waiter = this.waiters.shift();
+    if (waiter) {
+      waiter(client);
       return;
     }
     const idle: Idle = {
@@ -128,9 +151,8 @@ export class SessionPool {
       close: async () => {
         // The budget closes it to hand its slot on: the slot is not given back here.
         this.unidle(idle);
-        this.opened--;
-        this.wakeWaiter();
-        await client.end().catch(() => undefined);
+        this.dropSlot();
+        await goodbye(client);
       },
     };
     idle.timer.unref();
@@ -154,35 +176,39 @@ export class SessionPool {
   }
 
   private end(client: pg.Client): void {
-    client.end().then(
-      () => this.closed(),
-      () => this.closed(),
-    );
+    goodbye(client).then(() => this.closedConnection());
   }
 
-  /** A connection of ours is gone: its slot goes back, and a waiter of this login may open one. */
-  private closed(): void {
-    this.opened--;
+  /** A connection of ours is gone: its budget slot goes back, and its login slot. */
+  private closedConnection(): void {
     this.budget.give();
-    this.wakeWaiter();
+    this.dropSlot();
   }
 
-  /** A login slot freed: the longest waiter opens a connection of its own. */
-  private wakeWaiter(): void {
-    if (this.opened < this.options.max) this.waiters.shift()?.(undefined);
+  /** A login slot is free: kept for the longest waiter, who opens a connection of its own. */
+  private dropSlot(): void {
+    this.opened--;
+    const waiter = this.opened < this.options.max ? this.waiters.shift() : undefined;
+    if (waiter) {
+      this.opened++;
+      waiter(undefined);
+    }
   }
 
-  /** Closes the idle sessions now; sessions in use close when released. */
+  /** Closes the idle sessions now; sessions in use close when released, waiters are told. */
   async close(): Promise<void> {
     this.ended = true;
     const idle = this.idle.splice(0);
-    for (const waiter of this.waiters.splice(0)) waiter(undefined);
+    for (const waiter of this.waiters.splice(0)) {
+      this.opened++;
+      waiter(undefined);
+    }
     await Promise.all(
       idle.map(async (each) => {
         clearTimeout(each.timer);
         this.budget.unpark(each);
-        await each.client.end().catch(() => undefined);
-        this.closed();
+        await goodbye(each.client);
+        this.closedConnection();
       }),
     );
   }
@@ -192,4 +218,18 @@ export class SessionPool {
   }
 }
 
-const noSession = (full: NoSession['full']): NoSession => ({ busy: true, full });
+/**
+ * Ends a connection, cutting its socket if the server does not answer the goodbye in time (a
+ * server that vanished without a FIN would otherwise hold its slot until TCP gives up). Never rejects.
+ */
+async function goodbye(client: pg.Client): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const cut = new Promise<void>((done) => {
+    timer = setTimeout(() => {
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      done();
+    }, GOODBYE_MS);
+  });
+  await Promise.race([client.end().catch(() => undefined), cut]);
+  clearTimeout(timer);
+}

@@ -22,9 +22,14 @@ type QueryHandler = typeof query;
 const sql = (handler: QueryHandler, schema: string, text: string) =>
   call(handler, { method: 'POST', path: '/api/query', body: { sql: text, schema } });
 
-/** Another process: the same modules loaded afresh, with none of this one's pools or caches. */
-function anotherProcess(): { query: QueryHandler; setups: () => number } {
+/**
+ * Another process: the same modules loaded afresh, with none of this one's pools or caches (the
+ * role pools are the process's, kept on its global object: a new process starts without them).
+ * `sameProcess`: another function's bundle in this process instead, sharing them.
+ */
+function anotherProcess(sameProcess = false): { query: QueryHandler; setups: () => number } {
   let loaded: { query: QueryHandler; setups: () => number } | undefined;
+  if (!sameProcess) delete (globalThis as Record<symbol, unknown>)[Symbol.for('dbadmin.role-pools')];
   jest.isolateModules(() => {
     const executor = require('#lib/db/executor') as typeof import('#lib/db/executor');
     closers.push((require('#lib/db/pool') as typeof import('#lib/db/pool')).closePool);
@@ -169,5 +174,82 @@ describe('a process out of connections', () => {
 
     expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
     expect(open).toBeLessThanOrEqual(1);
+  });
+
+  describe('with two sessions a role', () => {
+    withSetting('DB_PROCESS_CONNECTIONS', '12');
+
+    /** Statements that wait on our lock until `release`, each in a session of the schema's role. */
+    async function holding(schema: string, handlers: QueryHandler[]) {
+      const { Client } = await import('pg');
+      const locker = new Client({ connectionString: process.env.DATABASE_URL });
+      await locker.connect();
+      const key = Math.floor(Math.random() * 1e9);
+      await locker.query('SELECT pg_advisory_lock($1)', [key]);
+      const replies = handlers.map((handler) =>
+        sql(handler, schema, `SELECT 1 AS one FROM pg_advisory_lock(${key})`),
+      );
+      return {
+        replies,
+        waiting: () =>
+          withAdminClient(async (c) =>
+            Number(
+              (
+                await c.query(
+                  `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+                  [`%pg_advisory_lock(${key})%`],
+                )
+              ).rows[0].n,
+            ),
+          ),
+        release: async () => {
+          await locker.query('SELECT pg_advisory_unlock_all()');
+          await locker.end();
+        },
+      };
+    }
+
+    it('holds them across every function of the process, however many ask', async () => {
+      const schema = await tenantSchema('cap');
+      const bundles = [anotherProcess(), anotherProcess(true), anotherProcess(true)];
+      const held = await holding(
+        schema,
+        [...bundles, ...bundles].map((bundle) => bundle.query),
+      );
+      let most = 0;
+      try {
+        for (let tries = 0; tries < 200 && most < 2; tries++) {
+          most = Math.max(most, await held.waiting());
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        // Had each function its own pool, all six would be waiting on the lock by now.
+        most = Math.max(most, await held.waiting());
+      } finally {
+        await held.release();
+      }
+      const statuses = (await Promise.all(held.replies)).map((reply) => reply.status);
+
+      expect(most).toBe(2);
+      expect(statuses.filter((status) => status >= 500 && status !== 503)).toEqual([]);
+    });
+
+    it('a pool made again while requests wait for it answers none of them 500', async () => {
+      const schema = await tenantSchema('remade');
+      const proc = anotherProcess();
+      const held = await holding(schema, [proc.query, proc.query, proc.query, proc.query, proc.query]);
+      try {
+        for (let tries = 0; tries < 2000 && (await held.waiting()) < 2; tries++)
+          await new Promise((resolve) => setImmediate(resolve));
+        // A key deleted, a quota changed: the process forgets the role's pool under the waiters.
+        await (require('#lib/db/executor') as typeof import('#lib/db/executor')).dropRolePool(
+          `${schema}_exec`,
+        );
+      } finally {
+        await held.release();
+      }
+      const statuses = (await Promise.all(held.replies)).map((reply) => reply.status);
+
+      expect(statuses.filter((status) => status === 500)).toEqual([]);
+    });
   });
 });

@@ -1,7 +1,8 @@
+import { handler as keys } from '#functions/keys';
 import { handler as query } from '#functions/query';
 import { dropRolePool } from '#lib/db/executor';
 import { closePool } from '#lib/db/pool';
-import { asTenant, tenantSchema } from '#test/security/tenant';
+import { asTenant, createKey, loginAs, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 
@@ -106,5 +107,71 @@ describe('a role logged in as without being prepared again', () => {
 
     expect(reply.status).toBe(200);
     expect(tenantLogin).toBe('28P01');
+  });
+
+  it('a password a key’s planted code gave the admin’s role ends with the key', async () => {
+    const schema = await tenantSchema('prepkey');
+    const { key, id } = await createKey(schema, 'service_role');
+    // Planted by the key: runs in the admin's session as `_exec`, and gives that role a password.
+    const planted = [
+      await sqlAs(
+        key,
+        `CREATE FUNCTION "${schema}".grab() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN SET ROLE NONE; ALTER ROLE CURRENT_USER PASSWORD 'kept-after-key'; RETURN NEW; END $$`,
+      ),
+      await sqlAs(
+        key,
+        `CREATE TRIGGER grab BEFORE INSERT ON "${schema}".items FOR EACH ROW EXECUTE FUNCTION "${schema}".grab()`,
+      ),
+    ].map((reply) => reply.status);
+    expect(planted).toEqual([200, 200]);
+    expect(
+      (await adminSql(schema, `INSERT INTO "${schema}".items (name) VALUES ('by the admin')`)).status,
+    ).toBe(200);
+    const session = loginAs(`${schema}_exec`, 'kept-after-key');
+    session.on('error', () => undefined);
+    const before = await session.connect().then(
+      () => 'logged in',
+      (error: { code?: string }) => error.code,
+    );
+
+    await call(keys, { method: 'DELETE', path: `/api/project/${schema}/keys/${id}` });
+    const sessionAlive = await session.query('SELECT 1').then(
+      () => true,
+      () => false,
+    );
+    await session.end().catch(() => undefined);
+    const again = loginAs(`${schema}_exec`, 'kept-after-key');
+    const after = await again.connect().then(
+      () => 'logged in',
+      (error: { code?: string }) => error.code,
+    );
+    await again.end().catch(() => undefined);
+    const admins = await adminSql(schema, 'SELECT 1 AS one');
+
+    expect(before).toBe('logged in');
+    expect(sessionAlive).toBe(false);
+    expect(after).toBe('28P01');
+    expect(admins.status).toBe(200);
+  });
+
+  it('a schema dropped and made again under its name is prepared again, not trusted', async () => {
+    const schema = await tenantSchema('prepremade');
+    expect((await adminSql(schema, 'SELECT 1 AS one')).status).toBe(200);
+    const remade = await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { sql: `DROP SCHEMA "${schema}" CASCADE; CREATE SCHEMA "${schema}"`, runAs: 'admin' },
+    });
+    expect(remade.status).toBe(200);
+    await dropRolePool(`${schema}_exec`);
+
+    const reply = await adminSql(
+      schema,
+      `CREATE TABLE "${schema}".again (id int) ; SELECT current_user AS who`,
+    );
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.rows[0].who).toBe(`${schema}_owner`);
   });
 });
