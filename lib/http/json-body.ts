@@ -12,6 +12,36 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
 
 /**
+ * How deep a body may nest arrays and objects. Generous for any jsonb value a row carries, and
+ * far within what the service's own recursion over a body takes (JSON.stringify with a replacer,
+ * zod, PostgreSQL's jsonb parser), none of which may meet a stack overflow (a 500) on a tenant's say.
+ */
+export const MAX_JSON_DEPTH = 256;
+
+/** Where the string opened by the quote at `start` ends (its closing quote), escapes skipped. */
+function stringEnd(text: string, start: number): number {
+  let i = start + 1;
+  while (i < text.length && text.charCodeAt(i) !== 0x22) i += text.charCodeAt(i) === 0x5c ? 2 : 1;
+  return i;
+}
+
+const OPENS = new Set([0x5b, 0x7b]);
+const CLOSES = new Set([0x5d, 0x7d]);
+
+/** Whether the JSON text nests arrays and objects deeper than `max` (brackets in strings are text). */
+function nestedDeeper(text: string, max: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) i = stringEnd(text, i);
+    else if (OPENS.has(c)) {
+      if (++depth > max) return true;
+    } else if (CLOSES.has(c)) depth--;
+  }
+  return false;
+}
+
+/**
  * Parses a JSON request body. Written here rather than taken from @middy/http-json-body-parser,
  * which answers malformed JSON with 415 where our contract says 400, and has no size limit.
  */
@@ -27,11 +57,20 @@ export function parseJsonBody(event: HttpEvent, maxBytes = MAX_BODY_BYTES): unkn
   // No content type at all is accepted as JSON (curl --data-raw); a different one is not.
   if (contentType && !JSON_TYPE.test(contentType)) throw new UnsupportedMediaType(contentType);
 
+  const text = bytes.toString('utf8');
+  let parsed: unknown;
   try {
-    return JSON.parse(bytes.toString('utf8'));
+    parsed = JSON.parse(text);
   } catch (error) {
     throw new BadRequest('Invalid JSON', `request body is not valid JSON: ${(error as Error).message}`);
   }
+  if (nestedDeeper(text, MAX_JSON_DEPTH)) {
+    throw new BadRequest(
+      'JSON nested too deep',
+      `request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; at most ${MAX_JSON_DEPTH} levels are taken`,
+    );
+  }
+  return parsed;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { parseJsonBody } from '#lib/http/json-body';
+import { MAX_JSON_DEPTH, parseJsonBody } from '#lib/http/json-body';
 
 const event = (body: string | undefined, contentType?: string, isBase64Encoded = false) => ({
   body,
@@ -44,5 +44,31 @@ describe('parseJsonBody', () => {
     expect(() => parseJsonBody(event('a=1', 'application/x-www-form-urlencoded'))).toThrow(
       expect.objectContaining({ status: 415 }),
     );
+  });
+});
+
+describe('parseJsonBody’s nesting limit', () => {
+  const nested = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+
+  it(`parses a body nested ${MAX_JSON_DEPTH} levels, which JSON.stringify with a replacer writes again`, () => {
+    const parsed = parseJsonBody(event(nested(MAX_JSON_DEPTH), 'application/json'));
+
+    expect(JSON.stringify(parsed, (_, value: unknown) => value)).toBe(nested(MAX_JSON_DEPTH));
+  });
+
+  it('answers 400 naming the limit for a body nested one level deeper', () => {
+    expect(() => parseJsonBody(event(`{"a":${nested(MAX_JSON_DEPTH)}}`, 'application/json'))).toThrow(
+      expect.objectContaining({
+        status: 400,
+        title: 'JSON nested too deep',
+        message: `request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; at most ${MAX_JSON_DEPTH} levels are taken`,
+      }),
+    );
+  });
+
+  it('counts brackets inside strings as text, not nesting', () => {
+    const text = JSON.stringify({ a: '['.repeat(1000), b: '\\"[[[' });
+
+    expect(parseJsonBody(event(text, 'application/json'))).toEqual(JSON.parse(text));
   });
 });
