@@ -94,9 +94,17 @@ const ownerOf = (principal: Principal | undefined) =>
 const now = () => new Date(importClock.now());
 const expiry = (ttlSeconds: number) => new Date(importClock.now() + ttlSeconds * 1000);
 
-/** Deletes every import past its expiry (its parts go with it). */
+/**
+ * Deletes every import past its expiry (its parts go with it), but those another transaction holds
+ * (a commit's, from its door call to its end, which code a tenant planted can make long): they
+ * are skipped, not waited for, and go with a later sweep.
+ */
 export async function removeExpired(db: pg.Pool | pg.ClientBase): Promise<number> {
-  const { rowCount } = await db.query(`DELETE FROM ${SESSIONS} WHERE expires_at < $1`, [now()]);
+  const { rowCount } = await db.query(
+    `DELETE FROM ${SESSIONS} WHERE id IN (
+       SELECT id FROM ${SESSIONS} WHERE expires_at < $1 FOR UPDATE SKIP LOCKED)`,
+    [now()],
+  );
   return rowCount ?? 0;
 }
 
@@ -108,8 +116,13 @@ const notFound = (id: string) =>
 
 /**
  * What PostgreSQL says of the row's commit_xid: 'in progress', 'committed' or 'aborted'. One too
- * old for it to remember (NULL) ended long ago; one later than any begun belongs to no history of
- * this database (a restored copy): neither runs, and the row says whether it committed.
+ * old for it to remember (NULL) ended long ago. pg_snapshot_xmax is one past the latest
+ * transaction *completed* when the snapshot was taken, not past the latest begun: an id at or past
+ * it may be running. A commit_xid read here is below it all the same, since the service's
+ * statement that recorded it had a later id and had completed before the row could be read; one
+ * at or past it therefore belongs to another history of the database (a restored copy), where
+ * pg_xact_status would refuse it as in the future: it runs nowhere, and the row says whether it
+ * committed.
  */
 const COMMIT_STATUS = `CASE
     WHEN commit_xid >= pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()) THEN 'aborted'
@@ -179,8 +192,10 @@ export async function openImport(
     db,
     async (client) => {
       // Opens one at a time, so the count below cannot be raced past (nor the sweep run twice). A
-      // table lock rather than an advisory one, which any login could take and hold.
-      await client.query(`LOCK TABLE ${SESSIONS} IN SHARE ROW EXCLUSIVE MODE`);
+      // table lock rather than an advisory one, which any login could take and hold; one that
+      // conflicts only with itself among what a write takes, not with the ROW EXCLUSIVE any login
+      // holds on the table by calling migration 14's door in a transaction it keeps open.
+      await client.query(`LOCK TABLE ${SESSIONS} IN SHARE UPDATE EXCLUSIVE MODE`);
       await removeExpired(client);
       const { rows } = await client.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM ${SESSIONS}

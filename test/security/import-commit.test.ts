@@ -134,3 +134,50 @@ describe('the door an import’s commit marks its import committed through', () 
     expect(await rowsOf(name)).toEqual([1, 2]);
   });
 });
+
+describe('locks a tenant can hold on the imports’ records', () => {
+  const openOne = async (name: string) =>
+    call(imports, { method: 'POST', path: `/api/table/${name}/imports`, body: { schema, format: 'csv' } });
+  /** Resolves to the reply, or to 'blocked' when it has not come after `ms`. */
+  const within = <T>(ms: number, reply: Promise<T>) =>
+    Promise.race([reply, new Promise<'blocked'>((done) => setTimeout(() => done('blocked'), ms))]);
+
+  it('the door called in the tenant’s own transaction, left open, holds up no one’s new import', async () => {
+    const name = await table();
+    const client = loginAs(`${schema}_user`, TENANT_PASSWORD);
+    await client.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT _dbadmin_audit.import_committed(gen_random_uuid(), $1)', [FORGED]);
+
+      const reply = await within(5000, openOne(name));
+
+      expect(reply).toMatchObject({ status: 201 });
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('an expired import whose record a transaction holds is skipped by the sweep, not waited for', async () => {
+    const name = await table();
+    const expired = await opened(name, 'id,name\n1,kept\n');
+    await withAdminClient((c) =>
+      c.query(`UPDATE _dbadmin.import_sessions SET expires_at = now() - interval '1 hour' WHERE id = $1`, [
+        expired,
+      ]),
+    );
+    // As a commit's transaction holds it from the door on, until it ends.
+    const holder = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM _dbadmin.import_sessions WHERE id = $1 FOR UPDATE', [expired]);
+
+      const reply = await within(5000, openOne(name));
+
+      expect(reply).toMatchObject({ status: 201 });
+    } finally {
+      await holder.end();
+    }
+  });
+});
