@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { type AuditDraft, describeChange } from '#lib/db/audit-log';
 import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
+import { forgetKeyRecords } from '#lib/db/idempotency';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { type KeyType, kindOfKey, roleName } from '#lib/db/role-names';
@@ -122,6 +123,7 @@ export async function deleteKey(
         [schema, keyId],
       );
       if (!rowCount) throw notFound();
+      await forgetKeyRecords(client, keyId);
       await resetKeyRole(client, secret, schema, kind);
     },
     { audit },

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { AuditDraft } from '#lib/db/audit-log';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import { dropRolePool } from '#lib/db/executor';
+import { forgetSchemaRecords } from '#lib/db/idempotency';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { DBADMIN_SCHEMAS } from '#lib/db/own-schemas';
 import { isPgError } from '#lib/db/pg-errors';
@@ -210,6 +211,7 @@ export async function deleteSchema(
       await lockSchema(client, schemaName);
       await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
       await client.query('DELETE FROM _dbadmin.tenant_quotas WHERE schema_name = $1', [schemaName]);
+      await forgetSchemaRecords(client, schemaName);
       await dropSchema(client, schemaName, cascade);
       await dropSchemaRoles(client, schemaName);
       if (await roleExists(client, username)) await dropUser(client, username);

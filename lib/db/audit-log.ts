@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { AUDIT_SCHEMA } from '#lib/db/own-schemas';
 import { isPgError } from '#lib/db/pg-errors';
-import { ServiceUnavailable } from '#lib/errors';
+import { ApiError, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 
 /**
  * The audit entry of the request in flight, and how it is written: inside the change's own
@@ -47,7 +47,38 @@ export interface AuditDraft {
   key: Buffer;
   /** Written, or found to need none (the work changed nothing after all). */
   settled: boolean;
+  /** The request's Idempotency-Key claim, which every transaction committed with this draft binds. */
+  binding?: ClaimBinding;
 }
+
+/**
+ * A request's claim on its Idempotency-Key (lib/http/idempotency), as its write transactions bind
+ * themselves to it at their COMMIT (migration 15's door): the key's record then says the change
+ * committed, in the change's own transaction, and a claim taken over meanwhile makes it roll back.
+ */
+export interface ClaimBinding {
+  scope: Buffer;
+  /** The claim: a random uuid, never sent in text a tenant's code can read (only its proof is). */
+  claim: string;
+  /** The request's: once it has aborted (its time is up), its transaction rolls back, never commits. */
+  signal: AbortSignal | undefined;
+  /** The transaction open on behalf of the request, once it is known (BEGIN_AUDITED). */
+  xid?: string | undefined;
+}
+
+/**
+ * The draft of a request that is not audited (AUDIT_LOG=off, a preview) but sent an
+ * Idempotency-Key: it carries the claim's binding only, and never writes an entry.
+ */
+export const bindingOnly = (binding: ClaimBinding, requestId: string): AuditDraft => ({
+  key: Buffer.alloc(0),
+  settled: true,
+  entry: { id: newEntryId(), requestId, actor: 'public', action: 'unaudited', status: 0 },
+  binding,
+});
+
+/** Whether the transactions of the request must know their id (to seal an entry, or to bind a claim). */
+export const needsXid = (draft: AuditDraft | undefined) => draft?.binding !== undefined || auditing(draft);
 
 /**
  * Whether the request is audited and its entry still to be written. The draft goes down the call
@@ -157,9 +188,48 @@ const fromInbox = (error: unknown) =>
   !error.where &&
   (error.schema ? error.schema === AUDIT_SCHEMA : /\binbox\b/.test(error.message));
 
+/** The claim's door call, sent as text before our COMMIT: the proof fits this transaction only. */
+function bindStatement(binding: ClaimBinding, xid: string): string {
+  const proof = createHash('sha256').update(`${binding.claim} ${xid}`, 'utf8').digest('hex');
+  const scope = binding.scope.toString('hex');
+  return `SELECT _dbadmin_audit.idempotency_bound(pg_catalog.decode('${scope}', 'hex'), pg_catalog.decode('${proof}', 'hex')); `;
+}
+
+/** The claim was taken over (its request's time was up) or released: the change must not commit. */
+const fromDoor = (error: unknown) =>
+  isPgError(error) &&
+  Boolean(error.where?.split('\n').at(-1)?.startsWith('PL/pgSQL function _dbadmin_audit.idempotency_bound('));
+
+const takenOver = (cause: unknown) =>
+  new ApiError(
+    409,
+    'Request taken over',
+    'this request ran past its time, and its Idempotency-Key was taken over by a retry: its change was not made',
+    { cause },
+  );
+
+/**
+ * What goes before our COMMIT for the request's Idempotency-Key (nothing without one), once the
+ * request is known still to be waiting for it: a request whose time is up rolls back instead.
+ */
+async function beforeCommit(client: pg.ClientBase, draft: AuditDraft | undefined): Promise<string> {
+  const binding = draft?.binding;
+  if (!binding) return '';
+  if (binding.signal?.aborted) throw new QueryTimeout("ran longer than the function's time allows");
+  const xid =
+    binding.xid ??
+    (await client.query<{ xid: string }>(XID)).rows[0]?.xid ??
+    // Unreachable: pg_current_xact_id() always answers inside a transaction.
+    '';
+  return bindStatement(binding, xid);
+}
+
+const XID = 'SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid';
+
 /**
  * Commits the open transaction on `client`, with the request's entry in it when the request is
- * audited and its entry not yet written (one round trip either way). A transaction not begun with
+ * audited and its entry not yet written (one round trip either way), and bound to the request's
+ * Idempotency-Key claim when it has one (in the same round trip). A transaction not begun with
  * BEGIN_AUDITED has no id in its entry: the entry then goes as bind parameters, never in text.
  */
 export async function commitAudited(
@@ -167,21 +237,24 @@ export async function commitAudited(
   draft: AuditDraft | undefined,
   rows?: number,
 ): Promise<void> {
+  const bind = await beforeCommit(client, draft);
+  const commit = (text: string) =>
+    client.query(`${bind}${text}`).catch((error: unknown) => {
+      throw fromDoor(error) ? takenOver(error) : fromInbox(error) ? new AuditUnavailable(error) : error;
+    });
   if (!auditing(draft)) {
-    await client.query('COMMIT');
+    await commit('COMMIT');
     return;
   }
   if (rows !== undefined && draft.entry.rows === undefined) draft.entry.rows = rows;
   if (draft.entry.xid) {
-    await client.query(appendAndCommit(draft)).catch((error: unknown) => {
-      throw fromInbox(error) ? new AuditUnavailable(error) : error;
-    });
+    await commit(appendAndCommit(draft));
   } else {
     const { entry, seal } = sealed(draft);
     await client.query(APPEND, [entry, seal]).catch((error: unknown) => {
       throw fromAppend(error) ? new AuditUnavailable(error) : error;
     });
-    await client.query('COMMIT');
+    await commit('COMMIT');
   }
   draft.settled = true;
 }

@@ -308,24 +308,56 @@ export const MIGRATIONS: readonly Migration[] = [
     id: 15,
     name: 'idempotency keys',
     // One row per Idempotency-Key (lib/http/idempotency): claimed by the service before the
-    // write, its answer recorded after. Whether a write committed is never this table's say: the
-    // write's own audit entry (entry_id), sealed and committed with it, is the proof. Only the
-    // service reads or writes it (tenants have no right in _dbadmin): no tenant reads another
-    // principal's answer or plants one for the admin to replay. Logged, not UNLOGGED: a crash
-    // must not forget a key whose write it kept.
+    // write, its answer (at most 64 KiB) recorded after. Only the service reads or writes it
+    // (tenants have no right in _dbadmin): no tenant reads another principal's answer or plants
+    // one for the admin to replay. Logged, not UNLOGGED: a crash must not forget a key whose
+    // write it kept. schema_name, key_id: whose records go when a schema or a key is deleted.
+    //
+    // The write's own transaction, a tenant role's, binds itself to the claim through the door
+    // below, in the round trip of its COMMIT: the door locks the row, checks the claim is still
+    // the request's, and records the transaction in bound_xid, so the record says the change
+    // committed exactly when it did. A claim taken over or released meanwhile makes the door
+    // raise, and the write rolls back: a request the service gave up on never commits after its
+    // retry ran. The claim (a random uuid) is never sent in text a tenant's code can read: the
+    // door takes SHA-256 of the claim and the very transaction calling it, which a copy of the
+    // call in any other transaction cannot match. Any login may call it.
     sql: `
       CREATE TABLE _dbadmin.idempotency_keys (
         scope       bytea PRIMARY KEY,
         fingerprint bytea NOT NULL,
         claim       uuid NOT NULL,
-        entry_id    uuid,
         state       text NOT NULL CHECK (state IN ('running', 'done', 'applied')),
         lease_until timestamptz NOT NULL,
         status      smallint,
-        answer      text,
-        expires_at  timestamptz NOT NULL
+        answer      text CHECK (pg_catalog.octet_length(answer) <= 65536),
+        expires_at  timestamptz NOT NULL,
+        bound_xid   pg_catalog.xid8,
+        schema_name text,
+        key_id      integer
       );
-      CREATE INDEX ON _dbadmin.idempotency_keys (expires_at)`,
+      CREATE INDEX ON _dbadmin.idempotency_keys (expires_at);
+      CREATE INDEX ON _dbadmin.idempotency_keys (schema_name);
+      CREATE INDEX ON _dbadmin.idempotency_keys (key_id);
+      CREATE FUNCTION _dbadmin_audit.idempotency_bound(key_scope pg_catalog.bytea, claim_proof pg_catalog.bytea)
+        RETURNS void
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+      BEGIN
+        UPDATE _dbadmin.idempotency_keys k
+           SET bound_xid = pg_catalog.pg_current_xact_id()
+         WHERE k.scope OPERATOR(pg_catalog.=) key_scope
+           AND k.state OPERATOR(pg_catalog.=) 'running'
+           AND pg_catalog.sha256(pg_catalog.convert_to(
+                 k.claim::pg_catalog.text OPERATOR(pg_catalog.||) ' '
+                 OPERATOR(pg_catalog.||) pg_catalog.pg_current_xact_id()::pg_catalog.text, 'UTF8'))
+               OPERATOR(pg_catalog.=) claim_proof;
+        IF NOT FOUND THEN
+          RAISE EXCEPTION 'the Idempotency-Key of this request is no longer claimed by it'
+            USING ERRCODE = '40001';
+        END IF;
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION _dbadmin_audit.idempotency_bound(pg_catalog.bytea, pg_catalog.bytea) FROM PUBLIC;
+      GRANT EXECUTE ON FUNCTION _dbadmin_audit.idempotency_bound(pg_catalog.bytea, pg_catalog.bytea) TO PUBLIC`,
   },
 ];
 

@@ -1,5 +1,13 @@
 import type pg from 'pg';
-import { type AuditDraft, auditing, BEGIN_AUDITED, commitAudited, sealFor, xidOf } from '#lib/db/audit-log';
+import {
+  type AuditDraft,
+  auditing,
+  BEGIN_AUDITED,
+  commitAudited,
+  needsXid,
+  sealFor,
+  xidOf,
+} from '#lib/db/audit-log';
 
 /**
  * One transaction on one session, all or nothing, with a bounded lock wait when asked; the request's
@@ -14,7 +22,8 @@ export interface TransactionOptions<T = unknown> {
   lockTimeout?: `${number}ms` | `${number}s`;
   /**
    * The transaction is the request's change: the request's audit entry (lib/db/audit-log), when
-   * it is audited, commits with it.
+   * it is audited, commits with it, and it binds itself to the request's Idempotency-Key claim
+   * (the draft's `binding`) at its COMMIT, or rolls back when its request has given up.
    */
   audit?: AuditDraft;
   /** The rows the change affected, for its audit entry. */
@@ -37,12 +46,15 @@ export function inTransaction<T>(
     return Promise.reject(new Error('inTransaction called inside an open transaction'));
   }
   const sealed = auditing(audit);
+  const binding = audit?.binding;
   const begin = [
-    sealed ? BEGIN_AUDITED : 'BEGIN',
+    needsXid(audit) ? BEGIN_AUDITED : 'BEGIN',
     ...(lockTimeout ? [`SET LOCAL lock_timeout = '${lockTimeout}'`] : []),
   ];
   return client.query(begin.join('; ')).then(async (started) => {
-    if (sealed) sealFor(audit, xidOf(started as unknown as pg.QueryResult[]));
+    const xid = needsXid(audit) ? xidOf(started as unknown as pg.QueryResult[]) : undefined;
+    if (sealed) sealFor(audit, xid);
+    if (binding) binding.xid = xid;
     try {
       const result = await work();
       await commitAudited(client, audit, rows?.(result));
@@ -50,6 +62,9 @@ export function inTransaction<T>(
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw error;
+    } finally {
+      // The request's next transaction has an id of its own.
+      if (binding) binding.xid = undefined;
     }
   });
 }

@@ -3,6 +3,7 @@ import { sweepAuditLog } from '#lib/admin/audit';
 import { type Config, getConfig } from '#lib/config';
 import { BackgroundDrains, type Drained, type DrainOptions, drainInbox } from '#lib/db/audit-inbox';
 import { type AuditDraft, AuditUnavailable, appendAfter, newEntryId, readSealKey } from '#lib/db/audit-log';
+import { sweepKeys } from '#lib/db/idempotency';
 import { getDatabase, withClient } from '#lib/db/pool';
 import { ServiceUnavailable } from '#lib/errors';
 import { countAuditDrainFailure, countAuditFailure, countAuditRefused } from '#lib/http/metrics';
@@ -76,6 +77,8 @@ export async function audited<T>(
   work: (audit: AuditDraft | undefined) => Promise<T>,
 ): Promise<T> {
   const config = await getConfig();
+  // Expired Idempotency-Key records go with the writes that come, keyed or not, audited or not.
+  if (route.method !== 'GET') void getDatabase().then(sweepKeys, () => 0);
   if (!audits(route, input, config)) return work(undefined);
   const db = await getDatabase();
   const draft = draftEntry(route, input, await keyFor(db));

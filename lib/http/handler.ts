@@ -89,9 +89,9 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
       const result = await (audit ? audited : unaudited)(
         route,
         { params, query, body, principal, requestId: context.awsRequestId },
-        async (audit) => {
-          // The key's claim names the request's audit entry, the proof its change committed.
-          await keyed?.claim(audit);
+        async (entry) => {
+          // The key's claim binds the request's write transactions (their COMMIT) to it.
+          const audit = keyed ? await keyed.claim(entry, signal, context.awsRequestId) : entry;
           return route.handler({
             params,
             query,

@@ -1,26 +1,23 @@
 import { createHash, createHmac, randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { getConfig } from '#lib/config';
-import type { AuditDraft } from '#lib/db/audit-log';
+import { type AuditDraft, bindingOnly } from '#lib/db/audit-log';
 import {
   type Claim,
   claimKey,
-  entryLogged,
-  KEPT_HOURS,
   type KeyRecord,
   keepAnswer,
   keyRecord,
+  MAX_ANSWER_BYTES,
   markApplied,
-  releaseKey,
+  settleFailed,
   sweepKeys,
   takeOver,
-  transactionStatus,
 } from '#lib/db/idempotency';
 import { getDatabase } from '#lib/db/pool';
-import { ApiError, BadRequest, QueryTimeout } from '#lib/errors';
-import { drainedLog } from '#lib/http/audit';
+import { ApiError, BadRequest } from '#lib/errors';
 import { type HttpEvent, header } from '#lib/http/event';
+import { requestSchema } from '#lib/http/request-schema';
 import { type HttpResponse, jsonText } from '#lib/http/respond';
 import type { AnyRoute } from '#lib/http/route';
 import { loggedError, logger } from '#lib/log';
@@ -29,29 +26,30 @@ import type { Principal } from '#lib/principal';
 /**
  * `Idempotency-Key` on the writes a client may retry (routes with `idempotent`): a retry with the
  * same key answers the first answer and never writes twice. A key is its principal's (the admin,
- * or one API key), its route's and its own; its record is kept KEPT_HOURS from its first use.
+ * or one API key), its route's and its own; its record is kept KEPT_HOURS from its first use (from
+ * its last take-over at the least), and goes with its schema or its API key when they are deleted.
  *
  * Before the route runs, the service claims the key in `_dbadmin.idempotency_keys` (lib/db/
- * idempotency), naming the request's audit entry; once the route has answered, the answer is kept
- * there. Neither is written in the write's own transaction, which is a tenant role's and must not
- * reach `_dbadmin` (nor could the answer be: it is made from what the lib call returns after its
- * COMMIT), and neither needs to be: what commits with the write is its audit entry (lib/db/
- * audit-log), sealed with the service's key for that very transaction. That entry is the proof the
- * write committed; a tenant can neither forge one nor make a copy count in another transaction
- * (lib/db/audit-inbox), and can neither read nor write a record. So a retry finds:
+ * idempotency) with a random claim; once the route has answered, the answer (at most 64 KiB) is
+ * kept there. The write's own transaction, a tenant role's that cannot reach `_dbadmin`, binds
+ * itself to the claim at its COMMIT through migration 15's door (lib/db/audit-log's
+ * commitAudited): the record says the change committed exactly when it did, and a claim no longer
+ * the request's makes the door raise and the write roll back. A request whose time is up rolls
+ * back rather than commit (its signal is checked before the COMMIT). A tenant can neither forge the
+ * binding (the door takes a proof of the claim for its very transaction) nor read or write a record.
+ * So a retry finds:
  *
  * - the answer kept: it is sent again, with `Idempotency-Replayed: true`;
- * - the key claimed, its request within its time: 409 'Request in progress' and Retry-After;
- * - the key claimed, its request's time up (its process died, or never learnt how its COMMIT
- *   ended): the audit log says whether the change committed. It did: 409 'Already applied' (the
- *   answer is lost, the write is never made twice). It did not: the retry takes the claim and runs.
+ * - the key claimed, its request within its time, or its change being committed right now: 409
+ *   'Request in progress' and Retry-After;
+ * - the change committed, its answer not kept (lost, or too large): 409 'Already applied', never
+ *   written twice;
+ * - the key claimed, its request's time up, nothing committed: the retry takes the claim and runs;
+ *   the first, should it still be running, can no longer commit.
  *
- * A request that fails asks PostgreSQL what became of its transaction (pg_xact_status of its
- * entry's xid). Rolled back, or never begun: the key is released, and a retry runs again (a
- * failure is not kept: a 404 for a table should not outlive the table's creation). Committed: the
- * key is marked applied. Unknown (the database went away): the claim stands until its time is up.
- * With AUDIT_LOG=off there is no entry to prove anything: a request that failed in a way that may
- * have committed keeps its key, answered 409 'Outcome unknown' until it expires.
+ * A request that fails settles its claim by the record: applied if a transaction of its bound it,
+ * released otherwise (a failure is not kept: a 404 for a table should not outlive the table's
+ * creation), whether it is audited or not.
  *
  * An answer holding a secret shown once (a key's creation: `shownOnce`) is kept without it; its
  * retry answers 409 'Already made' with the rest. A key is stored only as its hash (SPEC.md): a
@@ -66,8 +64,8 @@ const REPLAYED = 'idempotency-replayed';
 const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 
 /**
- * How long past its request's remaining time a claim is held: the request's session has been
- * terminated by then (lib/db/executor), so nothing it began can still commit.
+ * How long past its request's remaining time a claim is held: its session is normally terminated
+ * by then (lib/db/executor); should it not be, the door keeps it from committing once taken over.
  */
 const LEASE_MARGIN_MS = 5000;
 const MAX_LEASE_MS = 15 * 60_000;
@@ -111,15 +109,12 @@ const inProgress = () =>
     'the first request with this Idempotency-Key is still running; send it again after Retry-After seconds for its answer',
     { headers: { 'Retry-After': '1' } },
   );
-const alreadyApplied = () =>
+const alreadyApplied = (tooLarge: boolean) =>
   conflict(
     'Already applied',
-    'the first request with this Idempotency-Key made its change, but its answer was lost (the database or the service failed as it answered); it is not made twice: read the result back',
-  );
-const outcomeUnknown = () =>
-  conflict(
-    'Outcome unknown',
-    `the first request with this Idempotency-Key failed without the service learning whether its change was made, and with AUDIT_LOG=off nothing records it; it is not run again while the key is kept (${KEPT_HOURS} hours): read the result back, and send a new key if it is missing`,
+    tooLarge
+      ? `the first request with this Idempotency-Key made its change, but its answer was too large to keep (over ${MAX_ANSWER_BYTES / 1024} KiB); it is not made twice: read the result back`
+      : 'the first request with this Idempotency-Key made its change, but its answer was lost (the database or the service failed as it answered); it is not made twice: read the result back',
   );
 
 /** The key's first answer, thrown past the route's work and its audit: nothing runs, nothing is written. */
@@ -145,68 +140,81 @@ export function idempotencyOf(
     );
   }
   const leaseMs = Math.min(remainingMs ?? MAX_LEASE_MS, MAX_LEASE_MS) + LEASE_MARGIN_MS;
+  const { principal } = request;
   return new KeyedRequest(
     route,
-    recordScope(request.principal, `${route.method} ${route.path}`, key),
+    recordScope(principal, `${route.method} ${route.path}`, key),
     request,
     leaseMs,
+    { schema: requestSchema(request), keyId: principal.kind === 'key' ? principal.id : undefined },
   );
 }
 
 /** One request sent with an Idempotency-Key: its claim, and what becomes of it. */
 export class KeyedRequest {
   #claim: Claim | undefined;
-  #draft: AuditDraft | undefined;
 
   constructor(
     private readonly route: AnyRoute,
     private readonly scope: Buffer,
     private readonly request: { params: unknown; query: unknown; body: unknown },
     private readonly leaseMs: number,
+    private readonly owner: { schema: string | undefined; keyId: number | undefined },
   ) {}
 
   /**
-   * Claims the key before the route's work, naming its audit entry (`draft`, committed with the
-   * change). Throws the first answer (Replay) or a 409 when the key is not this request's to run.
+   * Claims the key before the route's work. Throws the first answer (Replay) or a 409 when the key
+   * is not this request's to run; returns the draft the route's work commits with: the request's
+   * audit entry (`draft`) or, not audited, a draft of its own, either bound to the claim.
    */
-  async claim(draft: AuditDraft | undefined): Promise<void> {
-    this.#draft = draft;
+  async claim(
+    draft: AuditDraft | undefined,
+    signal: AbortSignal | undefined,
+    requestId: string,
+  ): Promise<AuditDraft> {
     const [db, config] = await Promise.all([getDatabase(), getConfig()]);
     void sweepKeys(db);
     const claim: Claim = {
       scope: this.scope,
       fingerprint: fingerprint(config.DBADMIN_SECRET, this.request),
-      claim: draft?.entry.id ?? randomUUID(),
-      entryId: draft?.entry.id,
+      claim: randomUUID(),
       leaseMs: this.leaseMs,
+      ...this.owner,
     };
     // A record can expire or be released between the claim and the read: a few rounds settle it.
     for (let round = 0; round < 3; round++) {
-      if (await claimKey(db, claim)) {
-        this.#claim = claim;
-        return;
-      }
+      if (await claimKey(db, claim)) return this.claimed(claim, draft, signal, requestId);
       const record = await keyRecord(db, claim.scope, claim.fingerprint);
       if (record) await this.assertTakeable(db, record);
-      if (record && (await takeOver(db, record.claim, claim))) {
-        this.#claim = claim;
-        return;
-      }
+      if (record && (await takeOver(db, record.claim, claim)))
+        return this.claimed(claim, draft, signal, requestId);
     }
     throw inProgress();
+  }
+
+  private claimed(
+    claim: Claim,
+    draft: AuditDraft | undefined,
+    signal: AbortSignal | undefined,
+    requestId: string,
+  ): AuditDraft {
+    this.#claim = claim;
+    const binding = { scope: claim.scope, claim: claim.claim, signal };
+    if (!draft) return bindingOnly(binding, requestId);
+    draft.binding = binding;
+    return draft;
   }
 
   /** Throws what the key's record answers this request; returns when its claim may be taken over. */
   private async assertTakeable(db: pg.Pool, record: KeyRecord): Promise<void> {
     if (!record.sameRequest) throw reused();
     if (record.state === 'done') throw this.replay(record);
-    if (record.state === 'applied') throw alreadyApplied();
+    if (record.state === 'applied') throw alreadyApplied(record.status !== null);
     if (record.leased) throw inProgress();
-    // Its request's time is up: whether its change committed is its audit entry's to say.
-    if (record.entryId === null) throw outcomeUnknown();
-    if (await entryLogged(await drainedLog(), record.entryId)) {
+    // Its request's time is up: a transaction of its that committed bound the claim.
+    if (record.bound) {
       await markApplied(db, this.scope, record.claim);
-      throw alreadyApplied();
+      throw alreadyApplied(false);
     }
   }
 
@@ -218,7 +226,7 @@ export class KeyedRequest {
     } catch (error) {
       if (error instanceof Replay) return error.response;
       const claim = this.#claim;
-      if (claim) await this.failed(claim, error).catch(unsettled);
+      if (claim) await this.failed(claim).catch(unsettled);
       throw error;
     }
     const claim = this.#claim;
@@ -252,34 +260,10 @@ export class KeyedRequest {
     await keepAnswer(db, claim.scope, claim.claim, response.statusCode, answer);
   }
 
-  /** A failed request's claim: applied if its change committed, freed if not, left standing if unknown. */
-  private async failed(claim: Claim, error: unknown): Promise<void> {
-    const db = await getDatabase();
-    const outcome = this.#draft?.settled ? 'committed' : await this.outcome(db, error);
-    if (outcome === 'committed') await markApplied(db, claim.scope, claim.claim);
-    else if (outcome === 'aborted') await releaseKey(db, claim.scope, claim.claim);
-    // Unknown: the claim stands until its time is up, and the audit log decides then.
-  }
-
-  /** What became of the failed request's transaction, as PostgreSQL says. */
-  private async outcome(db: pg.Pool, error: unknown): Promise<'committed' | 'aborted' | 'unknown'> {
-    const draft = this.#draft;
-    if (!draft) {
-      // Not audited: a refusal (4xx) is one PostgreSQL or we gave, nothing committed; a timeout
-      // may have cut a COMMIT short.
-      const refused = error instanceof ApiError && error.status < 500 && !(error instanceof QueryTimeout);
-      return refused ? 'aborted' : 'unknown';
-    }
-    // No transaction of its change began (BEGIN gives the entry its xid).
-    if (!draft.entry.xid) return 'aborted';
-    // A session cut mid-COMMIT ends a moment later: asked a few times, a tenth of a second apart.
-    for (let asked = 0; asked < 10; asked++) {
-      const status = await transactionStatus(db, draft.entry.xid);
-      if (status === 'committed' || status === 'aborted') return status;
-      if (status !== 'in progress') return 'unknown';
-      await sleep(100);
-    }
-    return 'unknown';
+  /** A failed request's claim: applied if a transaction of its committed, freed if none did. */
+  private async failed(claim: Claim): Promise<void> {
+    // Held: a transaction of its is committing; the claim stands until its time is up.
+    await settleFailed(await getDatabase(), claim.scope, claim.claim);
   }
 }
 

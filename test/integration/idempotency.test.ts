@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import * as imports from '#functions/imports';
 import * as keys from '#functions/keys';
 import * as rows from '#functions/rows';
@@ -154,6 +155,42 @@ describe('a retry with the same Idempotency-Key', () => {
   });
 });
 
+describe('expired records, with no request sending an Idempotency-Key', () => {
+  it('are swept by the writes that come (with the audit log’s own sweep)', async () => {
+    const key = randomUUID();
+    expect((await insert(key, { name: uniqueName('unkeyed-sweep') })).status).toBe(201);
+    const scope = recordScope(ADMIN, ROW, key);
+    await withAdminClient((c) =>
+      c.query(
+        `UPDATE _dbadmin.idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1`,
+        [scope],
+      ),
+    );
+    const left = async () =>
+      withAdminClient(
+        async (c) =>
+          (await c.query('SELECT 1 FROM _dbadmin.idempotency_keys WHERE scope = $1', [scope])).rowCount,
+      );
+
+    // Ten minutes later (sweeps run at most that often per process), a write without a key.
+    const now = jest.spyOn(performance, 'now').mockReturnValue(performance.now() + 3_600_000);
+    try {
+      const plain = await call(rows.handler, {
+        method: 'POST',
+        path: '/api/table/items/row',
+        body: { schema, data: { name: uniqueName('plain') } },
+      });
+      expect(plain.status).toBe(201);
+    } finally {
+      now.mockRestore();
+    }
+    for (let waited = 0; waited < 40 && (await left()) !== 0; waited++)
+      await new Promise((r) => setTimeout(r, 50));
+
+    expect(await left()).toBe(0);
+  });
+});
+
 describe('an expired record', () => {
   it('is swept away in the background, by its expiry', async () => {
     const key = randomUUID();
@@ -254,21 +291,55 @@ describe('with the audit log off (AUDIT_LOG=off), so no entry can prove a commit
     expect(await named(name)).toBe(1);
   });
 
-  it('never runs again a request whose COMMIT’s answer was lost: its outcome is unknown until the key expires', async () => {
+  it('knows a request whose COMMIT’s answer was lost made its change: the retry is told so, never run again', async () => {
     const key = randomUUID();
     const name = uniqueName('unknown');
 
-    const lost = proxy.loseAnswerTo(/^Q[\s\S]{4}COMMIT[\s\S]$/);
+    const lost = proxy.loseAnswerTo(
+      /^Q[\s\S]{4}SELECT _dbadmin_audit\.idempotency_bound[\s\S]*COMMIT[\s\S]$/,
+    );
     const first = await insert(key, { name });
     await lost;
-    const meanwhile = await insert(key, { name });
-    await timeUp(key);
     const retried = await insert(key, { name });
 
     expect(first.status).toBeGreaterThanOrEqual(500);
-    expect(meanwhile.body.error).toBe('Request in progress');
     expect(retried.status).toBe(409);
-    expect(retried.body.error).toBe('Outcome unknown');
+    expect(retried.body.error).toBe('Already applied');
+    expect(await named(name)).toBe(1);
+  });
+
+  it('frees the key of a request that failed before any transaction of its began: the retry runs', async () => {
+    const key = randomUUID();
+    const name = uniqueName('never-began');
+    // The first's BEGIN never reaches PostgreSQL: its connection is lost as it is sent.
+    const query = pg.Client.prototype.query;
+    let cut = false;
+    const spy = jest.spyOn(pg.Client.prototype, 'query').mockImplementation(function (
+      this: pg.Client,
+      ...args: unknown[]
+    ) {
+      const first = args[0] as string | { text?: string };
+      const text = typeof first === 'string' ? first : first?.text;
+      if (!cut && text?.startsWith('BEGIN')) {
+        cut = true;
+        const lostConnection = new Error('Connection terminated unexpectedly');
+        const callback = args.find((arg): arg is (error: Error) => void => typeof arg === 'function');
+        if (!callback) return Promise.reject(lostConnection);
+        process.nextTick(() => callback(lostConnection));
+        return undefined;
+      }
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as never);
+    let first: Awaited<ReturnType<typeof insert>>;
+    try {
+      first = await insert(key, { name });
+    } finally {
+      spy.mockRestore();
+    }
+    const retried = await insert(key, { name });
+
+    expect(first.status).toBe(503);
+    expect(retried.status).toBe(201);
     expect(await named(name)).toBe(1);
   });
 });
