@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import * as imports from '#functions/imports';
 import * as keys from '#functions/keys';
 import * as rows from '#functions/rows';
@@ -12,7 +11,7 @@ import type { Principal } from '#lib/principal';
 import { asTenant, bearer, createKey, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { type Call, call } from '#test/support/http';
-import { LosingProxy } from '#test/support/lost-answer';
+import { LosingProxy, losingStatements } from '#test/support/lost-answer';
 import { uniqueName } from '#test/support/names';
 import { withSetting } from '#test/support/settings';
 
@@ -312,29 +311,17 @@ describe('with the audit log off (AUDIT_LOG=off), so no entry can prove a commit
     const key = randomUUID();
     const name = uniqueName('never-began');
     // The first's BEGIN never reaches PostgreSQL: its connection is lost as it is sent.
-    const query = pg.Client.prototype.query;
     let cut = false;
-    const spy = jest.spyOn(pg.Client.prototype, 'query').mockImplementation(function (
-      this: pg.Client,
-      ...args: unknown[]
-    ) {
-      const first = args[0] as string | { text?: string };
-      const text = typeof first === 'string' ? first : first?.text;
-      if (!cut && text?.startsWith('BEGIN')) {
-        cut = true;
-        const lostConnection = new Error('Connection terminated unexpectedly');
-        const callback = args.find((arg): arg is (error: Error) => void => typeof arg === 'function');
-        if (!callback) return Promise.reject(lostConnection);
-        process.nextTick(() => callback(lostConnection));
-        return undefined;
-      }
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as never);
+    const restore = losingStatements((text) => {
+      if (cut || !text.startsWith('BEGIN')) return false;
+      cut = true;
+      return true;
+    });
     let first: Awaited<ReturnType<typeof insert>>;
     try {
       first = await insert(key, { name });
     } finally {
-      spy.mockRestore();
+      restore();
     }
     const retried = await insert(key, { name });
 

@@ -1,10 +1,6 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { type Host, startHost } from '#test/support/host';
+import { supervisedHost } from '#test/support/host';
 import { ADMIN, basic } from '#test/support/http';
-import { buildProduction } from '../../bin/build';
 import { gone } from '../../bin/processes';
 
 /**
@@ -17,42 +13,22 @@ import { gone } from '../../bin/processes';
 
 jest.setTimeout(240_000);
 
-const BUILT = resolve('.host-crash-build');
 const CRASH = { crash: { handler: 'test/support/crash.handler', events: [{ httpApi: 'GET /test/crash' }] } };
-
-let host: Host;
-let dataDir: string;
-beforeAll(async () => {
-  await buildProduction({ dir: BUILT, functions: CRASH });
-  dataDir = mkdtempSync(join(tmpdir(), 'dbadmin-crash-'));
-  // Reachable by the postgres user when run as root, so its data stays here (bin/postgres-reach).
-  chmodSync(dataDir, 0o755);
-  const { DATABASE_URL: _own, ...env } = process.env;
-  host = await startHost({ ...env, DBADMIN_DATA_DIR: dataDir }, BUILT, { supervised: true });
-}, 240_000);
-afterAll(async () => {
-  await host?.stop();
-  rmSync(BUILT, { recursive: true, force: true });
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-});
+const supervised = supervisedHost('host-crash', CRASH);
 
 const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** The status of one request, or 0 when nothing answered (the host is down). */
 async function status(path: string): Promise<number> {
   try {
-    const response = await fetch(`${host.base}${path}`, { headers: { authorization: basic(ADMIN) } });
+    const response = await fetch(`${supervised.host.base}${path}`, {
+      headers: { authorization: basic(ADMIN) },
+    });
     await response.arrayBuffer();
     return response.status;
   } catch {
     return 0;
   }
-}
-
-/** The host's node process: the supervisor's one child. */
-function hostPid(): number {
-  const children = readFileSync(`/proc/${host.pid}/task/${host.pid}/children`, 'utf8').trim().split(/\s+/);
-  return Number(children[0]);
 }
 
 /** Waits until the host answers again, up to `ms`; how long it took. */
@@ -62,39 +38,41 @@ async function servedAgain(ms: number): Promise<number> {
     if ((await status('/api/schemas')) === 200) return performance.now() - started;
     await pause(100);
   }
-  throw new Error(`not served again within ${ms} ms:\n${host.output().slice(-3000)}`);
+  throw new Error(`not served again within ${ms} ms:\n${supervised.host.output().slice(-3000)}`);
 }
 
 describe('the local host, when a function fails outside a request', () => {
   it('contains a rejection nobody waits for: logged, and the same process serves on', async () => {
-    const before = hostPid();
+    const before = supervised.hostPid();
 
     expect(await status('/test/crash?how=rejection')).toBe(200);
     await pause(200);
 
     expect(await status('/api/schemas')).toBe(200);
-    expect(hostPid()).toBe(before);
-    expect(host.output()).toMatch(
+    expect(supervised.hostPid()).toBe(before);
+    expect(supervised.host.output()).toMatch(
       /a rejected promise nobody waited for \(the host keeps serving\): Error: planted/,
     );
   });
 
   it('ends on an uncaught exception, says why, and is started again at once', async () => {
-    const before = hostPid();
+    const before = supervised.hostPid();
 
     expect(await status('/test/crash?how=exception')).toBe(200);
     await gone([before]);
     await servedAgain(60_000);
 
-    expect(hostPid()).not.toBe(before);
-    expect(host.output()).toMatch(/an uncaught error; the host exits to be started again: Error: planted/);
-    expect(host.output()).toMatch(
+    expect(supervised.hostPid()).not.toBe(before);
+    expect(supervised.host.output()).toMatch(
+      /an uncaught error; the host exits to be started again: Error: planted/,
+    );
+    expect(supervised.host.output()).toMatch(
       /the host ended \(exit 70: an uncaught error, logged above\); starting it again/,
     );
   });
 
   it('is started again when killed in the middle of load, and the next requests are served', async () => {
-    const before = hostPid();
+    const before = supervised.hostPid();
     // fetch keeps connections open: those to the host ended above fail once each, then are dropped.
     for (let round = 0; round < 3; round++)
       await Promise.all(Array.from({ length: 8 }, () => status('/api/health')));
@@ -119,9 +97,13 @@ describe('the local host, when a function fails outside a request', () => {
     const last = answers.filter((a) => a.at > killedAt + took);
     expect(last.length).toBeGreaterThan(10);
     expect(last.every((a) => a.status === 200)).toBe(true);
-    expect(hostPid()).not.toBe(before);
-    expect(host.output()).toMatch(/the host ended \(exit 137: killed by SIGKILL\); starting it again/);
+    expect(supervised.hostPid()).not.toBe(before);
+    expect(supervised.host.output()).toMatch(
+      /the host ended \(exit 137: killed by SIGKILL\); starting it again/,
+    );
     // Its embedded PostgreSQL, left running by the killed host, was stopped so a new one could start.
-    expect(host.output()).toMatch(/stopping the embedded PostgreSQL \(pid \d+\) a stopped host left running/);
+    expect(supervised.host.output()).toMatch(
+      /stopping the embedded PostgreSQL \(pid \d+\) a stopped host left running/,
+    );
   });
 });

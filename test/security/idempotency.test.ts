@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { handler as keys } from '#functions/keys';
 import { handler as rows } from '#functions/rows';
 import { handler as schemas } from '#functions/schemas';
@@ -8,6 +7,7 @@ import { recordScope } from '#lib/http/idempotency';
 import { asTenant, bearer, createKey, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { type Call, call, httpEvent, lambdaContext } from '#test/support/http';
+import { losingStatements } from '#test/support/lost-answer';
 import { uniqueName } from '#test/support/names';
 
 /**
@@ -133,24 +133,10 @@ describe('a copy of the admin’s sealed audit entry, or of its claim’s bindin
     // the database not answering the service when it settles the failed request's claim, which
     // therefore stands, unbound, while the tenant replays the copies.
     const seen: string[] = [];
-    const query = pg.Client.prototype.query;
-    const spy = jest.spyOn(pg.Client.prototype, 'query').mockImplementation(function (
-      this: pg.Client,
-      ...args: unknown[]
-    ) {
-      const first = args[0] as string | { text?: string };
-      const text = typeof first === 'string' ? first : first?.text;
-      if (text?.includes('INSERT INTO _dbadmin_audit.inbox')) seen.push(text);
-      if (text?.includes('bound_xid IS NOT NULL AS bound FROM')) {
-        const cut = new Error('Connection terminated unexpectedly');
-        // pg-pool passes a callback; a client used directly answers with a promise.
-        const callback = args.find((arg): arg is (error: Error) => void => typeof arg === 'function');
-        if (!callback) return Promise.reject(cut);
-        process.nextTick(() => callback(cut));
-        return undefined;
-      }
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as never);
+    const restore = losingStatements((text) => {
+      if (text.includes('INSERT INTO _dbadmin_audit.inbox')) seen.push(text);
+      return text.includes('bound_xid IS NOT NULL AS bound FROM');
+    });
     const key = randomUUID();
     const name = uniqueName('held');
 
@@ -158,7 +144,7 @@ describe('a copy of the admin’s sealed audit entry, or of its claim’s bindin
     try {
       first = await insert(key, { name }, 'held');
     } finally {
-      spy.mockRestore();
+      restore();
     }
     const statements = (seen.at(-1) ?? '').split(/;\s*/);
     const binding = statements.find((s) => s.includes('_dbadmin_audit.idempotency_bound')) ?? '';
@@ -246,22 +232,9 @@ describe('a first request still running when its time is up', () => {
   it('that the service could not stop rolls back rather than commit after the request gave up', async () => {
     await slowFirstInsert('abandoned', 3);
     // The cancel and the terminate never reach PostgreSQL (a frozen or dying process).
-    const query = pg.Client.prototype.query;
-    const spy = jest.spyOn(pg.Client.prototype, 'query').mockImplementation(function (
-      this: pg.Client,
-      ...args: unknown[]
-    ) {
-      const first = args[0] as string | { text?: string };
-      const text = typeof first === 'string' ? first : first?.text;
-      if (text?.includes('pg_terminate_backend') || text?.includes('pg_cancel_backend')) {
-        const lost = new Error('Connection terminated unexpectedly');
-        const callback = args.find((arg): arg is (error: Error) => void => typeof arg === 'function');
-        if (!callback) return Promise.reject(lost);
-        process.nextTick(() => callback(lost));
-        return undefined;
-      }
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as never);
+    const restore = losingStatements(
+      (text) => text.includes('pg_terminate_backend') || text.includes('pg_cancel_backend'),
+    );
     const name = uniqueName('abandoned');
     const started = Date.now();
     try {
@@ -277,7 +250,7 @@ describe('a first request still running when its time is up', () => {
       // The trigger's sleep ends, and the statement with it, after the request answered.
       await pause(3500 - (Date.now() - started));
     } finally {
-      spy.mockRestore();
+      restore();
     }
 
     expect(await named(name, 'abandoned')).toBe(0);

@@ -1,11 +1,9 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
-import { type Host, startHost } from '#test/support/host';
+import { supervisedHost } from '#test/support/host';
 import { ADMIN, basic } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
-import { buildProduction } from '../../bin/build';
 import { gone } from '../../bin/processes';
 
 /**
@@ -18,23 +16,7 @@ import { gone } from '../../bin/processes';
 
 jest.setTimeout(240_000);
 
-const BUILT = resolve('.import-crash-build');
-
-let host: Host;
-let dataDir: string;
-beforeAll(async () => {
-  await buildProduction({ dir: BUILT, functions: {} });
-  dataDir = mkdtempSync(join(tmpdir(), 'dbadmin-import-crash-'));
-  // Reachable by the postgres user when run as root, so its data stays here (bin/postgres-reach).
-  chmodSync(dataDir, 0o755);
-  const { DATABASE_URL: _own, ...env } = process.env;
-  host = await startHost({ ...env, DBADMIN_DATA_DIR: dataDir }, BUILT, { supervised: true });
-}, 240_000);
-afterAll(async () => {
-  await host?.stop();
-  rmSync(BUILT, { recursive: true, force: true });
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-});
+const supervised = supervisedHost('import-crash');
 
 const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
@@ -51,7 +33,7 @@ async function request(
   type = 'application/json',
 ): Promise<Answer> {
   try {
-    const response = await fetch(`${host.base}${path}`, {
+    const response = await fetch(`${supervised.host.base}${path}`, {
       method,
       headers: { authorization: basic(ADMIN), ...(body === undefined ? {} : { 'content-type': type }) },
       ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
@@ -68,12 +50,6 @@ async function ok(method: string, path: string, body?: unknown, type?: string): 
   if (answer.status >= 300)
     throw new Error(`${method} ${path}: ${answer.status} ${JSON.stringify(answer.body)}`);
   return answer;
-}
-
-/** The host's node process: the supervisor's one child. */
-function hostPid(): number {
-  const children = readFileSync(`/proc/${host.pid}/task/${host.pid}/children`, 'utf8').trim().split(/\s+/);
-  return Number(children[0]);
 }
 
 /** Until `pid` has ended: gone, or a zombie its stopped supervisor has not reaped yet. */
@@ -96,12 +72,12 @@ async function servedAgain(): Promise<void> {
     if ((await request('GET', '/api/schemas')).status === 200) return;
     await pause(100);
   }
-  throw new Error(`not served again:\n${host.output().slice(-3000)}`);
+  throw new Error(`not served again:\n${supervised.host.output().slice(-3000)}`);
 }
 
 /** The host's database as the service logs in (runtime.json, written by the running host). */
 async function database(): Promise<pg.Client> {
-  const { databaseUrl } = JSON.parse(readFileSync(join(dataDir, 'runtime.json'), 'utf8')) as {
+  const { databaseUrl } = JSON.parse(readFileSync(join(supervised.dataDir, 'runtime.json'), 'utf8')) as {
     databaseUrl: string;
   };
   const client = new pg.Client({ connectionString: databaseUrl });
@@ -156,22 +132,30 @@ const status = (schema: string, id: string) =>
 const rows = async (schema: string) =>
   (await ok('POST', '/api/query', { schema, sql: 'SELECT id, name FROM items ORDER BY id' })).body.rows;
 
+/**
+ * An import of two parts whose commit is sent and held by our lock `key` (a trigger waits on it,
+ * on each row written or at the COMMIT), once its transaction is recorded: the commit's answer
+ * to come, the transaction's id, and our connection holding the lock.
+ */
+async function heldCommit(key: number, when: 'each row written' | 'commit') {
+  const schema = await gatedTable(key, when);
+  const id = await sentImport(schema);
+  const db = await database();
+  await db.query('SELECT pg_advisory_lock($1)', [key]);
+  const answered = commit(schema, id);
+  await waitingFor(db, key);
+  const { xid } = await until(
+    db,
+    'SELECT commit_xid::text AS xid FROM _dbadmin.import_sessions WHERE id = $1 AND commit_xid IS NOT NULL',
+    [id],
+  );
+  return { schema, id, db, answered, xid };
+}
+
 describe('an import whose host is killed during its commit', () => {
   it('before its transaction committed: reads open again, nothing written, parts kept; committed again, its rows are there once', async () => {
-    const key = 7301;
-    const schema = await gatedTable(key, 'each row written');
-    const id = await sentImport(schema);
-    const db = await database();
-    await db.query('SELECT pg_advisory_lock($1)', [key]);
-
-    const answered = commit(schema, id);
-    await waitingFor(db, key);
-    const { xid } = await until(
-      db,
-      `SELECT commit_xid::text AS xid FROM _dbadmin.import_sessions WHERE id = $1 AND state = 'committing' AND commit_xid IS NOT NULL`,
-      [id],
-    );
-    const killed = hostPid();
+    const { schema, id, db, answered, xid } = await heldCommit(7301, 'each row written');
+    const killed = supervised.hostPid();
     process.kill(killed, 'SIGKILL');
     await gone([killed]);
     // Started again, the host stops the PostgreSQL the killed one left running (ending the commit's
@@ -207,26 +191,15 @@ describe('an import whose host is killed during its commit', () => {
   });
 
   it('after its transaction committed, before it answered: reads committed with its outcome; committed again, writes nothing twice', async () => {
-    const key = 7302;
-    const schema = await gatedTable(key, 'commit');
-    const id = await sentImport(schema);
-    const db = await database();
-    await db.query('SELECT pg_advisory_lock($1)', [key]);
-
-    const answered = commit(schema, id);
     // The commit's COMMIT waits for the deferred trigger: its rows and its record are written.
-    await waitingFor(db, key);
-    const { xid } = await until(
-      db,
-      'SELECT commit_xid::text AS xid FROM _dbadmin.import_sessions WHERE id = $1 AND commit_xid IS NOT NULL',
-      [id],
-    );
+    const key = 7302;
+    const { schema, id, db, answered, xid } = await heldCommit(key, 'commit');
     // The supervisor held, so no host starts (and stops this PostgreSQL) until the commit has ended.
-    const supervisor = host.pid;
+    const supervisor = supervised.host.pid;
     process.kill(supervisor, 'SIGSTOP');
     let xactStatus: unknown;
     try {
-      const killed = hostPid();
+      const killed = supervised.hostPid();
       process.kill(killed, 'SIGKILL');
       await ended(killed);
       await db.query('SELECT pg_advisory_unlock($1)', [key]);

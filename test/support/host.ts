@@ -1,5 +1,8 @@
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { buildProduction, type ServiceFunction } from '../../bin/build';
 import { freePort } from '../../bin/free-port';
 
 export interface Host {
@@ -62,6 +65,45 @@ export async function startHost(
       if (child.exitCode !== null || child.signalCode !== null) return; // ended by itself
       if (child.pid) process.kill(child.pid, 'SIGTERM');
       await exited;
+    },
+  };
+}
+
+/**
+ * The production build run as `npm start` runs it, for the enclosing test file: supervised
+ * (bin/supervise.sh), with its own embedded PostgreSQL in a temporary data directory; `functions`
+ * are built beside ours.
+ */
+export function supervisedHost(name: string, functions: Record<string, ServiceFunction> = {}) {
+  const built = resolve(`.${name}-build`);
+  let host: Host | undefined;
+  let dataDir: string | undefined;
+  beforeAll(async () => {
+    await buildProduction({ dir: built, functions });
+    dataDir = mkdtempSync(join(tmpdir(), `dbadmin-${name}-`));
+    // Reachable by the postgres user when run as root, so its data stays here (bin/postgres-reach).
+    chmodSync(dataDir, 0o755);
+    const { DATABASE_URL: _own, ...env } = process.env;
+    host = await startHost({ ...env, DBADMIN_DATA_DIR: dataDir }, built, { supervised: true });
+  }, 240_000);
+  afterAll(async () => {
+    await host?.stop();
+    rmSync(built, { recursive: true, force: true });
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+  return {
+    get host(): Host {
+      if (!host) throw new Error('the host has not started');
+      return host;
+    },
+    get dataDir(): string {
+      if (!dataDir) throw new Error('the host has not started');
+      return dataDir;
+    },
+    /** The host's node process: the supervisor's one child. */
+    hostPid(): number {
+      const pid = this.host.pid;
+      return Number(readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)[0]);
     },
   };
 }

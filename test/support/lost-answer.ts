@@ -1,4 +1,6 @@
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
+import pg from 'pg';
+import { TcpRelay } from '#test/support/tcp-proxy';
 
 /**
  * A TCP proxy in front of the test database that loses the answer to one statement: the statement
@@ -7,31 +9,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
  * a COMMIT and its acknowledgement. With `crash`, every connection is cut and none is taken until
  * `up()` again: the service cannot even ask what became of its transaction.
  */
-export class LosingProxy {
-  private server: Server | undefined;
-  private readonly sockets = new Set<Socket>();
+export class LosingProxy extends TcpRelay {
   private losing: { pattern: RegExp; crash: boolean; lost: () => void } | undefined;
-  port = 0;
-
-  constructor(
-    private readonly targetHost: string,
-    private readonly targetPort: number,
-  ) {}
-
-  async up(): Promise<void> {
-    const server = createServer((client) => this.pipe(client));
-    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
-    const address = server.address();
-    if (address && typeof address === 'object') this.port = address.port;
-    this.server = server;
-  }
-
-  async down(): Promise<void> {
-    const server = this.server;
-    this.server = undefined;
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-  }
 
   /** The next statement whose text matches `pattern` runs, and its answer is lost; resolves once it was. */
   loseAnswerTo(pattern: RegExp, { crash = false } = {}): Promise<void> {
@@ -40,13 +19,7 @@ export class LosingProxy {
     });
   }
 
-  private pipe(client: Socket): void {
-    const upstream = connect(this.targetPort, this.targetHost);
-    for (const socket of [client, upstream]) {
-      this.sockets.add(socket);
-      socket.on('close', () => this.sockets.delete(socket));
-      socket.on('error', () => socket.destroy());
-    }
+  protected pipe(client: Socket, upstream: Socket): void {
     let cutting: LosingProxy['losing'];
     client.on('data', (chunk: Buffer) => {
       const plan = this.losing;
@@ -68,10 +41,34 @@ export class LosingProxy {
       upstream.destroy();
       void (plan.crash ? this.down() : Promise.resolve()).then(plan.lost);
     });
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
   }
 }
 
 /** 'Z', length 5: the message that ends every answer (its status byte follows). */
 const READY_FOR_QUERY = Buffer.from([0x5a, 0, 0, 0, 5]);
+
+/**
+ * Statements whose text `lose` picks never reach PostgreSQL: their connection is reported lost as
+ * they are sent, as when the process or the network fails at that moment (the socket is left as
+ * it is; the service discards a connection that failed). Answers the undo.
+ */
+export function losingStatements(lose: (text: string) => boolean): () => void {
+  const query = pg.Client.prototype.query;
+  const spy = jest.spyOn(pg.Client.prototype, 'query').mockImplementation(function (
+    this: pg.Client,
+    ...args: unknown[]
+  ) {
+    const first = args[0] as string | { text?: string };
+    const text = typeof first === 'string' ? first : first?.text;
+    if (text !== undefined && lose(text)) {
+      const lost = new Error('Connection terminated unexpectedly');
+      // pg-pool passes a callback; a client used directly answers with a promise.
+      const callback = args.find((arg): arg is (error: Error) => void => typeof arg === 'function');
+      if (!callback) return Promise.reject(lost);
+      process.nextTick(() => callback(lost));
+      return undefined;
+    }
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as never);
+  return () => spy.mockRestore();
+}

@@ -1,22 +1,22 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
-/** A TCP proxy in front of the test database that can be cut and restored, to play an outage. */
-export class TcpProxy {
+/**
+ * A TCP relay in front of the test database: each client's connection gets one of its own to the
+ * database, and `down()` drops them all and takes no more until `up()`, as a crash would. What it
+ * does with the bytes between them is its subclass's (`pipe`).
+ */
+export abstract class TcpRelay {
   private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
   port = 0;
-  /** Bytes the database sent towards its clients through this proxy. */
-  bytesToClients = 0;
 
   constructor(
     private readonly targetHost: string,
     private readonly targetPort: number,
-    /**
-     * The database's messages reach the client one at a time, 50 ms apart: a client
-     * then handles each message of a reply alone, as a slow network can deliver them.
-     */
-    private readonly dribble = false,
   ) {}
+
+  /** Relays between the client and its own connection to the database. */
+  protected abstract pipe(client: Socket, upstream: Socket): void;
 
   async up(): Promise<void> {
     const server = createServer((client) => {
@@ -26,14 +26,9 @@ export class TcpProxy {
         socket.on('close', () => this.sockets.delete(socket));
         socket.on('error', () => socket.destroy());
       }
-      upstream.on('data', (chunk: Buffer) => {
-        this.bytesToClients += chunk.length;
-      });
-      client.pipe(upstream);
-      if (this.dribble) dribbleInto(upstream, client);
-      else upstream.pipe(client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
+      this.pipe(client, upstream);
     });
     await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
     const address = server.address();
@@ -47,6 +42,33 @@ export class TcpProxy {
     this.server = undefined;
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  }
+}
+
+/** A TCP proxy in front of the test database that can be cut and restored, to play an outage. */
+export class TcpProxy extends TcpRelay {
+  /** Bytes the database sent towards its clients through this proxy. */
+  bytesToClients = 0;
+
+  constructor(
+    targetHost: string,
+    targetPort: number,
+    /**
+     * The database's messages reach the client one at a time, 50 ms apart: a client
+     * then handles each message of a reply alone, as a slow network can deliver them.
+     */
+    private readonly dribble = false,
+  ) {
+    super(targetHost, targetPort);
+  }
+
+  protected pipe(client: Socket, upstream: Socket): void {
+    upstream.on('data', (chunk: Buffer) => {
+      this.bytesToClients += chunk.length;
+    });
+    client.pipe(upstream);
+    if (this.dribble) dribbleInto(upstream, client);
+    else upstream.pipe(client);
   }
 }
 
