@@ -9,7 +9,7 @@ import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { ROLE_SUFFIXES, TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
 import { dropSchemaRoles, revoking, shutOutSchema } from '#lib/db/role-revocation';
-import { bumpRoleGeneration, lockSchema, prepareSchemaRole, roleExists } from '#lib/db/schema-roles';
+import { lockSchema, prepareSchemaRole, roleExists, unprepareRoles } from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 
@@ -113,7 +113,7 @@ export async function createSchema(
         schemaName,
       ]);
       // Roles of an earlier schema of this name were never prepared for this one.
-      await bumpRoleGeneration(client, schemaName);
+      await unprepareRoles(client, schemaName);
       if (await schemaExists(client, schemaName)) {
         throw new BadRequest('Schema exists', `schema "${schemaName}" already exists`);
       }

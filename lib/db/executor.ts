@@ -101,7 +101,7 @@ onClose(async () => {
   await Promise.all(pools.map(({ pool }) => pool.close()));
 });
 
-/** Role preparations this bundle ran, by kind (for the metrics): ideally one per role and generation. */
+/** Role preparations this bundle ran, by kind (for the metrics): ideally one per role and change of its roles. */
 export const roleSetups: Record<RoleKind, number> = { exec: 0, svc: 0, anon: 0 };
 
 function roleSettings(prepared: SchemaRole): Record<string, string> {
@@ -117,19 +117,27 @@ function roleSettings(prepared: SchemaRole): Record<string, string> {
   return settings;
 }
 
-const madeWith = (config: Config, timeoutMs: number) =>
-  createHash('sha256')
-    .update(
-      JSON.stringify([
-        config.DATABASE_URL,
-        config.DBADMIN_SECRET,
-        timeoutMs,
-        config.DB_POOL_MAX,
-        config.DB_CONNECT_TIMEOUT_MS,
-        config.DB_PROCESS_CONNECTIONS,
-      ]),
-    )
-    .digest('base64url');
+/**
+ * What a role pool's sessions log in with, as a key two bundles' configs (equal settings, other
+ * objects) agree on: worked out once per config, not on every connect.
+ */
+const configKeys = new WeakMap<Config, string>();
+function madeWith(config: Config, timeoutMs: number): string {
+  let key = configKeys.get(config);
+  if (key === undefined) {
+    const settings = [
+      config.DATABASE_URL,
+      config.DBADMIN_SECRET,
+      config.DB_POOL_MAX,
+      config.DB_CONNECT_TIMEOUT_MS,
+    ];
+    key = createHash('sha256')
+      .update(JSON.stringify([...settings, config.DB_PROCESS_CONNECTIONS]))
+      .digest('base64url');
+    configKeys.set(config, key);
+  }
+  return `${key}:${timeoutMs}`;
+}
 
 /** The process's pool for the role, made with these settings: the one there, or a new one. */
 function poolFor(config: Config, role: SchemaRole, timeoutMs: number): SessionPool {

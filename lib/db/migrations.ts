@@ -260,14 +260,12 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     id: 13,
-    name: 'role preparation generations',
-    // Which of a schema's roles were prepared (made, granted, given their derived password) at
-    // its current generation: a process that finds its role here logs in directly. Anything that
-    // changes the roles bumps the generation and empties the list (lib/db/schema-roles).
-    // prepared_for: what they were prepared for (the schema's oid, the secret's tag, the code's
-    // version); a change to it means prepared again.
+    name: 'prepared schema roles',
+    // Which of a schema's roles were prepared (made, granted, given their derived password): a
+    // process that finds its role here logs in directly. Anything that changes the roles empties
+    // the list (lib/db/schema-roles unprepareRoles). prepared_for: what they were prepared for
+    // (the schema's oid, the secret's tag, the code's version); a change to it means prepared again.
     sql: `ALTER TABLE _dbadmin.schema_locks
-            ADD COLUMN role_generation bigint NOT NULL DEFAULT 1,
             ADD COLUMN prepared text[] NOT NULL DEFAULT '{}',
             ADD COLUMN prepared_for text`,
   },

@@ -4,7 +4,7 @@ import { quoteIdent } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { ROLE_SUFFIXES, roleName } from '#lib/db/role-names';
-import { bumpRoleGeneration, LOCK_WAIT, roleExists, upsertLogin } from '#lib/db/schema-roles';
+import { LOCK_WAIT, roleExists, unprepareRoles, upsertLogin } from '#lib/db/schema-roles';
 import { ApiError } from '#lib/errors';
 
 /**
@@ -48,7 +48,7 @@ export async function shutLogins(client: pg.ClientBase, secret: string, schema: 
     await upsertLogin(client, secret, role, false);
     shut.push(role);
   }
-  await bumpRoleGeneration(client, schema);
+  await unprepareRoles(client, schema);
   return shut;
 }
 

@@ -229,7 +229,7 @@ const preparedWith = (secret: string) =>
 
 /**
  * Whether the role can be logged in as without preparing it first: prepareSchemaRole did so at
- * the schema's current generation, for this very schema (not one dropped and made again under its
+ * the last change of the schema's roles, for this very schema (not one dropped and made again under its
  * name), with this secret and this version of the code; the role is still a member of the one
  * it works as; and the role has given itself no settings since (PostgreSQL
  * 15 lets a role set its own defaults; they would reach every session of it). One read on the
@@ -265,14 +265,12 @@ export async function roleReady(
 }
 
 /**
- * Something changed the schema's roles (a key's role reset or shut, passwords re-derived): the
- * next process to open a session of any of them prepares it again first. Under lockSchema.
+ * Something changed the schema's roles (a key's role reset or shut, passwords re-derived, the
+ * schema made again): none of them counts as prepared any more, and the next process to open a
+ * session of one prepares it again first. Under lockSchema.
  */
-export async function bumpRoleGeneration(client: pg.ClientBase, schema: string): Promise<void> {
-  await client.query(
-    `UPDATE _dbadmin.schema_locks SET role_generation = role_generation + 1, prepared = '{}' WHERE schema_name = $1`,
-    [schema],
-  );
+export async function unprepareRoles(client: pg.ClientBase, schema: string): Promise<void> {
+  await client.query(`UPDATE _dbadmin.schema_locks SET prepared = '{}' WHERE schema_name = $1`, [schema]);
 }
 
 /**
@@ -294,7 +292,7 @@ export async function resetKeyRole(
     await upsertLogin(client, secret, role, await hasActiveKey(client, schema, kind));
   const exec = roleName(schema, 'exec');
   if (await roleExists(client, exec)) await upsertLogin(client, secret, exec, true);
-  await bumpRoleGeneration(client, schema);
+  await unprepareRoles(client, schema);
 }
 
 /**
@@ -315,6 +313,6 @@ export async function rederiveLogins(
     await upsertLogin(client, secret, role, kind === 'exec' || (await hasActiveKey(client, schema, kind)));
     reset.push(role);
   }
-  await bumpRoleGeneration(client, schema);
+  await unprepareRoles(client, schema);
   return reset;
 }

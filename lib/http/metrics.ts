@@ -123,7 +123,7 @@ export const countBusy = () => busyAnswers.inc();
 
 new Counter({
   name: 'dbadmin_role_setups_total',
-  help: 'Schema roles this process prepared (made, granted, password reset) before logging in as them: once per role and generation when all is well',
+  help: 'Schema roles this process prepared (made, granted, password reset) before logging in as them: once per role and change of its roles when all is well',
   labelNames: ['kind'] as const,
   registers: [registry],
   collect() {

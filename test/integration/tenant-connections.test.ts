@@ -7,7 +7,7 @@ import { call } from '#test/support/http';
 import { withSetting } from '#test/support/settings';
 
 /**
- * Many tenants from one process: a schema's roles are prepared once per generation, whatever
+ * Many tenants from one process: a schema's roles are prepared once per change of its roles, whatever
  * process asks; every tenant stays usable past any count of pools; the process never holds more
  * connections than its budget, and says Busy (503, Retry-After) when none comes free in time.
  */
@@ -42,7 +42,7 @@ function anotherProcess(sameProcess = false): { query: QueryHandler; setups: () 
 }
 
 describe('role preparation', () => {
-  it('runs once per schema and generation, not once per process', async () => {
+  it('runs once per schema and change of its roles, not once per process', async () => {
     const schema = await tenantSchema('gen');
     const processes = [anotherProcess(), anotherProcess(), anotherProcess()];
 
@@ -52,11 +52,11 @@ describe('role preparation', () => {
     expect(processes.map((each) => each.setups())).toEqual([0, 0, 0]);
   });
 
-  it('runs again, once, after the generation moved', async () => {
+  it('runs again, once, after the roles changed', async () => {
     const schema = await tenantSchema('genbump');
     await withAdminClient((c) =>
       c.query(
-        `UPDATE _dbadmin.schema_locks SET role_generation = role_generation + 1, prepared = '{}' WHERE schema_name = $1`,
+        `UPDATE _dbadmin.schema_locks SET prepared = '{}' WHERE schema_name = $1`,
         [schema],
       ),
     );
