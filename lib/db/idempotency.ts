@@ -89,8 +89,13 @@ const claimValues = (claim: Claim) => [
 
 /** Claims the key; false when a record holds it (which has not expired, or is locked). */
 export async function claimKey(db: pg.Pool, claim: Claim): Promise<boolean> {
-  const inserted = await db.query(CLAIM, claimValues(claim));
-  if (inserted.rowCount === 1) return true;
+  // INSERT ... ON CONFLICT waits for a row another transaction holds: the record a tenant's write
+  // bound itself to, held until its COMMIT ends (deferred triggers included). A plain read waits
+  // for nothing: with a record there, only the SKIP LOCKED replacement is tried.
+  const { rowCount } = await db.query('SELECT 1 FROM _dbadmin.idempotency_keys WHERE scope = $1', [
+    claim.scope,
+  ]);
+  if (rowCount === 0 && (await db.query(CLAIM, claimValues(claim))).rowCount === 1) return true;
   const replaced = await db.query(REPLACE_EXPIRED, claimValues(claim));
   return replaced.rowCount === 1;
 }

@@ -84,7 +84,6 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
       { principal, params, query, body },
       context.getRemainingTimeInMillis?.(),
     );
-    await refuseOverQuota(route, { params, query, body, principal });
     const answer = async () => {
       const result = await (audit ? audited : unaudited)(
         route,
@@ -92,6 +91,8 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
         async (entry) => {
           // The key's claim binds the request's write transactions (their COMMIT) to it.
           const audit = keyed ? await keyed.claim(entry, signal, context.awsRequestId) : entry;
+          // After the claim: a retry of a write that took the schema over its quota is replayed.
+          await refuseOverQuota(route, { params, query, body, principal });
           return route.handler({
             params,
             query,

@@ -132,6 +132,13 @@ export function idempotencyOf(
   remainingMs: number | undefined,
 ): KeyedRequest | undefined {
   const key = header(event, IDEMPOTENCY_KEY);
+  if (key !== undefined && !route.idempotent && route.method !== 'GET') {
+    // A client that believes this write is protected from running twice must hear it is not.
+    throw new BadRequest(
+      'Idempotency-Key not taken',
+      `${route.method} ${route.path} does not take an Idempotency-Key: only row inserts, bulk rows, an import's commit, schema and key creation do`,
+    );
+  }
   if (!route.idempotent || !request.principal || key === undefined) return undefined;
   if (!KEY_FORMAT.test(key)) {
     throw new BadRequest(

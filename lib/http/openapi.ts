@@ -93,7 +93,7 @@ export function errorReasons(route: AnyRoute): Map<number, string[]> {
   if (route.idempotent) {
     add(
       409,
-      'Idempotency-Key: its first request is still running (retry after Retry-After), was another request, made its change but lost its answer, or answered a secret shown once',
+      'Idempotency-Key: its first request is still running (retry after Retry-After), was another request, made its change but lost its answer, was taken over by a retry, or answered a secret shown once',
     );
   }
   if (route.addsData)
@@ -160,7 +160,7 @@ const COMPONENT_HEADERS = {
   },
   'Retry-After-In-Progress': {
     description:
-      'On "Request in progress": seconds until the first request with this Idempotency-Key should have answered.',
+      'On "Request in progress": seconds to wait before sending the request again (the first one with this Idempotency-Key is still running or committing).',
     schema: { type: 'integer', minimum: 1 },
   },
 };

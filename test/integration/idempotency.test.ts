@@ -154,6 +154,26 @@ describe('a retry with the same Idempotency-Key', () => {
   });
 });
 
+describe('an Idempotency-Key on a write that does not take one', () => {
+  it('is refused with 400 naming the routes that do, and nothing is written', async () => {
+    const name = uniqueName('not-keyed');
+    expect((await insert(randomUUID(), { name })).status).toBe(201);
+
+    const update = await call(rows.handler, {
+      method: 'PATCH',
+      path: '/api/table/items/rows',
+      query: { filter: `name.eq.${name}` },
+      body: { schema, set: { name: `${name}-changed` } },
+      headers: { 'Idempotency-Key': randomUUID() },
+    });
+
+    expect([update.status, update.body.error]).toEqual([400, 'Idempotency-Key not taken']);
+    expect(update.body.message).toMatch(/does not take an Idempotency-Key: only row inserts/);
+    expect(await named(name)).toBe(1);
+    expect(await named(`${name}-changed`)).toBe(0);
+  });
+});
+
 describe('expired records, with no request sending an Idempotency-Key', () => {
   it('are swept by the writes that come (with the audit log’s own sweep)', async () => {
     const key = randomUUID();

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { handler as keys } from '#functions/keys';
 import { handler as rows } from '#functions/rows';
 import { handler as schemas } from '#functions/schemas';
@@ -60,6 +61,48 @@ describe('the tenant’s own database login', () => {
     'DROP TABLE _dbadmin.idempotency_keys',
   ])('is refused: %s', async (sql) => {
     expect(await tenantTries(sql)).toMatch(/permission denied|must be owner/);
+  });
+});
+
+describe('a write held in its COMMIT by code the tenant planted', () => {
+  it('does not make a retry with its key wait on it: the retry answers 409 in progress at once', async () => {
+    const gate = 0x1d_e0_01;
+    await asTenant(
+      schema,
+      `CREATE TABLE held_commit (id serial PRIMARY KEY, name text);
+       CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_advisory_xact_lock(${gate}); RETURN NULL; END $$;
+       CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON held_commit DEFERRABLE INITIALLY DEFERRED
+         FOR EACH ROW EXECUTE FUNCTION hold()`,
+    );
+    const locker = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await locker.connect();
+    await locker.query('SELECT pg_advisory_lock($1)', [gate]);
+    const key = randomUUID();
+    const name = uniqueName('held-commit');
+    let first: Promise<Awaited<ReturnType<typeof insert>>> | undefined;
+    try {
+      first = insert(key, { name }, 'held_commit');
+      // Until the first one's COMMIT waits on the gate, after its binding to the key.
+      for (let tries = 0; tries < 2000; tries++) {
+        const { rowCount } = await locker.query(
+          `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`,
+          [gate],
+        );
+        if (rowCount) break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const started = Date.now();
+      const retry = await insert(key, { name }, 'held_commit');
+
+      expect([retry.status, retry.body.error]).toEqual([409, 'Request in progress']);
+      expect(Date.now() - started).toBeLessThan(1500);
+    } finally {
+      await locker.query('SELECT pg_advisory_unlock_all()');
+      await locker.end();
+    }
+    expect((await first)?.status).toBe(201);
+    expect(await named(name, 'held_commit')).toBe(1);
   });
 });
 
