@@ -63,6 +63,12 @@ export function readServiceConfig(): ServiceConfig {
 /** Which origins' pages may read answers: loaded before serverless-offline (its own comment says why). */
 const CORS_PLUGIN = 'deploy/cors-plugin.cjs';
 
+/** deploy/concurrency-plugin.cjs: DBADMIN_RESERVED_CONCURRENCY onto the functions, as packaging does. */
+const ReservedConcurrency = require('../deploy/concurrency-plugin.cjs') as new (serverless: {
+  service: { functions: Record<string, unknown> };
+  classes: { Error: ErrorConstructor };
+}) => { apply(setting: string | undefined): void };
+
 /** serverless-esbuild's options as esbuild's: the Lambda artifacts and these bundles match. */
 function esbuildOptions(config: ServiceConfig): BuildOptions {
   const { bundle, minify, sourcemap, keepNames, target, platform, format, exclude, plugins } =
@@ -156,7 +162,15 @@ export async function buildProduction({ dir, functions }: BuildTarget = { dir: D
  * packaging is what refuses a deployment past DATABASE_MAX_CONNECTIONS.
  */
 function printLambdaConnections(): void {
-  const counted = lambdaConnections(readServiceConfig());
+  const service = readServiceConfig();
+  // DBADMIN_RESERVED_CONCURRENCY as packaging applies it (deploy/concurrency-plugin.cjs).
+  try {
+    new ReservedConcurrency({ service, classes: { Error } }).apply(process.env.DBADMIN_RESERVED_CONCURRENCY);
+  } catch (error) {
+    console.log(`build: serverless package would stop: ${(error as Error).message}`);
+    return;
+  }
+  const counted = lambdaConnections(service);
   for (const line of connectionsReport(counted)) console.log(`build: ${line}`);
   for (const problem of counted.problems) console.log(`build: serverless package would stop: ${problem}`);
 }

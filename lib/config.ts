@@ -234,7 +234,8 @@ export function parseConfig(given: Env): Config {
   const invalid: string[] = [];
   for (const issue of result.error.issues) {
     const name = String(issue.path[0]);
-    if (env[name] === undefined || env[name] === '') missing.push(name);
+    // A rule across settings (a refinement) fails a setting given or defaulted: say why, either way.
+    if ((env[name] === undefined || env[name] === '') && issue.code !== 'custom') missing.push(name);
     else invalid.push(`${name} (${issue.message})`);
   }
   const parts = [

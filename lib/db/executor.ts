@@ -148,7 +148,6 @@ function poolFor(config: Config, role: SchemaRole, timeoutMs: number): SessionPo
     applicationName: `dbadmin-${role.kind}`,
     login: { user: role.role, password: rolePassword(config.DBADMIN_SECRET, role.role) },
     settings: roleSettings(role),
-    secondary: true,
     statementTimeoutMs: timeoutMs,
   });
   rolePools.set(role.role, { pool, made });
@@ -197,11 +196,12 @@ const loginFailed = (error: unknown) => isPgError(error) && error.code !== '5330
 /** No session came in time (busy), or its pool closed meanwhile (made again: try once more). */
 function busy(error: unknown): unknown {
   if (!isNoSession(error)) return error;
-  return new Busy(
-    error.full === 'login'
-      ? "every session this process may hold for the schema's role is in use"
-      : 'every database connection this process may hold is in use',
-  );
+  const why: Record<typeof error.full, string> = {
+    login: "every session this process may hold for the schema's role is in use",
+    process: 'every database connection this process may hold is in use',
+    closed: "the schema's sessions were being made again (a key deleted, a quota changed)",
+  };
+  return new Busy(why[error.full]);
 }
 
 /**

@@ -144,7 +144,12 @@ export function fromDatabaseError(error: unknown): ApiError | undefined {
   }
   if (poolExhausted(error)) return new Busy('every connection of the service is in use', error);
   if (isPgError(error) && error.code === '53300')
-    return new Busy('the database has no connection to spare', error);
+    return new Busy(
+      /for role/.test(error.message)
+        ? "the schema's role has as many connections as its CONNECTION LIMIT allows"
+        : 'the database has no connection to spare',
+      error,
+    );
   if (isConnectionError(error)) {
     return new ServiceUnavailable(
       'Database unavailable',

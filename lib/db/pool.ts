@@ -34,8 +34,6 @@ export interface PoolOptions {
   login?: { user: string; password: string };
   /** Settings fixed at connection start (`-c name=value`); they outrank a role's own defaults. */
   settings?: Record<string, string>;
-  /** One connection per Lambda container: pools per role must share the server's max_connections. */
-  secondary?: boolean;
   /** The sessions' statement timeout; QUERY_TIMEOUT_MS unless a tenant's quota is lower. */
   statementTimeoutMs?: number;
 }
@@ -140,7 +138,7 @@ async function leaveServicePool(used: pg.Pool | undefined): Promise<void> {
 }
 
 /** What the process's sessions (schema roles, the admin's SQL) may open together: the rest of the budget. */
-export const sessionLimit = (config: Config) => config.DB_PROCESS_CONNECTIONS - config.DB_POOL_MAX;
+const sessionLimit = (config: Config) => config.DB_PROCESS_CONNECTIONS - config.DB_POOL_MAX;
 
 /** The pg.Client settings of a session pool's connections (see createPool). */
 export function sessionPool(config: Config, options: PoolOptions): SessionPool {
@@ -152,7 +150,8 @@ export function sessionPool(config: Config, options: PoolOptions): SessionPool {
       keepAlive: true,
       ...(options.settings ? { options: startupOptions(options.settings) } : {}),
     },
-    max: options.secondary && config.lambda ? 1 : config.DB_POOL_MAX,
+    // One session a login per Lambda container: it serves one request at a time.
+    max: config.lambda ? 1 : config.DB_POOL_MAX,
     waitMs: config.DB_CONNECT_TIMEOUT_MS,
     loginMs: config.DB_CONNECT_TIMEOUT_MS,
     idleMs: config.lambda ? 60_000 : 30_000,
@@ -168,7 +167,6 @@ export async function getQueryPool(): Promise<SessionPool> {
   const config = await getConfig();
   queryPool ??= sessionPool(config, {
     applicationName: 'dbadmin-query',
-    secondary: true,
     settings: { ...TEXT_OUTPUT_SETTINGS },
   });
   return queryPool;

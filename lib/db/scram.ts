@@ -14,7 +14,7 @@ const derive = promisify(pbkdf2);
  * which no number of rounds makes any harder to guess: theirs take few, since every login pays
  * them again on the client's side.
  */
-export const PERSON_ITERATIONS = 4096;
+const PERSON_ITERATIONS = 4096;
 export const DERIVED_ITERATIONS = 64;
 
 /**

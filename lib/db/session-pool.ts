@@ -35,6 +35,12 @@ export interface SessionPoolOptions {
   idleMs: number;
 }
 
+/**
+ * Requests that may wait for one login's sessions, per session it may hold: past them one tenant's
+ * flood is turned away at once (Busy) rather than filling the process's requests in flight.
+ */
+const WAITERS_PER_SESSION = 10;
+
 /** How long a closing connection may take to say goodbye before its socket is cut. */
 const GOODBYE_MS = 1000;
 
@@ -74,7 +80,10 @@ export class SessionPool {
     }
     const started = Date.now();
     if (this.opened < this.options.max) this.opened++;
-    else {
+    else if (this.waiters.length >= this.options.max * WAITERS_PER_SESSION) {
+      // One login's flood queues no further: it is refused in its own line, not in everyone's.
+      throw noSession('login');
+    } else {
       const handed = await this.waitForRelease();
       if (handed) return this.lend(handed);
       // A login slot was kept for us (opened counts it already).

@@ -19,9 +19,6 @@ const processGlobal = globalThis as { [IN_FLIGHT]?: { count: number } };
 processGlobal[IN_FLIGHT] ??= { count: 0 };
 const inFlight = processGlobal[IN_FLIGHT];
 
-/** How many requests the process is working on now. */
-export const requestsInFlight = () => inFlight.count;
-
 export function boundInFlight(limit = IN_FLIGHT_LIMIT): MiddlewareObj<HttpEvent, HttpResponse> {
   const counted = new WeakSet<object>();
   const done = (request: { event: HttpEvent }) => {

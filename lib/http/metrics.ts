@@ -76,11 +76,27 @@ new Gauge({
   registers: [registry],
   collect() {
     this.reset();
-    for (const use of [...bundlePoolUse(), rolePoolUse()]) {
+    for (const use of bundlePoolUse()) {
       this.set({ pool: use.pool, state: 'in_use' }, use.total - use.idle);
       this.set({ pool: use.pool, state: 'idle' }, use.idle);
       this.set({ pool: use.pool, state: 'waiting' }, use.waiting);
     }
+  },
+});
+
+// The schema roles' pools are the process's, shared by its bundles: counted once, at scrape time,
+// under the same name (a scrape sums the series of every registry).
+new Gauge({
+  name: 'dbadmin_pool_connections',
+  help: "This process's database connections by pool and state (in use, idle) and requests waiting for one, summed over its functions",
+  labelNames: ['pool', 'state'] as const,
+  registers: [scraped],
+  collect() {
+    this.reset();
+    const use = rolePoolUse();
+    this.set({ pool: use.pool, state: 'in_use' }, use.total - use.idle);
+    this.set({ pool: use.pool, state: 'idle' }, use.idle);
+    this.set({ pool: use.pool, state: 'waiting' }, use.waiting);
   },
 });
 

@@ -55,10 +55,7 @@ describe('role preparation', () => {
   it('runs again, once, after the roles changed', async () => {
     const schema = await tenantSchema('genbump');
     await withAdminClient((c) =>
-      c.query(
-        `UPDATE _dbadmin.schema_locks SET prepared = '{}' WHERE schema_name = $1`,
-        [schema],
-      ),
+      c.query(`UPDATE _dbadmin.schema_locks SET prepared = '{}' WHERE schema_name = $1`, [schema]),
     );
     const [first, second] = [anotherProcess(), anotherProcess()];
 

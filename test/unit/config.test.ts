@@ -28,6 +28,12 @@ describe('parseConfig', () => {
     expect(config).toMatchObject({ QUERY_TIMEOUT_MS: 25_000, DB_POOL_MAX: 2, lambda: true });
   });
 
+  it('says why a defaulted setting breaks a rule between settings, not that it is missing', () => {
+    expect(() => parseConfig({ ...complete, DB_POOL_MAX: '60' })).toThrow(
+      'invalid settings: DB_PROCESS_CONNECTIONS (must be more than DB_POOL_MAX',
+    );
+  });
+
   it('runs in production mode on Lambda unless NODE_ENV says otherwise', () => {
     const lambda = { ...complete, AWS_LAMBDA_FUNCTION_NAME: 'dbadmin-dev-schemas' };
 

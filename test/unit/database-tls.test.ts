@@ -112,7 +112,6 @@ describe('TLS to the database', () => {
     const pool = createPool(config, {
       applicationName: 'test',
       login: { user: 'shop_exec', password: 'p@ss word/#' },
-      secondary: true,
     });
 
     const fields = parse(
