@@ -45,9 +45,12 @@ const NUMERIC_TYPES = new Set([20, 21, 23, 26, 700, 701, 790, 1700]);
 /**
  * What a spreadsheet may run as a formula (OWASP's CSV injection): a cell that starts with `=`,
  * `+`, `-` or `@` (or their full-width forms), after any blanks a spreadsheet may trim, or with a
- * tab or a carriage return. The same pattern for JavaScript and PostgreSQL's regular expressions.
+ * tab or a carriage return. The same pattern for JavaScript and PostgreSQL's regular expressions:
+ * the blanks are spelled out (JavaScript's `\s`), since PostgreSQL's `\s` follows the database's
+ * LC_CTYPE, and under the C locale would let a cell pass that its column's name would not.
  */
-const FORMULA_START = /^(?:[\s\u00a0\u3000]*[=+@\uff1d\uff0b\uff0d\uff20-]|[\t\r])/;
+const FORMULA_START =
+  /^(?:[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*[=+@\uff1d\uff0b\uff0d\uff20-]|[\t\r])/;
 
 /**
  * A cell as a spreadsheet may open it: one that starts like a formula gets a leading `'`, which

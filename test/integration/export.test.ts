@@ -392,7 +392,8 @@ describe('CSV for spreadsheets (OWASP: CSV injection)', () => {
          (7, 'plain = text', 0, NULL),
          (8, NULL, 0, NULL),
          (9, E' \\n=1', 0, NULL),
-         (10, '＝1+1', 0, NULL)`,
+         (10, '＝1+1', 0, NULL),
+         (11, E'\\u2003=1', 0, NULL)`,
     );
   });
   const exportCsv = (query: Record<string, string> = {}) =>
@@ -424,6 +425,7 @@ describe('CSV for spreadsheets (OWASP: CSV injection)', () => {
         '8,,0,,',
         `9,"' \n=1",0,,`,
         `10,'＝1+1,0,,`,
+        `11,'\u2003=1,0,,`,
         '',
       ].join('\n'),
     );
