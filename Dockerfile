@@ -14,6 +14,8 @@ COPY bin ./bin
 COPY deploy/esbuild-plugins.cjs ./deploy/esbuild-plugins.cjs
 # The CORS policy the host serves under: npm run build puts it beside dist/serverless.yml.
 COPY deploy/cors-plugin.cjs ./deploy/cors-plugin.cjs
+# DBADMIN_RESERVED_CONCURRENCY as packaging applies it, for the Lambda total npm run build prints.
+COPY deploy/concurrency-plugin.cjs ./deploy/concurrency-plugin.cjs
 COPY console ./console
 COPY functions ./functions
 COPY lib ./lib
