@@ -4,6 +4,7 @@ import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { hubProvisioning } from '../lib/db/role-admin';
 import { scramVerifier } from '../lib/db/scram';
 import { freePort } from './free-port';
 import { type EmbeddedMajor, loadEmbeddedPostgres, serverDataDir } from './postgres-reach';
@@ -21,8 +22,8 @@ export interface EmbeddedDatabase {
 
 /**
  * The database role dbadmin runs as when it brings its own PostgreSQL, and the database it owns.
- * CREATEROLE and owning the database are all it needs: it makes each schema's roles, grants
- * itself membership in them, and creates schemas in its database. Never a superuser, so a
+ * CREATEROLE and owning the database are all it needs: it creates schemas in its database, and
+ * each schema's roles through the hub provisioned for it (lib/db/role-admin). Never a superuser, so a
  * mistake of ours is never a mistake with superuser rights.
  */
 export const SERVICE_ROLE = 'dbadmin';
@@ -75,6 +76,7 @@ async function provision(superuserUrl: string, password: string): Promise<void> 
   await service.connect();
   try {
     await service.query(REVOKE_WAL_MESSAGES);
+    await service.query(hubProvisioning(SERVICE_ROLE));
   } finally {
     await service.end();
   }

@@ -6,6 +6,7 @@ import { assertTenantSchema } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { withTransaction } from '#lib/db/pool';
 import { measureSchema, overStorageQuota, type Quota, refreshQuotas } from '#lib/db/quotas';
+import { withRoleAdmin } from '#lib/db/role-admin';
 import { TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
 import { lockSchema, roleExists } from '#lib/db/schema-roles';
 import { loggedError, logger } from '#lib/log';
@@ -61,13 +62,14 @@ export async function setQuota(
       const login = schemaUser(schema);
       if (await roleExists(client, login)) {
         const role = quoteIdent(login);
-        await client.query(
-          `ALTER ROLE ${role} CONNECTION LIMIT ${input.connectionLimit ?? TENANT_CONNECTION_LIMIT}`,
-        );
-        await client.query(
+        const timeout =
           input.statementTimeoutMs === null
             ? `ALTER ROLE ${role} RESET statement_timeout`
-            : `ALTER ROLE ${role} SET statement_timeout = ${Math.trunc(input.statementTimeoutMs)}`,
+            : `ALTER ROLE ${role} SET statement_timeout = ${Math.trunc(input.statementTimeoutMs)}`;
+        await withRoleAdmin(client, schema, (roles) =>
+          roles.run(
+            `ALTER ROLE ${role} CONNECTION LIMIT ${input.connectionLimit ?? TENANT_CONNECTION_LIMIT}; ${timeout}`,
+          ),
         );
       }
     },

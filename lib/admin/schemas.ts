@@ -7,9 +7,17 @@ import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { DBADMIN_SCHEMAS } from '#lib/db/own-schemas';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { ROLE_SUFFIXES, TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
-import { dropSchemaRoles, revoking, shutOutSchema } from '#lib/db/role-revocation';
-import { lockSchema, prepareSchemaRole, roleExists, unprepareRoles } from '#lib/db/schema-roles';
+import { type RoleAdmin, withRoleAdmin } from '#lib/db/role-admin';
+import { ROLE_SUFFIXES, roleName, TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
+import { dropRole, dropSchemaRoles, revoking, shutOutSchema } from '#lib/db/role-revocation';
+import {
+  lockSchema,
+  prepareSchemaRole,
+  roleExists,
+  schemaOwner,
+  unprepareRoles,
+  workAsOwner,
+} from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 
@@ -126,20 +134,28 @@ export async function createSchema(
           );
         }
       }
-      const role = quoteIdent(username);
-      const schema = quoteIdent(schemaName, 'schema name');
-      await client.query(
-        `CREATE ROLE ${role} LOGIN CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT} PASSWORD ${quoteLiteral(await scramVerifier(password))}`,
-      );
       // Keys of an earlier schema of this name (deleted halfway, or raced) never open this one.
       await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
-      // Membership lets an admin that is not a superuser (RDS) create the schema for the role and
-      // manage what the role owns.
-      await client.query(`GRANT ${role} TO CURRENT_USER`);
-      await client.query(`CREATE SCHEMA ${schema} AUTHORIZATION ${role}`);
-      // The tenant's own sessions look in its schema, and nowhere another tenant can write.
-      await client.query(`ALTER ROLE ${role} SET search_path = ${schema}`);
-      await prepareSchemaRole(client, secret, schemaName, 'exec');
+      const owner = roleName(schemaName, 'owner');
+      const [o, u] = [quoteIdent(owner), quoteIdent(username)];
+      const schema = quoteIdent(schemaName, 'schema name');
+      const verifier = quoteLiteral(await scramVerifier(password));
+      await withRoleAdmin(client, schemaName, async (roles) => {
+        await roles.run(`
+          CREATE ROLE ${o} NOLOGIN;
+          CREATE ROLE ${u} LOGIN CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT} PASSWORD ${verifier};
+          GRANT ${o} TO ${u}`);
+        await roles.made(owner);
+        await roles.made(username);
+        // The owner's rights to create the schema for it; the user's ADMIN OPTION for workAsOwner.
+        await roles.lend([owner]);
+        await roles.lend([username], { admin: true });
+        await client.query(`CREATE SCHEMA ${schema} AUTHORIZATION ${o}`);
+        // The tenant's own sessions look in its schema, and nowhere another tenant can write.
+        await roles.run(`ALTER ROLE ${u} SET search_path = ${schema}`);
+        await workAsOwner(client, schemaName, username, owner);
+        await prepareSchemaRole(client, secret, schemaName, 'exec', roles);
+      });
     },
     { audit },
   );
@@ -212,9 +228,12 @@ export async function deleteSchema(
       await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
       await client.query('DELETE FROM _dbadmin.tenant_quotas WHERE schema_name = $1', [schemaName]);
       await forgetSchemaRecords(client, schemaName);
-      await dropSchema(client, schemaName, cascade);
-      await dropSchemaRoles(client, schemaName);
-      if (await roleExists(client, username)) await dropUser(client, username);
+      await withRoleAdmin(client, schemaName, async (roles) => {
+        await dropSchema(client, roles, schemaName, cascade);
+        await dropSchemaRoles(client, roles, schemaName);
+        if (await roleExists(client, username)) await dropUser(client, roles, username);
+        await roles.release();
+      });
       await client.query('DELETE FROM _dbadmin.schema_locks WHERE schema_name = $1', [schemaName]);
     },
     { audit },
@@ -229,7 +248,10 @@ const schemaNotEmpty = (schemaName: string, cause?: unknown) =>
     cause,
   );
 
-async function dropSchema(client: pg.ClientBase, schemaName: string, cascade: boolean) {
+async function dropSchema(client: pg.ClientBase, roles: RoleAdmin, schemaName: string, cascade: boolean) {
+  const owner = await schemaOwner(client, schemaName);
+  // The owner's rights, when one of the schema's roles owns it (the service may own it itself).
+  if (owner !== undefined && (await roles.administers(owner))) await roles.lend([owner]);
   try {
     await client.query(`DROP SCHEMA ${quoteIdent(schemaName, 'schema name')}${cascade ? ' CASCADE' : ''}`);
   } catch (error) {
@@ -239,12 +261,9 @@ async function dropSchema(client: pg.ClientBase, schemaName: string, cascade: bo
 }
 
 /** Objects the user still owns outside its schema are kept (handed to the admin), not dropped. */
-async function dropUser(client: pg.ClientBase, username: string) {
-  const role = quoteIdent(username);
+async function dropUser(client: pg.ClientBase, roles: RoleAdmin, username: string) {
   try {
-    await client.query(`REASSIGN OWNED BY ${role} TO CURRENT_USER`);
-    await client.query(`DROP OWNED BY ${role}`);
-    await client.query(`DROP ROLE ${role}`);
+    await dropRole(client, roles, username);
   } catch (error) {
     if (isPgError(error) && error.code === '2BP01') {
       throw new BadRequest(

@@ -96,7 +96,9 @@ const SERIAL_COLUMNS = `
     FROM pg_depend d
     JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
     JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
-   WHERE d.refobjid = $1::regclass AND d.deptype = 'a' AND d.classid = 'pg_class'::regclass`;
+   WHERE d.refobjid = (SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE n.nspname = $1 AND c.relname = $2)
+     AND d.deptype = 'a' AND d.classid = 'pg_class'::regclass`;
 
 /**
  * A new table with the source's columns, defaults, constraints and indexes (LIKE ... INCLUDING
@@ -111,8 +113,11 @@ export async function cloneTable(
   await assertNoTable(access.catalog, schema, newTableName);
   const from = qualified(schema, table);
   const to = qualified(schema, newTableName);
+  // By name, not `::regclass`: resolving a qualified name needs USAGE on the schema, a right the
+  // service's role does not hold in a tenant's (lib/db/role-admin).
   const serials = await access.catalog.query<{ column_name: string; sequence_name: string }>(SERIAL_COLUMNS, [
-    from,
+    schema,
+    table,
   ]);
   // The copy evaluates the source's checks, domains and index expressions: as the schema's role.
   await access.run((client) =>

@@ -357,6 +357,18 @@ export const MIGRATIONS: readonly Migration[] = [
       REVOKE ALL ON FUNCTION _dbadmin_audit.idempotency_bound(pg_catalog.bytea, pg_catalog.bytea) FROM PUBLIC;
       GRANT EXECUTE ON FUNCTION _dbadmin_audit.idempotency_bound(pg_catalog.bytea, pg_catalog.bytea) TO PUBLIC`,
   },
+  {
+    id: 16,
+    name: 'role shards',
+    // The roles that make and administer tenants' roles, so that the service is a member of none
+    // (lib/db/role-admin), and how many schemas' roles each holds. Only the service reads it; what
+    // a shard administers is PostgreSQL's own record (the shard's membership in the role).
+    sql: `
+      CREATE TABLE _dbadmin.role_shards (
+        shard   text PRIMARY KEY,
+        schemas integer NOT NULL DEFAULT 0 CHECK (schemas >= 0)
+      )`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

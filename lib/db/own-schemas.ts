@@ -4,4 +4,6 @@
 export const INTERNAL_SCHEMA = '_dbadmin';
 /** The audit log's door and inbox, apart from INTERNAL_SCHEMA so every login may reach them. */
 export const AUDIT_SCHEMA = '_dbadmin_audit';
-export const DBADMIN_SCHEMAS: readonly string[] = [INTERNAL_SCHEMA, AUDIT_SCHEMA];
+/** The doors of the roles that administer tenants' roles (lib/db/role-admin); the service's alone. */
+export const ROLES_SCHEMA = '_dbadmin_roles';
+export const DBADMIN_SCHEMAS: readonly string[] = [INTERNAL_SCHEMA, AUDIT_SCHEMA, ROLES_SCHEMA];

@@ -3,6 +3,7 @@ import type { AuditDraft } from '#lib/db/audit-log';
 import { quoteIdent } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
+import { type RoleAdmin, withRoleAdmin } from '#lib/db/role-admin';
 import { ROLE_SUFFIXES, roleName } from '#lib/db/role-names';
 import { LOCK_WAIT, roleExists, unprepareRoles, upsertLogin } from '#lib/db/schema-roles';
 import { ApiError } from '#lib/errors';
@@ -21,20 +22,6 @@ const endSessions = (client: pg.ClientBase | pg.Pool, roles: string[]) =>
   );
 
 /**
- * The service made the role: it grants itself each one it makes (upsertLogin). Not someone else's
- * role of the same name; a tenant cannot make roles at all (no CREATEROLE).
- */
-async function madeByService(client: pg.ClientBase, role: string): Promise<boolean> {
-  const { rowCount } = await client.query(
-    `SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles r ON r.oid = m.roleid
-      WHERE r.rolname = $1 AND m.member = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER)`,
-    [role],
-  );
-  // Two rows on PostgreSQL 16+ unless the service is superuser: CREATE ROLE's grant, and upsertLogin's.
-  return (rowCount ?? 0) > 0;
-}
-
-/**
  * The schema is gone (its owner may drop it) but its login roles are not: nothing legitimate logs
  * in as them any more (deleting a schema through the API drops them), so each one the service
  * made gets the password the secret derives and NOLOGIN. Within the caller's transaction, under
@@ -42,12 +29,15 @@ async function madeByService(client: pg.ClientBase, role: string): Promise<boole
  */
 export async function shutLogins(client: pg.ClientBase, secret: string, schema: string): Promise<string[]> {
   const shut: string[] = [];
-  for (const kind of ['exec', 'svc', 'anon'] as const) {
-    const role = roleName(schema, kind);
-    if (!(await madeByService(client, role))) continue;
-    await upsertLogin(client, secret, role, false);
-    shut.push(role);
-  }
+  await withRoleAdmin(client, schema, async (roles) => {
+    for (const kind of ['exec', 'svc', 'anon'] as const) {
+      const role = roleName(schema, kind);
+      // Not someone else's role of the same name; a tenant cannot make roles at all.
+      if (!(await roles.administers(role))) continue;
+      await upsertLogin(client, roles, secret, role, false);
+      shut.push(role);
+    }
+  });
   await unprepareRoles(client, schema);
   return shut;
 }
@@ -91,19 +81,35 @@ export async function revoking<T>(
  * revoking, before their sessions are ended, so none can slip back in).
  */
 export async function shutOutSchema(client: pg.ClientBase, schema: string): Promise<void> {
+  const existing: string[] = [];
   for (const suffix of ROLE_SUFFIXES) {
     const role = `${schema}${suffix}`;
-    if (await roleExists(client, role)) await client.query(`ALTER ROLE ${quoteIdent(role)} NOLOGIN`);
+    if (await roleExists(client, role)) existing.push(`ALTER ROLE ${quoteIdent(role)} NOLOGIN;`);
   }
+  if (existing.length > 0) await withRoleAdmin(client, schema, (roles) => roles.run(existing.join('\n')));
 }
 
 /** Schema deletion takes its roles along (grants and default privileges included); not `_user`. */
-export async function dropSchemaRoles(client: pg.ClientBase, schema: string): Promise<void> {
+export async function dropSchemaRoles(
+  client: pg.ClientBase,
+  roles: RoleAdmin,
+  schema: string,
+): Promise<void> {
   for (const kind of ['anon', 'svc', 'exec', 'owner'] as const) {
     const role = `${schema}_${kind}`;
-    if (!(await roleExists(client, role))) continue;
-    await client.query(`REASSIGN OWNED BY ${quoteIdent(role)} TO CURRENT_USER`);
-    await client.query(`DROP OWNED BY ${quoteIdent(role)}`);
-    await client.query(`DROP ROLE ${quoteIdent(role)}`);
+    if (await roleExists(client, role)) await dropRole(client, roles, role);
   }
+}
+
+/**
+ * Drops the role; what it owns elsewhere is handed to the service, its privileges dropped. Its
+ * rights lent for that (REASSIGN and DROP OWNED need them).
+ */
+export async function dropRole(client: pg.ClientBase, roles: RoleAdmin, role: string): Promise<void> {
+  const r = quoteIdent(role);
+  await roles.lend([role]);
+  await client.query(`REASSIGN OWNED BY ${r} TO CURRENT_USER`);
+  await client.query(`DROP OWNED BY ${r}`);
+  await roles.run(`DROP ROLE ${r}`);
+  roles.dropped(role);
 }

@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { schemaBusy } from '#lib/db/pg-errors';
+import { type RoleAdmin, withRoleAdmin } from '#lib/db/role-admin';
 import {
   ROLE_CONNECTION_LIMIT,
   type RoleKind,
@@ -17,7 +18,9 @@ import { NotFound } from '#lib/errors';
 /**
  * Making a schema's roles (lib/db/role-names) and granting them their rights, within the caller's
  * transaction: the owner, the logins with their derived passwords, the grants on what the schema
- * holds and will hold. Taking them away again is lib/db/role-revocation's.
+ * holds and will hold. Taking them away again is lib/db/role-revocation's. Role statements run as
+ * the roles' administrator, and the owner's rights are lent to the service while it grants in the
+ * schema (lib/db/role-admin).
  */
 
 /**
@@ -42,7 +45,7 @@ export async function roleExists(client: pg.ClientBase, role: string): Promise<b
 }
 
 /** The current owner of the schema. */
-async function schemaOwner(client: pg.ClientBase, schema: string): Promise<string | undefined> {
+export async function schemaOwner(client: pg.ClientBase, schema: string): Promise<string | undefined> {
   const { rows } = await client.query<{ owner: string }>(
     'SELECT pg_catalog.pg_get_userbyid(nspowner) AS owner FROM pg_catalog.pg_namespace WHERE nspname = $1',
     [schema],
@@ -50,22 +53,25 @@ async function schemaOwner(client: pg.ClientBase, schema: string): Promise<strin
   return rows[0]?.owner;
 }
 
-/** Creates the login role, or resets its password; LOGIN or NOLOGIN as asked. */
+/**
+ * Creates the login role, or resets its password; LOGIN or NOLOGIN as asked. Settings the role
+ * gave itself (any role may) go with every reset.
+ */
 export async function upsertLogin(
   client: pg.ClientBase,
+  roles: RoleAdmin,
   secret: string,
   role: string,
   login: boolean,
 ): Promise<boolean> {
   const exists = await roleExists(client, role);
+  const r = quoteIdent(role);
   const verifier = quoteLiteral(await scramVerifier(rolePassword(secret, role), DERIVED_ITERATIONS));
   const attributes = `${login ? 'LOGIN' : 'NOLOGIN'} NOINHERIT CONNECTION LIMIT ${ROLE_CONNECTION_LIMIT} PASSWORD ${verifier}`;
-  await client.query(`${exists ? 'ALTER' : 'CREATE'} ROLE ${quoteIdent(role)} ${attributes}`);
-  // Settings the role gave itself (any role may) go with every reset.
-  if (exists) await client.query(`ALTER ROLE ${quoteIdent(role)} RESET ALL`);
-  // The service is a member of each role it made (never the other way round): it may cancel
-  // their statements and, on PostgreSQL 16+, manage them.
-  if (!exists) await client.query(`GRANT ${quoteIdent(role)} TO CURRENT_USER`);
+  await roles.run(
+    exists ? `ALTER ROLE ${r} ${attributes}; ALTER ROLE ${r} RESET ALL` : `CREATE ROLE ${r} ${attributes}`,
+  );
+  if (!exists) await roles.made(role);
   return !exists;
 }
 
@@ -76,33 +82,48 @@ export async function upsertLogin(
  * `<schema>_user` owned (made before this role existed) is handed over, objects included; the
  * user becomes a member that works as the owner by default, with all of the owner's rights.
  */
-async function ensureOwner(client: pg.ClientBase, schema: string): Promise<string> {
+async function ensureOwner(client: pg.ClientBase, roles: RoleAdmin, schema: string): Promise<string> {
   const owner = roleName(schema, 'owner');
   const o = quoteIdent(owner);
   if (!(await roleExists(client, owner))) {
-    await client.query(`CREATE ROLE ${o} NOLOGIN`);
-    await client.query(`GRANT ${o} TO CURRENT_USER`);
+    await roles.run(`CREATE ROLE ${o} NOLOGIN`);
+    await roles.made(owner);
   }
+  await roles.lend([owner]);
   const user = `${schema}_user`;
   if ((await schemaOwner(client, schema)) === user) {
     const u = quoteIdent(user);
     const s = quoteIdent(schema, 'schema name');
-    await client.query(`GRANT ${o} TO ${u}`);
     // Key roles made before the owner existed were members of the user: no longer.
+    const keys = [];
     for (const kind of ['svc', 'anon'] as const) {
       const key = `${schema}_${kind}`;
-      if (await roleExists(client, key)) await client.query(`REVOKE ${u} FROM ${quoteIdent(key)}`);
+      if (await roleExists(client, key)) keys.push(`REVOKE ${u} FROM ${quoteIdent(key)};`);
     }
+    await roles.run(
+      `GRANT ${o} TO ${u}; ${keys.join(' ')} ALTER ROLE ${u} CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT}`,
+    );
+    await roles.lend([user], { admin: true });
     await client.query(`ALTER SCHEMA ${s} OWNER TO ${o}`);
     await client.query(`REASSIGN OWNED BY ${u} TO ${o}`);
-    await client.query(`ALTER ROLE ${u} CONNECTION LIMIT ${TENANT_CONNECTION_LIMIT}`);
-    await client.query(`ALTER ROLE ${u} SET role = ${quoteLiteral(owner)}`);
-    // Should the tenant work as itself after all, what it makes stays reachable for the schema.
-    await client.query(`
-      ALTER DEFAULT PRIVILEGES FOR ROLE ${u} IN SCHEMA ${s} GRANT ALL ON TABLES TO ${o};
-      ALTER DEFAULT PRIVILEGES FOR ROLE ${u} IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${o}`);
+    await workAsOwner(client, schema, user, owner);
   }
   return owner;
+}
+
+/**
+ * The tenant's login works as the schema's owner from its first statement; should the tenant work
+ * as itself after all, what it makes stays reachable for the schema. The user's rights and its
+ * ADMIN OPTION lent (ALTER ROLE ... SET role cannot run in a shard's door).
+ */
+export async function workAsOwner(client: pg.ClientBase, schema: string, user: string, owner: string) {
+  const u = quoteIdent(user);
+  const s = quoteIdent(schema, 'schema name');
+  const o = quoteIdent(owner);
+  await client.query(`ALTER ROLE ${u} SET role = ${quoteLiteral(owner)}`);
+  await client.query(`
+    ALTER DEFAULT PRIVILEGES FOR ROLE ${u} IN SCHEMA ${s} GRANT ALL ON TABLES TO ${o};
+    ALTER DEFAULT PRIVILEGES FOR ROLE ${u} IN SCHEMA ${s} GRANT ALL ON SEQUENCES TO ${o}`);
 }
 
 /**
@@ -134,10 +155,16 @@ async function grantOnRelations(
 }
 
 /** The grants that make `<schema>_exec` (and svc, through the same owner) act in the schema. */
-async function grantExec(client: pg.ClientBase, schema: string, exec: string, owner: string): Promise<void> {
+async function grantExec(
+  client: pg.ClientBase,
+  roles: RoleAdmin,
+  schema: string,
+  exec: string,
+  owner: string,
+): Promise<void> {
   const s = quoteIdent(schema, 'schema name');
   const o = quoteIdent(owner);
-  await client.query(`GRANT ${o} TO ${quoteIdent(exec)}`);
+  await roles.run(`GRANT ${o} TO ${quoteIdent(exec)}`);
   await client.query(`GRANT USAGE, CREATE ON SCHEMA ${s} TO ${o}`);
   // Tables the service's own role made there (ad-hoc SQL with the admin's rights), now and later.
   await grantOnRelations(client, schema, 'ALL', owner);
@@ -182,21 +209,26 @@ export async function prepareSchemaRole(
   secret: string,
   schema: string,
   kind: RoleKind,
+  /** The administrator of a schema being made (lib/admin/schemas), that has lent its owner already. */
+  making?: RoleAdmin,
 ): Promise<SchemaRole> {
   const exec = roleName(schema, 'exec');
   const role = roleName(schema, kind);
   await client.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
   try {
     if ((await lockSchema(client, schema)).closing) throw schemaClosing(schema);
-    const owner = await ensureOwner(client, schema);
-    await upsertLogin(client, secret, exec, true);
-    await grantExec(client, schema, exec, owner);
-    if (kind !== 'exec') {
+    const prepare = async (roles: RoleAdmin) => {
+      const owner = await ensureOwner(client, roles, schema);
+      await upsertLogin(client, roles, secret, exec, true);
+      await grantExec(client, roles, schema, exec, owner);
+      if (kind === 'exec') return;
       const login = await hasActiveKey(client, schema, kind);
-      await upsertLogin(client, secret, role, login);
-      if (kind === 'svc') await client.query(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
+      await upsertLogin(client, roles, secret, role, login);
+      if (kind === 'svc') await roles.run(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
       else await grantAnon(client, schema, role, owner);
-    }
+    };
+    if (making) await prepare(making);
+    else await withRoleAdmin(client, schema, prepare);
     // Prepared for this schema (not one dropped and made again under its name), with this secret,
     // as this version of the code prepares: a change to any of them makes it prepared again.
     await client.query(
@@ -288,15 +320,17 @@ export async function resetKeyRole(
   kind: RoleKind,
 ): Promise<void> {
   const role = roleName(schema, kind);
-  if (await roleExists(client, role))
-    await upsertLogin(client, secret, role, await hasActiveKey(client, schema, kind));
   const exec = roleName(schema, 'exec');
-  if (await roleExists(client, exec)) await upsertLogin(client, secret, exec, true);
+  await withRoleAdmin(client, schema, async (roles) => {
+    if (await roleExists(client, role))
+      await upsertLogin(client, roles, secret, role, await hasActiveKey(client, schema, kind));
+    if (await roleExists(client, exec)) await upsertLogin(client, roles, secret, exec, true);
+  });
   await unprepareRoles(client, schema);
 }
 
 /**
- * DBADMIN_SECRET changed: each login role of the schema that exists gets the password the new
+ * DBADMIN_SECRET changed: each login role of the schema the service administers gets the password the new
  * secret derives, LOGIN as prepareSchemaRole leaves it (`_exec` always, a key role while an active
  * key of its type exists). Creates nothing. Within the caller's transaction, under lockSchema (see
  * revoking); answers the roles reset.
@@ -307,12 +341,16 @@ export async function rederiveLogins(
   schema: string,
 ): Promise<string[]> {
   const reset: string[] = [];
-  for (const kind of ['exec', 'svc', 'anon'] as const) {
-    const role = roleName(schema, kind);
-    if (!(await roleExists(client, role))) continue;
-    await upsertLogin(client, secret, role, kind === 'exec' || (await hasActiveKey(client, schema, kind)));
-    reset.push(role);
-  }
+  await withRoleAdmin(client, schema, async (roles) => {
+    for (const kind of ['exec', 'svc', 'anon'] as const) {
+      const role = roleName(schema, kind);
+      // Not a role someone else made under the name (in another database of the server, say).
+      if (!(await roles.administers(role))) continue;
+      const login = kind === 'exec' || (await hasActiveKey(client, schema, kind));
+      await upsertLogin(client, roles, secret, role, login);
+      reset.push(role);
+    }
+  });
   await unprepareRoles(client, schema);
   return reset;
 }

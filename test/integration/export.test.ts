@@ -6,7 +6,7 @@ import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { jsonRowTypes } from '#lib/db/json-rows';
 import { closePool } from '#lib/db/pool';
 import { asTenant, bearer, createKey } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { withAdminClient, withOwnerClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { freshSchema } from '#test/support/tables';
@@ -290,7 +290,7 @@ describe('a whole table, page by page', () => {
   let schema: string;
   beforeAll(async () => {
     schema = await freshSchema('expages');
-    await withAdminClient((c) =>
+    await withOwnerClient(schema, (c) =>
       c.query(`CREATE TABLE "${schema}".n (id int PRIMARY KEY, grp int, label text);
                INSERT INTO "${schema}".n SELECT g, g % 3, 'row ' || g FROM generate_series(1, 25) g;
                CREATE TABLE "${schema}".keyless (a int); INSERT INTO "${schema}".keyless VALUES (1), (2);`),
@@ -340,7 +340,7 @@ describe('a whole table, page by page', () => {
   });
 
   it('answers a page of none after a cursor whose rows were deleted meanwhile, for a key too', async () => {
-    await withAdminClient((c) =>
+    await withOwnerClient(schema, (c) =>
       c.query(`CREATE TABLE "${schema}".shrinking AS SELECT g AS id FROM generate_series(1, 15) g;
                                           ALTER TABLE "${schema}".shrinking ADD PRIMARY KEY (id)`),
     );

@@ -1,7 +1,7 @@
 import { handler as rows } from '#functions/rows';
 import { handler as tables } from '#functions/tables';
 import { closePool } from '#lib/db/pool';
-import { withAdminClient } from '#test/support/db';
+import { withAdminClient, withOwnerClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { freshSchema } from '#test/support/tables';
 
@@ -363,7 +363,7 @@ describe('POST /api/table/:tableName/clone', () => {
 describe('DELETE /api/table/:tableName', () => {
   it('refuses a table others reference, naming them, unless cascade=true', async () => {
     await createTable('parents', [{ name: 'id', type: 'INTEGER', primaryKey: true }]);
-    await withAdminClient((c) =>
+    await withOwnerClient(schema, (c) =>
       c.query(
         `CREATE TABLE "${schema}".children (id int PRIMARY KEY, parent int REFERENCES "${schema}".parents (id))`,
       ),

@@ -3,7 +3,7 @@ import { handler as tables } from '#functions/tables';
 import { jsonRowTypes } from '#lib/db/json-rows';
 import { closePool } from '#lib/db/pool';
 import { boundedQuery } from '#lib/db/result-limits';
-import { withAdminClient } from '#test/support/db';
+import { withAdminClient, withServiceClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { TcpProxy } from '#test/support/tcp-proxy';
 
@@ -50,7 +50,8 @@ describe('result memory', () => {
     async (format) => {
       jest.setTimeout(60_000);
       const table = `huge_${format}_${Date.now()}`;
-      await withAdminClient((c) =>
+      // The service's own, in public: as the admin's runAs admin SQL makes them.
+      await withServiceClient((c) =>
         c.query(`CREATE TABLE public.${table} (id int PRIMARY KEY, v text);
                INSERT INTO public.${table} VALUES (1, repeat('x', 100000000))`),
       );
@@ -62,7 +63,7 @@ describe('result memory', () => {
         expect(reply.status).toBe(413);
         expect(proxy.bytesToClients - before).toBeLessThan(30_000_000);
       } finally {
-        await withAdminClient((c) => c.query(`DROP TABLE public.${table}`));
+        await withServiceClient((c) => c.query(`DROP TABLE public.${table}`));
       }
     },
   );

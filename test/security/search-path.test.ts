@@ -3,7 +3,7 @@ import { handler as schemas } from '#functions/schemas';
 import { handler as tables } from '#functions/tables';
 import { closePool } from '#lib/db/pool';
 import { createKey, plantCanary, serviceRole, sightings, sqlAs } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { withAdminClient, withServiceClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { freshSchema } from '#test/support/tables';
@@ -83,7 +83,7 @@ describe('the service resolves no tenant-made operator or function', () => {
       await c.query(`${plantCanary(role)}; ${hijack(role)}; ${operator(role)}`);
     });
     try {
-      await withAdminClient((c) => c.query("SELECT 'a'::name || 'b'"));
+      await withServiceClient((c) => c.query("SELECT 'a'::name || 'b'"));
       expect((await sightings(role)).length).toBe(1);
 
       expect(await adminCatalogReads(victim)).toEqual([200, 200, 200, 404, 200]);

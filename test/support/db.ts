@@ -1,7 +1,22 @@
 import pg from 'pg';
 
-/** A direct connection for assertions about the catalog, independent of the code under test. */
+/**
+ * A direct connection for assertions about the catalog, independent of the code under test: as
+ * the superuser in the service's database when the tests started the server (the service's role
+ * holds no tenant's rights, lib/db/role-admin), else as DATABASE_URL's role.
+ */
 export async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: adminUrl() });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A connection as the service's own role (DATABASE_URL), with its rights and its defaults. */
+export async function withServiceClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
   await client.connect();
   try {
@@ -20,3 +35,22 @@ export const roleExists = (name: string) =>
   withAdminClient(
     async (c) => (await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [name])).rowCount === 1,
   );
+
+function adminUrl(): string | undefined {
+  const superuser = process.env.DBADMIN_TEST_SUPERUSER_URL;
+  const service = process.env.DATABASE_URL;
+  if (!superuser || !service) return service;
+  const url = new URL(superuser);
+  url.pathname = new URL(service).pathname;
+  return url.toString();
+}
+
+/**
+ * As withAdminClient, working as the schema's owner: what it makes in the schema is the tenant's,
+ * as if the tenant had made it (the service's role can make nothing there).
+ */
+export const withOwnerClient = <T>(schema: string, work: (client: pg.Client) => Promise<T>): Promise<T> =>
+  withAdminClient(async (client) => {
+    await client.query(`SET ROLE ${pg.escapeIdentifier(`${schema}_owner`)}`);
+    return work(client);
+  });

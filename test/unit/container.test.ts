@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { SETTING_NAMES } from '#lib/config';
+import { hubProvisioning } from '#lib/db/role-admin';
 import { envPairs, parseDockerfile } from '#test/support/dockerfile';
 import { REVOKE_WAL_MESSAGES } from '../../bin/embedded-postgres';
 
@@ -40,6 +41,8 @@ describe('docker-compose.yml', () => {
     expect(init).toMatch(/PASSWORD :'pw'/);
     // The same revocation the embedded server gets (test/security/anon-leaves-nothing), in dbadmin's database.
     expect(init).toContain(`\\connect dbadmin\n${REVOKE_WAL_MESSAGES};`);
+    // And the hub that makes tenants' roles, as the embedded server's provisioning makes it.
+    expect(init).toContain(hubProvisioning('dbadmin'));
   });
 
   it('passes the database password apart from the URL, so any character works', () => {

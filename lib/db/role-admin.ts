@@ -1,0 +1,261 @@
+import type pg from 'pg';
+import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { ROLES_SCHEMA } from '#lib/db/own-schemas';
+import { ROLE_SUFFIXES } from '#lib/db/role-names';
+
+/**
+ * Who changes a schema's roles, and how the service borrows their rights for one transaction.
+ *
+ * PostgreSQL 16+ makes whoever creates a role a member of it (with ADMIN OPTION), and checks each
+ * role statement (ALTER ROLE, GRANT role, DROP ROLE) by walking every membership of the role that
+ * runs it. Were the service the maker of every tenant's roles, that walk would grow with the
+ * tenants (at 1,000 schemas a key took 18 times as long to create as at the first), and the
+ * service would hold, for good, the rights of every tenant's owner: whatever a tenant planted
+ * that the service's own SQL touched would run with them.
+ *
+ * So the service is a member of no tenant role. The roles of up to SHARD_SCHEMAS schemas are
+ * made and administered by a shard, a NOLOGIN role `<service>_shard_<n>` whose one door is the
+ * SECURITY DEFINER function `_dbadmin_roles."<service>_shard_<n>"(text)`: it runs the role
+ * statements it is given, and only the service may call it. Shards are made by the hub,
+ * `<service>_tenants`, through `_dbadmin_roles.hub(text)`, which a superuser provisions once
+ * (hubProvisioning): the service cannot make the hub without becoming a member of it, and so of
+ * everything the hub's shards make.
+ *
+ * Where the service needs a role's rights (to create the schema for its owner, grant on its
+ * tables, drop what it owns), the shard lends them for the caller's transaction and takes them
+ * back before it commits (withRoleAdmin): a lend never outlives its transaction, and one that
+ * fails is rolled back with it.
+ *
+ * Without the hub (a server dbadmin did not provision, or the service a superuser), and for the
+ * roles of schemas made before shards existed, the service administers the roles itself as a
+ * member of each, as it always did: `direct`.
+ */
+
+/** Schemas whose roles one shard administers: what its own role statements walk stays this small. */
+export const SHARD_SCHEMAS = 100;
+
+const HUB_SCHEMA = ROLES_SCHEMA;
+const HUB = `${HUB_SCHEMA}.hub`;
+
+export interface RoleAdmin {
+  /** Runs role statements (CREATE/ALTER/DROP ROLE, GRANT/REVOKE a role) as the roles' administrator. */
+  run(statements: string): Promise<void>;
+  /** A role just made by `run`: recorded as the service's (administers). */
+  made(role: string): Promise<void>;
+  /** Whether the role is one this administrator made (not someone else's role of the same name). */
+  administers(role: string): Promise<boolean>;
+  /**
+   * The roles' rights, and with `admin` their ADMIN OPTION (ALTER ROLE ... SET role needs it), to
+   * the service until the end of withRoleAdmin's work.
+   */
+  lend(roles: readonly string[], options?: { admin?: boolean }): Promise<void>;
+  /** The role was dropped: nothing of it to give back. */
+  dropped(role: string): void;
+  /** The schema is gone: its shard has room for another. */
+  release(): Promise<void>;
+}
+
+interface Found {
+  service: string;
+  version: number;
+  superuser: boolean;
+  hub: boolean;
+  admin: string | null;
+}
+
+/**
+ * Runs `work` with the administrator of the schema's roles, within the caller's transaction (under
+ * lockSchema), and takes back whatever was lent before the transaction can commit.
+ */
+export async function withRoleAdmin<T>(
+  client: pg.ClientBase,
+  schema: string,
+  work: (roles: RoleAdmin) => Promise<T>,
+): Promise<T> {
+  const roles = await roleAdmin(client, schema);
+  const result = await work(roles);
+  await roles.giveBack();
+  return result;
+}
+
+type Lending = RoleAdmin & { giveBack(): Promise<void> };
+
+async function roleAdmin(client: pg.ClientBase, schema: string): Promise<Lending> {
+  const schemaRoles = ROLE_SUFFIXES.map((suffix) => `${schema}${suffix}`);
+  const { rows } = await client.query<Found>(
+    `SELECT CURRENT_USER AS service,
+            pg_catalog.current_setting('server_version_num')::int AS version,
+            (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER) AS superuser,
+            COALESCE(pg_catalog.has_function_privilege(
+              pg_catalog.to_regprocedure('${HUB}(pg_catalog.text)'), 'EXECUTE'), false) AS hub,
+            (SELECT a.rolname FROM pg_catalog.pg_auth_members m
+               JOIN pg_catalog.pg_roles r ON r.oid = m.roleid
+               JOIN pg_catalog.pg_roles a ON a.oid = m.member
+              WHERE r.rolname = ANY ($1::text[])
+                AND (a.rolname = CURRENT_USER OR a.rolname IN (SELECT shard FROM _dbadmin.role_shards))
+              ORDER BY a.rolname = CURRENT_USER LIMIT 1) AS admin`,
+    [schemaRoles],
+  );
+  const found = rows[0] as Found;
+  const direct = found.superuser || found.admin === found.service || (found.admin === null && !found.hub);
+  return direct ? administeredDirectly(client, found.service) : sharded(client, found);
+}
+
+const NOTHING = async () => undefined;
+
+/** The service administers the roles itself, a member of each (with its rights) from its making. */
+function administeredDirectly(client: pg.ClientBase, service: string): Lending {
+  const run = async (statements: string) => {
+    await client.query(statements);
+  };
+  return {
+    run,
+    made: (role) => run(`GRANT ${quoteIdent(role)} TO CURRENT_USER`),
+    administers: (role) => isMember(client, role, service),
+    lend: NOTHING,
+    dropped: () => undefined,
+    release: NOTHING,
+    giveBack: NOTHING,
+  };
+}
+
+/** A shard administers the roles; a schema that has none yet is given one when it first makes one. */
+function sharded(client: pg.ClientBase, found: Found): Lending {
+  let shard = found.admin;
+  const run = async (statements: string) => {
+    shard ??= await takeShard(client, found.service);
+    await client.query(`SELECT ${HUB_SCHEMA}.${quoteIdent(shard)}($1)`, [statements]);
+  };
+  const service = quoteIdent(found.service);
+  const names = (roles: Iterable<string>) => [...roles].map((role) => quoteIdent(role)).join(', ');
+  const lent = new Set<string>();
+  return {
+    run,
+    // PostgreSQL 16+ made the shard a member (with ADMIN OPTION) at CREATE ROLE; before 16, this
+    // membership is what records that the shard made it.
+    made: async (role) => {
+      if (found.version < 160000) await run(`GRANT ${quoteIdent(role)} TO CURRENT_USER`);
+    },
+    administers: async (role) => shard !== null && isMember(client, role, shard),
+    lend: async (roles, options) => {
+      if (roles.length === 0) return;
+      await run(`GRANT ${names(roles)} TO ${service}${options?.admin ? ' WITH ADMIN OPTION' : ''}`);
+      for (const role of roles) lent.add(role);
+    },
+    dropped: (role) => {
+      lent.delete(role);
+    },
+    release: async () => {
+      if (shard === null) return;
+      await client.query(
+        'UPDATE _dbadmin.role_shards SET schemas = GREATEST(schemas - 1, 0) WHERE shard = $1',
+        [shard],
+      );
+    },
+    giveBack: async () => {
+      if (lent.size === 0) return;
+      await run(`REVOKE ${names(lent)} FROM ${service}`);
+      lent.clear();
+    },
+  };
+}
+
+async function isMember(client: pg.ClientBase, role: string, member: string): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `SELECT 1 FROM pg_catalog.pg_auth_members m
+       JOIN pg_catalog.pg_roles r ON r.oid = m.roleid JOIN pg_catalog.pg_roles a ON a.oid = m.member
+      WHERE r.rolname = $1 AND a.rolname = $2`,
+    [role, member],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
+/**
+ * A shard with room for one more schema's roles: the fullest that is not full, so shards fill
+ * one by one; a new one when none has room. Schemas made at the same moment take different shards
+ * rather than wait for each other.
+ */
+async function takeShard(client: pg.ClientBase, service: string): Promise<string> {
+  const take = async () =>
+    (
+      await client.query<{ shard: string }>(
+        `UPDATE _dbadmin.role_shards SET schemas = schemas + 1
+          WHERE shard = (SELECT shard FROM _dbadmin.role_shards WHERE schemas < $1
+                          ORDER BY schemas DESC, shard LIMIT 1 FOR UPDATE SKIP LOCKED)
+          RETURNING shard`,
+        [SHARD_SCHEMAS],
+      )
+    ).rows[0]?.shard;
+  const free = await take();
+  if (free) return free;
+  // One maker of shards at a time: a table only the service can lock (no tenant can hold it).
+  await client.query('LOCK TABLE _dbadmin.role_shards IN SHARE ROW EXCLUSIVE MODE');
+  const freed = await take();
+  if (freed) return freed;
+  const { rows } = await client.query<{ made: string }>('SELECT count(*) AS made FROM _dbadmin.role_shards');
+  let n = Number(rows[0]?.made) + 1;
+  // A role of that name someone else made is not ours to use.
+  while (
+    (await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [`${service}_shard_${n}`]))
+      .rowCount
+  )
+    n++;
+  const shard = `${service}_shard_${n}`;
+  await client.query(`SELECT ${HUB}($1)`, [shardMaking(shard, service)]);
+  await client.query('INSERT INTO _dbadmin.role_shards (shard, schemas) VALUES ($1, 1)', [shard]);
+  return shard;
+}
+
+/**
+ * A door: runs the statements it is given with its owner's rights, search path pinned, nothing of
+ * the caller's. Only the service may call one.
+ */
+const doorMaking = (door: string, owner: string, service: string) =>
+  `CREATE FUNCTION ${door}(statements pg_catalog.text)
+  RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $door$ BEGIN EXECUTE statements; END $door$;
+REVOKE ALL ON FUNCTION ${door}(pg_catalog.text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ${door}(pg_catalog.text) TO ${quoteIdent(service)};
+ALTER FUNCTION ${door}(pg_catalog.text) OWNER TO ${owner};`;
+
+/**
+ * What the hub runs to make a shard: the role, and its door, which the hub creates and hands over
+ * (ALTER FUNCTION ... OWNER needs the hub able to act as the shard, and the shard allowed to
+ * create in the door's schema for that moment).
+ */
+function shardMaking(shard: string, service: string): string {
+  const s = quoteIdent(shard);
+  return `CREATE ROLE ${s} NOLOGIN NOINHERIT CREATEROLE;
+GRANT ${s} TO CURRENT_USER;
+GRANT CREATE ON SCHEMA ${HUB_SCHEMA} TO ${s};
+${doorMaking(`${HUB_SCHEMA}.${s}`, s, service)}
+REVOKE CREATE ON SCHEMA ${HUB_SCHEMA} FROM ${s};`;
+}
+
+/**
+ * What a superuser runs once in the service's database to give it shards (the embedded server's
+ * provisioning runs it at every start, deploy/postgres-init on the container's first start, and
+ * an operator by hand elsewhere; on RDS the master user can): the hub and its door;
+ * `pg_signal_backend` and `pg_read_all_stats`, with which the service cancels and ends tenants'
+ * sessions, and sees what they run, without being a member of their roles. Idempotent.
+ */
+export function hubProvisioning(service: string): string {
+  const hub = quoteIdent(`${service}_tenants`);
+  return `DO $hub$
+BEGIN
+  -- On PostgreSQL 16+ whoever makes the hub must be able to act as it to hand it its door (RDS's
+  -- master user is no superuser).
+  IF pg_catalog.current_setting('server_version_num')::int >= 160000 THEN
+    PERFORM pg_catalog.set_config('createrole_self_grant', 'set', true);
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(`${service}_tenants`)}) THEN
+    CREATE ROLE ${hub} NOLOGIN NOINHERIT CREATEROLE;
+  END IF;
+END $hub$;
+CREATE SCHEMA IF NOT EXISTS ${HUB_SCHEMA} AUTHORIZATION ${hub};
+REVOKE ALL ON SCHEMA ${HUB_SCHEMA} FROM PUBLIC;
+GRANT USAGE ON SCHEMA ${HUB_SCHEMA} TO ${quoteIdent(service)};
+DROP FUNCTION IF EXISTS ${HUB}(pg_catalog.text);
+${doorMaking(HUB, hub, service)}
+GRANT pg_signal_backend, pg_read_all_stats TO ${quoteIdent(service)};`;
+}
