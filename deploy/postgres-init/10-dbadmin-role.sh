@@ -23,14 +23,10 @@ BEGIN
 END $$;
 -- The hub: what makes and administers tenants' roles, so that dbadmin is a member of none of
 -- them (lib/db/role-admin.ts hubProvisioning); pg_signal_backend and pg_read_all_stats to end
--- their sessions and see what they run.
+-- their sessions and see what they run. One transaction: all of it or none.
+BEGIN;
 DO $hub$
 BEGIN
-  -- On PostgreSQL 16+ whoever makes the hub must be able to act as it to hand it its door (RDS's
-  -- master user is no superuser).
-  IF pg_catalog.current_setting('server_version_num')::int >= 160000 THEN
-    PERFORM pg_catalog.set_config('createrole_self_grant', 'set', true);
-  END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'dbadmin_tenants') THEN
     CREATE ROLE "dbadmin_tenants" NOLOGIN NOINHERIT CREATEROLE;
   END IF;
@@ -46,4 +42,5 @@ REVOKE ALL ON FUNCTION _dbadmin_roles.hub(pg_catalog.text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION _dbadmin_roles.hub(pg_catalog.text) TO "dbadmin";
 ALTER FUNCTION _dbadmin_roles.hub(pg_catalog.text) OWNER TO "dbadmin_tenants";
 GRANT pg_signal_backend, pg_read_all_stats TO "dbadmin";
+COMMIT;
 SQL

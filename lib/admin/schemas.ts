@@ -251,7 +251,8 @@ const schemaNotEmpty = (schemaName: string, cause?: unknown) =>
 async function dropSchema(client: pg.ClientBase, roles: RoleAdmin, schemaName: string, cascade: boolean) {
   const owner = await schemaOwner(client, schemaName);
   // The owner's rights, when one of the schema's roles owns it (the service may own it itself).
-  if (owner !== undefined && (await roles.administers(owner))) await roles.lend([owner]);
+  const ours = ROLE_SUFFIXES.some((suffix) => owner === `${schemaName}${suffix}`);
+  if (owner !== undefined && ours && (await roles.administers(owner))) await roles.lend([owner]);
   try {
     await client.query(`DROP SCHEMA ${quoteIdent(schemaName, 'schema name')}${cascade ? ' CASCADE' : ''}`);
   } catch (error) {

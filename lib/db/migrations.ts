@@ -361,13 +361,15 @@ export const MIGRATIONS: readonly Migration[] = [
     id: 16,
     name: 'role shards',
     // The roles that make and administer tenants' roles, so that the service is a member of none
-    // (lib/db/role-admin), and how many schemas' roles each holds. Only the service reads it; what
-    // a shard administers is PostgreSQL's own record (the shard's membership in the role).
+    // (lib/db/role-admin), and how many schemas' roles each holds; which one administers a
+    // schema's is recorded with the schema's lock row (PostgreSQL 15 lets a role grant and revoke
+    // membership in itself, so its catalog cannot say). Only the service reads or writes them.
     sql: `
       CREATE TABLE _dbadmin.role_shards (
         shard   text PRIMARY KEY,
         schemas integer NOT NULL DEFAULT 0 CHECK (schemas >= 0)
-      )`,
+      );
+      ALTER TABLE _dbadmin.schema_locks ADD COLUMN role_shard text`,
   },
 ];
 

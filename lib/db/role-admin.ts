@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { ROLES_SCHEMA } from '#lib/db/own-schemas';
 import { ROLE_SUFFIXES } from '#lib/db/role-names';
@@ -59,13 +59,21 @@ interface Found {
   service: string;
   version: number;
   superuser: boolean;
+  /** The hub may be used: its door, and the predefined roles the service then needs. */
   hub: boolean;
-  admin: string | null;
+  /** The shard recorded for the schema (_dbadmin.schema_locks.role_shard). */
+  shard: string | null;
+  /** Some role of the schema exists. */
+  roles: boolean;
+  /** The service is a member of one of them: made before shards existed. */
+  member: boolean;
 }
 
 /**
  * Runs `work` with the administrator of the schema's roles, within the caller's transaction (under
- * lockSchema), and takes back whatever was lent before the transaction can commit.
+ * lockSchema, so lends of one schema's roles never overlap), and takes back whatever was lent
+ * before the transaction can commit; should `work` fail, the transaction's rollback takes the
+ * lends back with everything else.
  */
 export async function withRoleAdmin<T>(
   client: pg.ClientBase,
@@ -80,6 +88,11 @@ export async function withRoleAdmin<T>(
 
 type Lending = RoleAdmin & { giveBack(): Promise<void> };
 
+/**
+ * Which shard administers a schema's roles is dbadmin's own record, not PostgreSQL's membership
+ * rows: before PostgreSQL 16 a role may grant and revoke membership in itself, so a tenant could
+ * forge those.
+ */
 async function roleAdmin(client: pg.ClientBase, schema: string): Promise<Lending> {
   const schemaRoles = ROLE_SUFFIXES.map((suffix) => `${schema}${suffix}`);
   const { rows } = await client.query<Found>(
@@ -87,18 +100,23 @@ async function roleAdmin(client: pg.ClientBase, schema: string): Promise<Lending
             pg_catalog.current_setting('server_version_num')::int AS version,
             (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER) AS superuser,
             COALESCE(pg_catalog.has_function_privilege(
-              pg_catalog.to_regprocedure('${HUB}(pg_catalog.text)'), 'EXECUTE'), false) AS hub,
-            (SELECT a.rolname FROM pg_catalog.pg_auth_members m
-               JOIN pg_catalog.pg_roles r ON r.oid = m.roleid
-               JOIN pg_catalog.pg_roles a ON a.oid = m.member
-              WHERE r.rolname = ANY ($1::text[])
-                AND (a.rolname = CURRENT_USER OR a.rolname IN (SELECT shard FROM _dbadmin.role_shards))
-              ORDER BY a.rolname = CURRENT_USER LIMIT 1) AS admin`,
-    [schemaRoles],
+                       pg_catalog.to_regprocedure('${HUB}(pg_catalog.text)'), 'EXECUTE'), false)
+              AND pg_catalog.pg_has_role('pg_signal_backend', 'USAGE')
+              AND pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') AS hub,
+            (SELECT role_shard FROM _dbadmin.schema_locks WHERE schema_name = $2) AS shard,
+            EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ANY ($1::text[])) AS roles,
+            EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m
+                      JOIN pg_catalog.pg_roles r ON r.oid = m.roleid
+                     WHERE r.rolname = ANY ($1::text[])
+                       AND m.member = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER)) AS member`,
+    [schemaRoles, schema],
   );
   const found = rows[0] as Found;
-  const direct = found.superuser || found.admin === found.service || (found.admin === null && !found.hub);
-  return direct ? administeredDirectly(client, found.service) : sharded(client, found);
+  if (found.superuser) return administeredDirectly(client, found.service);
+  if (found.shard !== null) return sharded(client, schema, found, found.shard);
+  // Roles the service made itself, or someone else's: as before shards. None yet: a shard's.
+  if (found.member || found.roles || !found.hub) return administeredDirectly(client, found.service);
+  return sharded(client, schema, found, null);
 }
 
 const NOTHING = async () => undefined;
@@ -119,28 +137,30 @@ function administeredDirectly(client: pg.ClientBase, service: string): Lending {
   };
 }
 
-/** A shard administers the roles; a schema that has none yet is given one when it first makes one. */
-function sharded(client: pg.ClientBase, found: Found): Lending {
-  let shard = found.admin;
+/** A shard administers the roles; a schema that has none yet is given one when it makes its first. */
+function sharded(client: pg.ClientBase, schema: string, found: Found, recorded: string | null): Lending {
+  let shard = recorded;
   const run = async (statements: string) => {
-    shard ??= await takeShard(client, found.service);
-    await client.query(`SELECT ${HUB_SCHEMA}.${quoteIdent(shard)}($1)`, [statements]);
+    shard ??= await takeShard(client, schema, found.service);
+    await client.query(`SELECT ${HUB_SCHEMA}.${pg.escapeIdentifier(shard)}($1)`, [statements]);
   };
-  const service = quoteIdent(found.service);
+  const service = pg.escapeIdentifier(found.service);
   const names = (roles: Iterable<string>) => [...roles].map((role) => quoteIdent(role)).join(', ');
   const lent = new Set<string>();
   return {
     run,
-    // PostgreSQL 16+ made the shard a member (with ADMIN OPTION) at CREATE ROLE; before 16, this
-    // membership is what records that the shard made it.
-    made: async (role) => {
-      if (found.version < 160000) await run(`GRANT ${quoteIdent(role)} TO CURRENT_USER`);
-    },
-    administers: async (role) => shard !== null && isMember(client, role, shard),
+    // PostgreSQL 16+ made the shard a member (with ADMIN OPTION) at CREATE ROLE; before 16 a
+    // membership is not needed to administer the role, and is not proof of anything.
+    made: NOTHING,
+    // Before 16 a role of the schema's name that exists is the shard's: createSchema refuses
+    // names taken, and no one else can make roles of them while the record stands.
+    administers: async (role) =>
+      shard !== null && (found.version < 160000 ? roleExists(client, role) : isMember(client, role, shard)),
     lend: async (roles, options) => {
-      if (roles.length === 0) return;
-      await run(`GRANT ${names(roles)} TO ${service}${options?.admin ? ' WITH ADMIN OPTION' : ''}`);
-      for (const role of roles) lent.add(role);
+      const more = options?.admin ? roles : roles.filter((role) => !lent.has(role));
+      if (more.length === 0) return;
+      await run(`GRANT ${names(more)} TO ${service}${options?.admin ? ' WITH ADMIN OPTION' : ''}`);
+      for (const role of more) lent.add(role);
     },
     dropped: (role) => {
       lent.delete(role);
@@ -170,12 +190,15 @@ async function isMember(client: pg.ClientBase, role: string, member: string): Pr
   return (rowCount ?? 0) > 0;
 }
 
+const roleExists = async (client: pg.ClientBase, role: string) =>
+  ((await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role])).rowCount ?? 0) > 0;
+
 /**
- * A shard with room for one more schema's roles: the fullest that is not full, so shards fill
- * one by one; a new one when none has room. Schemas made at the same moment take different shards
- * rather than wait for each other.
+ * A shard with room for one more schema's roles, recorded as the schema's: the fullest that is not
+ * full, so shards fill one by one; a new one when none has room. A shard another schema's making
+ * holds is passed over rather than waited for.
  */
-async function takeShard(client: pg.ClientBase, service: string): Promise<string> {
+async function takeShard(client: pg.ClientBase, schema: string, service: string): Promise<string> {
   const take = async () =>
     (
       await client.query<{ shard: string }>(
@@ -186,25 +209,36 @@ async function takeShard(client: pg.ClientBase, service: string): Promise<string
         [SHARD_SCHEMAS],
       )
     ).rows[0]?.shard;
-  const free = await take();
-  if (free) return free;
-  // One maker of shards at a time: a table only the service can lock (no tenant can hold it).
-  await client.query('LOCK TABLE _dbadmin.role_shards IN SHARE ROW EXCLUSIVE MODE');
-  const freed = await take();
-  if (freed) return freed;
+  const shard = (await take()) ?? (await makeShard(client, service));
+  await client.query('UPDATE _dbadmin.schema_locks SET role_shard = $2 WHERE schema_name = $1', [
+    schema,
+    shard,
+  ]);
+  return shard;
+}
+
+/**
+ * One maker of shards at a time: a row lock in _dbadmin (an advisory lock any login could take and
+ * hold), released at the end of the making transaction.
+ */
+async function makeShard(client: pg.ClientBase, service: string): Promise<string> {
+  await client.query(
+    `INSERT INTO _dbadmin.schema_locks (schema_name) VALUES ($1) ON CONFLICT (schema_name) DO NOTHING`,
+    [SHARD_MAKING],
+  );
+  await client.query('SELECT 1 FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE', [SHARD_MAKING]);
   const { rows } = await client.query<{ made: string }>('SELECT count(*) AS made FROM _dbadmin.role_shards');
   let n = Number(rows[0]?.made) + 1;
   // A role of that name someone else made is not ours to use.
-  while (
-    (await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [`${service}_shard_${n}`]))
-      .rowCount
-  )
-    n++;
+  while (await roleExists(client, `${service}_shard_${n}`)) n++;
   const shard = `${service}_shard_${n}`;
   await client.query(`SELECT ${HUB}($1)`, [shardMaking(shard, service)]);
   await client.query('INSERT INTO _dbadmin.role_shards (shard, schemas) VALUES ($1, 1)', [shard]);
   return shard;
 }
+
+/** The lock row of shard making: no schema's name (those start with a letter). */
+const SHARD_MAKING = '_role_shards';
 
 /**
  * A door: runs the statements it is given with its owner's rights, search path pinned, nothing of
@@ -215,7 +249,7 @@ const doorMaking = (door: string, owner: string, service: string) =>
   RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $door$ BEGIN EXECUTE statements; END $door$;
 REVOKE ALL ON FUNCTION ${door}(pg_catalog.text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION ${door}(pg_catalog.text) TO ${quoteIdent(service)};
+GRANT EXECUTE ON FUNCTION ${door}(pg_catalog.text) TO ${pg.escapeIdentifier(service)};
 ALTER FUNCTION ${door}(pg_catalog.text) OWNER TO ${owner};`;
 
 /**
@@ -224,7 +258,7 @@ ALTER FUNCTION ${door}(pg_catalog.text) OWNER TO ${owner};`;
  * create in the door's schema for that moment).
  */
 function shardMaking(shard: string, service: string): string {
-  const s = quoteIdent(shard);
+  const s = pg.escapeIdentifier(shard);
   return `CREATE ROLE ${s} NOLOGIN NOINHERIT CREATEROLE;
 GRANT ${s} TO CURRENT_USER;
 GRANT CREATE ON SCHEMA ${HUB_SCHEMA} TO ${s};
@@ -233,29 +267,26 @@ REVOKE CREATE ON SCHEMA ${HUB_SCHEMA} FROM ${s};`;
 }
 
 /**
- * What a superuser runs once in the service's database to give it shards (the embedded server's
- * provisioning runs it at every start, deploy/postgres-init on the container's first start, and
- * an operator by hand elsewhere; on RDS the master user can): the hub and its door;
- * `pg_signal_backend` and `pg_read_all_stats`, with which the service cancels and ends tenants'
- * sessions, and sees what they run, without being a member of their roles. Idempotent.
+ * What a superuser runs once in the service's database to give it shards, in one transaction
+ * (the embedded server's provisioning runs it at every start, deploy/postgres-init on the
+ * container's first start): the hub and its door; `pg_signal_backend` and `pg_read_all_stats`,
+ * with which the service cancels and ends tenants' sessions, and sees what they run, without
+ * being a member of their roles. The service uses the hub only when all of it is there.
  */
 export function hubProvisioning(service: string): string {
-  const hub = quoteIdent(`${service}_tenants`);
-  return `DO $hub$
+  const hub = pg.escapeIdentifier(`${service}_tenants`);
+  return `BEGIN;
+DO $hub$
 BEGIN
-  -- On PostgreSQL 16+ whoever makes the hub must be able to act as it to hand it its door (RDS's
-  -- master user is no superuser).
-  IF pg_catalog.current_setting('server_version_num')::int >= 160000 THEN
-    PERFORM pg_catalog.set_config('createrole_self_grant', 'set', true);
-  END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${quoteLiteral(`${service}_tenants`)}) THEN
     CREATE ROLE ${hub} NOLOGIN NOINHERIT CREATEROLE;
   END IF;
 END $hub$;
 CREATE SCHEMA IF NOT EXISTS ${HUB_SCHEMA} AUTHORIZATION ${hub};
 REVOKE ALL ON SCHEMA ${HUB_SCHEMA} FROM PUBLIC;
-GRANT USAGE ON SCHEMA ${HUB_SCHEMA} TO ${quoteIdent(service)};
+GRANT USAGE ON SCHEMA ${HUB_SCHEMA} TO ${pg.escapeIdentifier(service)};
 DROP FUNCTION IF EXISTS ${HUB}(pg_catalog.text);
 ${doorMaking(HUB, hub, service)}
-GRANT pg_signal_backend, pg_read_all_stats TO ${quoteIdent(service)};`;
+GRANT pg_signal_backend, pg_read_all_stats TO ${pg.escapeIdentifier(service)};
+COMMIT;`;
 }

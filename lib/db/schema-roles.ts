@@ -89,7 +89,13 @@ async function ensureOwner(client: pg.ClientBase, roles: RoleAdmin, schema: stri
     await roles.run(`CREATE ROLE ${o} NOLOGIN`);
     await roles.made(owner);
   }
-  await roles.lend([owner]);
+  // The rights of every role of the schema that may own something in it (grantOnRelations).
+  const owners = [owner];
+  for (const kind of ['user', 'exec', 'svc'] as const) {
+    const role = `${schema}_${kind}`;
+    if (await roleExists(client, role)) owners.push(role);
+  }
+  await roles.lend(owners);
   const user = `${schema}_user`;
   if ((await schemaOwner(client, schema)) === user) {
     const u = quoteIdent(user);

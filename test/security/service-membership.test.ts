@@ -2,7 +2,10 @@ import { handler as keys } from '#functions/keys';
 import { handler as query } from '#functions/query';
 import { handler as schemas } from '#functions/schemas';
 import { handler as tenants } from '#functions/tenants';
-import { closePool } from '#lib/db/pool';
+import { getConfig } from '#lib/config';
+import { closePool, getDatabase, withTransaction } from '#lib/db/pool';
+import { shutLogins } from '#lib/db/role-revocation';
+import { lockSchema } from '#lib/db/schema-roles';
 import { asTenant, createKey, loginAs, serviceRole, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
@@ -67,6 +70,32 @@ describe('the service and its tenants’ roles', () => {
       query: { cascade: 'true' },
     });
     expect(dropped.status).toBe(200);
+  });
+
+  it('shuts the logins of a schema its tenant dropped, whatever memberships the tenant changed', async () => {
+    if (await serviceIsSuperuser()) return;
+    const schema = await tenantSchema('memberforge');
+    const svc = await createKey(schema, 'service_role');
+    const { rows } = await withAdminClient((c) => c.query('SELECT shard FROM _dbadmin.role_shards'));
+    // A login of the tenant's own choosing for the key's role; and, before PostgreSQL 16 (a
+    // session may grant and revoke membership in its own login role), no sign of who made it.
+    const revokes = rows.map(({ shard }) => `EXECUTE 'REVOKE "${schema}_svc" FROM "${shard}"';`).join(' ');
+    const planted = await sqlAs(
+      svc.key,
+      `DO $$ BEGIN SET ROLE "${schema}_svc"; ALTER ROLE "${schema}_svc" PASSWORD 'kept-by-tenant';
+         BEGIN ${revokes} EXCEPTION WHEN insufficient_privilege THEN NULL; END; END $$`,
+    );
+    expect(planted.status).toBe(200);
+    await asTenant(schema, `DROP SCHEMA "${schema}" CASCADE`);
+
+    const shut = await withTransaction(await getDatabase(), async (client) => {
+      await lockSchema(client, schema);
+      return shutLogins(client, (await getConfig()).DBADMIN_SECRET, schema);
+    });
+
+    expect(shut).toContain(`${schema}_svc`);
+    const kept = loginAs(`${schema}_svc`, 'kept-by-tenant');
+    await expect(kept.connect()).rejects.toMatchObject({ code: expect.stringMatching(/^28/) });
   });
 
   it('reads no tenant’s table with the admin’s own rights: runAs admin is not a way into a schema', async () => {
