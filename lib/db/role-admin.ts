@@ -112,24 +112,26 @@ async function roleAdmin(client: pg.ClientBase, schema: string): Promise<Lending
     [schemaRoles, schema],
   );
   const found = rows[0] as Found;
-  if (found.superuser) return administeredDirectly(client, found.service);
+  if (found.superuser) return administeredDirectly(client, found);
   if (found.shard !== null) return sharded(client, schema, found, found.shard);
   // Roles the service made itself, or someone else's: as before shards. None yet: a shard's.
-  if (found.member || found.roles || !found.hub) return administeredDirectly(client, found.service);
+  if (found.member || found.roles || !found.hub) return administeredDirectly(client, found);
   return sharded(client, schema, found, null);
 }
 
 const NOTHING = async () => undefined;
 
 /** The service administers the roles itself, a member of each (with its rights) from its making. */
-function administeredDirectly(client: pg.ClientBase, service: string): Lending {
+function administeredDirectly(client: pg.ClientBase, found: Found): Lending {
   const run = async (statements: string) => {
     await client.query(statements);
   };
   return {
     run,
     made: (role) => run(`GRANT ${quoteIdent(role)} TO CURRENT_USER`),
-    administers: (role) => isMember(client, role, service),
+    // Before 16 CREATEROLE administers any role, and the membership is the tenant's to revoke.
+    administers: (role) =>
+      found.version < 160000 ? roleExists(client, role) : isMember(client, role, found.service),
     lend: NOTHING,
     dropped: () => undefined,
     release: NOTHING,
@@ -209,11 +211,13 @@ async function takeShard(client: pg.ClientBase, schema: string, service: string)
         [SHARD_SCHEMAS],
       )
     ).rows[0]?.shard;
-  const shard = (await take()) ?? (await makeShard(client, service));
-  await client.query('UPDATE _dbadmin.schema_locks SET role_shard = $2 WHERE schema_name = $1', [
-    schema,
-    shard,
-  ]);
+  const shard = (await take()) ?? (await makeShard(client, service, take));
+  const { rowCount } = await client.query(
+    'UPDATE _dbadmin.schema_locks SET role_shard = $2 WHERE schema_name = $1',
+    [schema, shard],
+  );
+  // Callers hold the schema's lock row; roles made without a record would be nobody's.
+  if (rowCount !== 1) throw new Error(`no lock row for schema "${schema}" to record its shard in`);
   return shard;
 }
 
@@ -221,12 +225,19 @@ async function takeShard(client: pg.ClientBase, schema: string, service: string)
  * One maker of shards at a time: a row lock in _dbadmin (an advisory lock any login could take and
  * hold), released at the end of the making transaction.
  */
-async function makeShard(client: pg.ClientBase, service: string): Promise<string> {
+async function makeShard(
+  client: pg.ClientBase,
+  service: string,
+  take: () => Promise<string | undefined>,
+): Promise<string> {
   await client.query(
     `INSERT INTO _dbadmin.schema_locks (schema_name) VALUES ($1) ON CONFLICT (schema_name) DO NOTHING`,
     [SHARD_MAKING],
   );
   await client.query('SELECT 1 FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE', [SHARD_MAKING]);
+  // The shard whoever held the lock before made has room, now that its making committed.
+  const made = await take();
+  if (made) return made;
   const { rows } = await client.query<{ made: string }>('SELECT count(*) AS made FROM _dbadmin.role_shards');
   let n = Number(rows[0]?.made) + 1;
   // A role of that name someone else made is not ours to use.
