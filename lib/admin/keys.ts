@@ -8,7 +8,8 @@ import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { type KeyType, kindOfKey, roleName } from '#lib/db/role-names';
 import { revoking } from '#lib/db/role-revocation';
-import { lockSchema, prepareSchemaRole, resetKeyRole } from '#lib/db/schema-roles';
+import { lockSchema } from '#lib/db/schema-locks';
+import { prepareSchemaRole, resetKeyRole } from '#lib/db/schema-roles';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /** SHA-256 suffices: keys are 256 random bits, so there is nothing to guess or stretch. */

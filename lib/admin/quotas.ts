@@ -8,7 +8,7 @@ import { withTransaction } from '#lib/db/pool';
 import { measureSchema, overStorageQuota, type Quota, refreshQuotas } from '#lib/db/quotas';
 import { withRoleAdmin } from '#lib/db/role-admin';
 import { TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
-import { lockSchema, roleExists } from '#lib/db/schema-roles';
+import { lockSchema, roleExists } from '#lib/db/schema-locks';
 import { loggedError, logger } from '#lib/log';
 
 /**

@@ -10,14 +10,8 @@ import { withTransaction } from '#lib/db/pool';
 import { type RoleAdmin, withRoleAdmin } from '#lib/db/role-admin';
 import { ROLE_SUFFIXES, roleName, TENANT_CONNECTION_LIMIT } from '#lib/db/role-names';
 import { dropRole, dropSchemaRoles, revoking, shutOutSchema } from '#lib/db/role-revocation';
-import {
-  lockSchema,
-  prepareSchemaRole,
-  roleExists,
-  schemaOwner,
-  unprepareRoles,
-  workAsOwner,
-} from '#lib/db/schema-roles';
+import { lockSchema, roleExists } from '#lib/db/schema-locks';
+import { prepareSchemaRole, schemaOwner, unprepareRoles, workAsOwner } from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
 import { BadRequest, NotFound } from '#lib/errors';
 
@@ -154,7 +148,7 @@ export async function createSchema(
         // The tenant's own sessions look in its schema, and nowhere another tenant can write.
         await roles.run(`ALTER ROLE ${u} SET search_path = ${schema}`);
         await workAsOwner(client, schemaName, username, owner);
-        await prepareSchemaRole(client, secret, schemaName, 'exec', roles);
+        await prepareSchemaRole(client, secret, schemaName, 'exec');
       });
     },
     { audit },
@@ -229,6 +223,11 @@ export async function deleteSchema(
       await client.query('DELETE FROM _dbadmin.tenant_quotas WHERE schema_name = $1', [schemaName]);
       await forgetSchemaRecords(client, schemaName);
       await withRoleAdmin(client, schemaName, async (roles) => {
+        // Every role's rights at once: the drops below need them (dropRole lends no role twice).
+        const existing: string[] = [];
+        for (const role of ROLE_SUFFIXES.map((suffix) => `${schemaName}${suffix}`))
+          if (await roleExists(client, role)) existing.push(role);
+        await roles.lend(existing);
         await dropSchema(client, roles, schemaName, cascade);
         await dropSchemaRoles(client, roles, schemaName);
         if (await roleExists(client, username)) await dropUser(client, roles, username);

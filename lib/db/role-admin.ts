@@ -2,6 +2,7 @@ import pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { ROLES_SCHEMA } from '#lib/db/own-schemas';
 import { ROLE_SUFFIXES } from '#lib/db/role-names';
+import { lockSchema, roleExists } from '#lib/db/schema-locks';
 
 /**
  * Who changes a schema's roles, and how the service borrows their rights for one transaction.
@@ -73,18 +74,33 @@ interface Found {
  * Runs `work` with the administrator of the schema's roles, within the caller's transaction (under
  * lockSchema, so lends of one schema's roles never overlap), and takes back whatever was lent
  * before the transaction can commit; should `work` fail, the transaction's rollback takes the
- * lends back with everything else.
+ * lends back with everything else. Nested on the same client, it is the same administrator, and
+ * only the outermost call gives back.
  */
 export async function withRoleAdmin<T>(
   client: pg.ClientBase,
   schema: string,
   work: (roles: RoleAdmin) => Promise<T>,
 ): Promise<T> {
+  const outer = active.get(client);
+  if (outer) {
+    if (outer.schema !== schema)
+      throw new Error(`roles of "${schema}" asked for while "${outer.schema}"'s are lent`);
+    return work(outer.roles);
+  }
   const roles = await roleAdmin(client, schema);
-  const result = await work(roles);
-  await roles.giveBack();
-  return result;
+  active.set(client, { schema, roles });
+  try {
+    const result = await work(roles);
+    await roles.giveBack();
+    return result;
+  } finally {
+    active.delete(client);
+  }
 }
+
+/** The administrator at work on each client, for nested withRoleAdmin. */
+const active = new WeakMap<pg.ClientBase, { schema: string; roles: Lending }>();
 
 type Lending = RoleAdmin & { giveBack(): Promise<void> };
 
@@ -192,9 +208,6 @@ async function isMember(client: pg.ClientBase, role: string, member: string): Pr
   return (rowCount ?? 0) > 0;
 }
 
-const roleExists = async (client: pg.ClientBase, role: string) =>
-  ((await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role])).rowCount ?? 0) > 0;
-
 /**
  * A shard with room for one more schema's roles, recorded as the schema's: the fullest that is not
  * full, so shards fill one by one; a new one when none has room. A shard another schema's making
@@ -230,11 +243,7 @@ async function makeShard(
   service: string,
   take: () => Promise<string | undefined>,
 ): Promise<string> {
-  await client.query(
-    `INSERT INTO _dbadmin.schema_locks (schema_name) VALUES ($1) ON CONFLICT (schema_name) DO NOTHING`,
-    [SHARD_MAKING],
-  );
-  await client.query('SELECT 1 FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE', [SHARD_MAKING]);
+  await lockSchema(client, SHARD_MAKING);
   // The shard whoever held the lock before made has room, now that its making committed.
   const made = await take();
   if (made) return made;

@@ -5,7 +5,8 @@ import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { type RoleAdmin, withRoleAdmin } from '#lib/db/role-admin';
 import { ROLE_SUFFIXES, roleName } from '#lib/db/role-names';
-import { LOCK_WAIT, roleExists, unprepareRoles, upsertLogin } from '#lib/db/schema-roles';
+import { roleExists } from '#lib/db/schema-locks';
+import { LOCK_WAIT, unprepareRoles, upsertLogin } from '#lib/db/schema-roles';
 import { ApiError } from '#lib/errors';
 
 /**

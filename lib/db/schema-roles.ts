@@ -12,6 +12,7 @@ import {
   schemaRole,
   TENANT_CONNECTION_LIMIT,
 } from '#lib/db/role-names';
+import { lockSchema, roleExists } from '#lib/db/schema-locks';
 import { DERIVED_ITERATIONS, scramVerifier } from '#lib/db/scram';
 import { NotFound } from '#lib/errors';
 
@@ -22,27 +23,6 @@ import { NotFound } from '#lib/errors';
  * the roles' administrator, and the owner's rights are lent to the service while it grants in the
  * schema (lib/db/role-admin).
  */
-
-/**
- * Serialises changes to one schema (and its roles) across every dbadmin process: a row lock.
- * Answers whether the schema is being deleted.
- */
-export async function lockSchema(client: pg.ClientBase, schema: string): Promise<{ closing: boolean }> {
-  await client.query(
-    `INSERT INTO _dbadmin.schema_locks (schema_name) VALUES ($1) ON CONFLICT (schema_name) DO NOTHING`,
-    [schema],
-  );
-  const { rows } = await client.query<{ closing: boolean }>(
-    'SELECT closing FROM _dbadmin.schema_locks WHERE schema_name = $1 FOR UPDATE',
-    [schema],
-  );
-  return { closing: rows[0]?.closing ?? false };
-}
-
-export async function roleExists(client: pg.ClientBase, role: string): Promise<boolean> {
-  const { rowCount } = await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role]);
-  return rowCount === 1;
-}
 
 /** The current owner of the schema. */
 export async function schemaOwner(client: pg.ClientBase, schema: string): Promise<string | undefined> {
@@ -215,8 +195,6 @@ export async function prepareSchemaRole(
   secret: string,
   schema: string,
   kind: RoleKind,
-  /** The administrator of a schema being made (lib/admin/schemas), that has lent its owner already. */
-  making?: RoleAdmin,
 ): Promise<SchemaRole> {
   const exec = roleName(schema, 'exec');
   const role = roleName(schema, kind);
@@ -233,8 +211,7 @@ export async function prepareSchemaRole(
       if (kind === 'svc') await roles.run(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
       else await grantAnon(client, schema, role, owner);
     };
-    if (making) await prepare(making);
-    else await withRoleAdmin(client, schema, prepare);
+    await withRoleAdmin(client, schema, prepare);
     // Prepared for this schema (not one dropped and made again under its name), with this secret,
     // as this version of the code prepares: a change to any of them makes it prepared again.
     await client.query(

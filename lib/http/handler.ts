@@ -84,6 +84,10 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
       { principal, params, query, body },
       context.getRemainingTimeInMillis?.(),
     );
+    const quota = () => refuseOverQuota(route, { params, query, body, principal });
+    // Refused before any other work; but a keyed retry of a write that took the schema over its
+    // quota is replayed, so with a key the check follows the claim.
+    if (!keyed) await quota();
     const answer = async () => {
       const result = await (audit ? audited : unaudited)(
         route,
@@ -91,8 +95,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
         async (entry) => {
           // The key's claim binds the request's write transactions (their COMMIT) to it.
           const audit = keyed ? await keyed.claim(entry, signal, context.awsRequestId) : entry;
-          // After the claim: a retry of a write that took the schema over its quota is replayed.
-          await refuseOverQuota(route, { params, query, body, principal });
+          if (keyed) await quota();
           return route.handler({
             params,
             query,

@@ -174,22 +174,30 @@ describe('an Idempotency-Key on a write that does not take one', () => {
   });
 });
 
+/** A row inserted with a fresh key, whose record has expired since: the record's scope. */
+async function expiredRecord(prefix: string): Promise<Buffer> {
+  const key = randomUUID();
+  expect((await insert(key, { name: uniqueName(prefix) })).status).toBe(201);
+  const scope = recordScope(ADMIN, ROW, key);
+  await withAdminClient((c) =>
+    c.query(
+      `UPDATE _dbadmin.idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1`,
+      [scope],
+    ),
+  );
+  return scope;
+}
+
+const recordsOf = (scope: Buffer) =>
+  withAdminClient(
+    async (c) =>
+      (await c.query('SELECT 1 FROM _dbadmin.idempotency_keys WHERE scope = $1', [scope])).rowCount,
+  );
+
 describe('expired records, with no request sending an Idempotency-Key', () => {
   it('are swept by the writes that come (with the audit log’s own sweep)', async () => {
-    const key = randomUUID();
-    expect((await insert(key, { name: uniqueName('unkeyed-sweep') })).status).toBe(201);
-    const scope = recordScope(ADMIN, ROW, key);
-    await withAdminClient((c) =>
-      c.query(
-        `UPDATE _dbadmin.idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1`,
-        [scope],
-      ),
-    );
-    const left = async () =>
-      withAdminClient(
-        async (c) =>
-          (await c.query('SELECT 1 FROM _dbadmin.idempotency_keys WHERE scope = $1', [scope])).rowCount,
-      );
+    const scope = await expiredRecord('unkeyed-sweep');
+    const left = () => recordsOf(scope);
 
     // Ten minutes later (sweeps run at most that often per process), a write without a key.
     const now = jest.spyOn(performance, 'now').mockReturnValue(performance.now() + 3_600_000);
@@ -212,25 +220,13 @@ describe('expired records, with no request sending an Idempotency-Key', () => {
 
 describe('an expired record', () => {
   it('is swept away in the background, by its expiry', async () => {
-    const key = randomUUID();
-    expect((await insert(key, { name: uniqueName('swept') })).status).toBe(201);
-    const scope = recordScope(ADMIN, ROW, key);
-    await withAdminClient((c) =>
-      c.query(
-        `UPDATE _dbadmin.idempotency_keys SET expires_at = now() - interval '1 second' WHERE scope = $1`,
-        [scope],
-      ),
-    );
+    const scope = await expiredRecord('swept');
 
     // A moment past any sweep this process made (they run ten minutes apart).
     const swept = await sweepKeys(await getDatabase(), Number.MAX_SAFE_INTEGER);
 
     expect(swept).toBeGreaterThanOrEqual(1);
-    const left = await withAdminClient(
-      async (c) =>
-        (await c.query('SELECT 1 FROM _dbadmin.idempotency_keys WHERE scope = $1', [scope])).rowCount,
-    );
-    expect(left).toBe(0);
+    expect(await recordsOf(scope)).toBe(0);
   });
 });
 

@@ -142,20 +142,30 @@ describe('locks a tenant can hold on the imports’ records', () => {
   const within = <T>(ms: number, reply: Promise<T>) =>
     Promise.race([reply, new Promise<'blocked'>((done) => setTimeout(() => done('blocked'), ms))]);
 
+  /** Opens an import of `name` while `holder` keeps a transaction open after `sql`. */
+  const openWhileHeld = async (holder: pg.Client, name: string, sql: string, values: unknown[]) => {
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(sql, values);
+      return await within(5000, openOne(name));
+    } finally {
+      await holder.end();
+    }
+  };
+
   it('the door called in the tenant’s own transaction, left open, holds up no one’s new import', async () => {
     const name = await table();
-    const client = loginAs(`${schema}_user`, TENANT_PASSWORD);
-    await client.connect();
-    try {
-      await client.query('BEGIN');
-      await client.query('SELECT _dbadmin_audit.import_committed(gen_random_uuid(), $1)', [FORGED]);
+    const tenant = loginAs(`${schema}_user`, TENANT_PASSWORD);
 
-      const reply = await within(5000, openOne(name));
+    const reply = await openWhileHeld(
+      tenant,
+      name,
+      'SELECT _dbadmin_audit.import_committed(gen_random_uuid(), $1)',
+      [FORGED],
+    );
 
-      expect(reply).toMatchObject({ status: 201 });
-    } finally {
-      await client.end();
-    }
+    expect(reply).toMatchObject({ status: 201 });
   });
 
   it('an expired import whose record a transaction holds is skipped by the sweep, not waited for', async () => {
@@ -168,16 +178,14 @@ describe('locks a tenant can hold on the imports’ records', () => {
     );
     // As a commit's transaction holds it from the door on, until it ends.
     const holder = new pg.Client({ connectionString: process.env.DATABASE_URL });
-    await holder.connect();
-    try {
-      await holder.query('BEGIN');
-      await holder.query('SELECT 1 FROM _dbadmin.import_sessions WHERE id = $1 FOR UPDATE', [expired]);
 
-      const reply = await within(5000, openOne(name));
+    const reply = await openWhileHeld(
+      holder,
+      name,
+      'SELECT 1 FROM _dbadmin.import_sessions WHERE id = $1 FOR UPDATE',
+      [expired],
+    );
 
-      expect(reply).toMatchObject({ status: 201 });
-    } finally {
-      await holder.end();
-    }
+    expect(reply).toMatchObject({ status: 201 });
   });
 });

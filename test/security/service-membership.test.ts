@@ -5,7 +5,7 @@ import { handler as tenants } from '#functions/tenants';
 import { getConfig } from '#lib/config';
 import { closePool, getDatabase, withTransaction } from '#lib/db/pool';
 import { shutLogins } from '#lib/db/role-revocation';
-import { lockSchema } from '#lib/db/schema-roles';
+import { lockSchema } from '#lib/db/schema-locks';
 import { asTenant, createKey, loginAs, serviceRole, sqlAs, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
