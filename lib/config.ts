@@ -177,6 +177,10 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       DB_PROCESS_CONNECTIONS: positiveInt.default(lambda ? LAMBDA_PROCESS_CONNECTIONS : 60),
       DATABASE_MAX_CONNECTIONS: positiveInt.optional(),
       DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
+      // `transaction` when DATABASE_URL is a pooler in transaction mode (PgBouncer's
+      // pool_mode = transaction): nothing then relies on a session outliving its transaction
+      // (lib/db/pooler). `session` for PostgreSQL itself, RDS Proxy or a pooler in session mode.
+      DATABASE_POOL_MODE: z.enum(['session', 'transaction']).default('session'),
       LICENSE_SERVER_URL: z.string().url('expected an https:// URL').optional(),
       LICENSE_SERVER_CA_FILE: z.string().min(1).optional(),
       // The EFS mount on Lambda, a named volume in the container, ./license-data locally.

@@ -6,6 +6,7 @@ import { type ColumnInfo, columnOf, tableInfo } from '#lib/db/catalog';
 import { columnTypeSql, defaultSql, type EnumTypes } from '#lib/db/column-types';
 import { qualified, quoteCatalogName, quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
+import { beginText } from '#lib/db/pooler';
 import { BadRequest } from '#lib/errors';
 
 /**
@@ -79,7 +80,7 @@ async function conversionNeedsUsing(
 ): Promise<NeedsUsing | undefined> {
   const name = quoteCatalogName(column.name);
   try {
-    await client.query('BEGIN');
+    await client.query(beginText(client));
     // A row type as the old type locks its table while the probe is made: never wait for that.
     await client.query("SET LOCAL lock_timeout = '50ms'");
     // The old type as the catalog printed it, pg_catalog alone on its search path: qualified.

@@ -14,6 +14,7 @@ import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { qualified, quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
 import { jsonSql } from '#lib/db/json-rows';
+import { beginText, isPooled } from '#lib/db/pooler';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { readText } from '#lib/db/text-result';
 import { Download } from '#lib/download';
@@ -140,8 +141,8 @@ const noData = (table: string, filtered: boolean) =>
  * that is too long; past QUERY_MAX_BYTES the statement is cancelled and nothing more is kept.
  *
  * Filters (lib/admin/row-filter) need their values bound, and COPY takes no parameters: the
- * values are bound into settings of the session first (one statement, extended protocol), which
- * the filter reads with current_setting; the session is reset before anyone else uses it.
+ * values are bound into settings of the export's transaction first (one statement, extended
+ * protocol), which the filter reads with current_setting; they end with the transaction.
  */
 export async function exportTable(
   access: SchemaAccess,
@@ -184,7 +185,9 @@ export async function exportTable(
   const paged = info.primaryKey.length > 0;
   const { text, records, last } = await access.run((client) =>
     // The cursor and the page it ends are read in one snapshot: a write between them moves neither.
-    inOneSnapshot(client, access.readOnly, paged, async () => {
+    // The filter's values are settings of that transaction; through a transaction pooler every
+    // read is in one (lib/db/pooler).
+    inOneSnapshot(client, access.readOnly, paged || settings.length > 0 || isPooled(client), async () => {
       if (settings.length > 0) await client.query(settingsSql(settings.length), settings);
       const boundary = paged ? await lastKeys(client, table, keys, where, input.limit) : undefined;
       return { ...(await readText(client, sql, limits, () => access.cancel(client))), last: boundary };
@@ -225,7 +228,7 @@ async function inOneSnapshot<T>(
     return work();
   }
   // Not READ ONLY: the export reads as the page read does, code a tenant planted there included.
-  await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+  await client.query(beginText(client, 'BEGIN ISOLATION LEVEL REPEATABLE READ'));
   try {
     const result = await work();
     await client.query('COMMIT');
@@ -273,9 +276,9 @@ async function lastKeys(
   return rows.length === 2 ? rows[0] : undefined;
 }
 
-/** One statement that sets each value bound as `dbadmin.export_<n>` for the session. */
+/** One statement that sets each value bound as `dbadmin.export_<n>` for the transaction. */
 const settingsSql = (n: number) =>
-  `SELECT ${Array.from({ length: n }, (_, i) => `pg_catalog.set_config('dbadmin.export_${i + 1}', $${i + 1}, false)`).join(', ')}`;
+  `SELECT ${Array.from({ length: n }, (_, i) => `pg_catalog.set_config('dbadmin.export_${i + 1}', $${i + 1}, true)`).join(', ')}`;
 
 /** A PostgreSQL array literal of text elements, each quoted: `{"a","b\\"c"}`. */
 const arrayLiteral = (items: string[]) =>

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { TableInfo } from '#lib/db/catalog';
 import { qualified, quoteCatalogName } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
+import { beginText } from '#lib/db/pooler';
 import { BadRequest } from '#lib/errors';
 
 /**
@@ -43,7 +44,7 @@ async function counted(
 ): Promise<unknown> {
   try {
     // A second scan, per row in the worst case: past a few seconds the original error stands.
-    await client.query(`BEGIN; SET LOCAL statement_timeout = ${EXPLAIN_TIMEOUT_MS}`);
+    await client.query(`${beginText(client)}; SET LOCAL statement_timeout = ${EXPLAIN_TIMEOUT_MS}`);
     const found = await count();
     return found.n === 0 ? error : explain(found);
   } catch {

@@ -12,6 +12,7 @@ import {
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
+import { beginStatements } from '#lib/db/pooler';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import { ApiError, BadRequest, QueryTimeout } from '#lib/errors';
 
@@ -90,19 +91,13 @@ const pgLiteral = (value: string) => `'${value.replace(/'/g, "''")}'`;
  * (or destroyed) before anyone else uses it: see lib/db/pool withSession.
  */
 export async function runQuery(access: SchemaAccess, input: RunQueryInput): Promise<QueryResult> {
-  const { sql, schema, timeoutMs, limits, asKey, adminRights } = input;
+  const { sql, limits, asKey } = input;
   // A read-only access runs in a transaction of its own that it rolls back (lib/db/executor).
   // Our transaction's id, for the audit entry committed with it (lib/db/audit-log).
   const sealed = !access.readOnly && !input.readOnly && auditing(access.audit);
-  const begin = [
-    ...(access.readOnly ? [] : [input.readOnly ? 'BEGIN READ ONLY' : 'BEGIN']),
-    `SET LOCAL statement_timeout = ${Math.trunc(timeoutMs)}`,
-    // The schema alone: a tenant with a key for public may have planted operators there.
-    ...(adminRights ? [`SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}`] : []),
-    ...(sealed ? [XID] : []),
-  ];
   return access.run(async (client) => {
     const started = performance.now();
+    const begin = opening(client, access, input, sealed);
     try {
       // The caller's SQL under the result limits, cancelled past them.
       const bounded: Bounded = (query, onFirstRow) =>
@@ -136,6 +131,18 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       throw queryError(error);
     }
   });
+}
+
+/** What our transaction starts with, before the caller's SQL: one round trip with it. */
+function opening(client: pg.ClientBase, access: SchemaAccess, input: RunQueryInput, sealed: boolean) {
+  return [
+    // Through a transaction pooler, the session's settings follow the BEGIN (lib/db/pooler).
+    ...(access.readOnly ? [] : beginStatements(client, input.readOnly ? 'BEGIN READ ONLY' : 'BEGIN')),
+    `SET LOCAL statement_timeout = ${Math.trunc(input.timeoutMs)}`,
+    // The schema alone: a tenant with a key for public may have planted operators there.
+    ...(input.adminRights ? [`SET LOCAL search_path TO ${quoteIdent(input.schema, 'schema name')}`] : []),
+    ...(sealed ? [XID] : []),
+  ];
 }
 
 type Bounded = (query: pg.QueryConfig, onFirstRow?: (row: unknown) => void) => Promise<pg.QueryResult[]>;

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { SchemaAccess } from '#lib/db/executor';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
+import { isPooled } from '#lib/db/pooler';
 import { inTransaction } from '#lib/db/transaction';
 import { ApiError } from '#lib/errors';
 
@@ -303,17 +304,61 @@ async function runOutsideTransaction(
   change: Change,
   options: ChangeOptions,
 ) {
-  await client.query(`SET lock_timeout = ${Math.trunc(options.lockTimeoutMs)}`);
+  const waits = await boundLockWaits(access.catalog, client, options.lockTimeoutMs);
   try {
     for (const statement of change.statements) await runStatement(client, statement);
-  } catch (error) {
+  } catch (caught) {
+    const error = waits.outwaited(caught);
     const undone = change.undo ? await change.undo(client, error).catch(() => undefined) : undefined;
     const failed = await failure(access, client, change, options, error);
     throw undone ? withNote(failed, undone) : failed;
   } finally {
-    await client.query('RESET lock_timeout').catch(() => undefined);
+    await waits.end();
   }
 }
+
+/**
+ * A lock timeout for statements outside a transaction. On a session of our own, `SET lock_timeout`
+ * holds until reset. Through a transaction pooler it would not reach the next statement (which may
+ * run on another server connection, reset in between): the service watches the statement instead
+ * and, once it has waited longer than that for a lock, cancels it by the protocol (lib/db/pooler);
+ * the cancel then counts as the lock timeout's 55P03.
+ */
+async function boundLockWaits(catalog: pg.Pool, client: pg.ClientBase, timeoutMs: number) {
+  if (!isPooled(client)) {
+    await client.query(`SET lock_timeout = ${Math.trunc(timeoutMs)}`);
+    return {
+      outwaited: (error: unknown) => error,
+      end: () => client.query('RESET lock_timeout').then(noop, noop),
+    };
+  }
+  let outwaited = false;
+  const watch = async () => {
+    const { rowCount } = await catalog.query(
+      `SELECT 1 FROM pg_catalog.pg_stat_activity a JOIN pg_catalog.pg_locks l ON l.pid = a.pid AND NOT l.granted
+        WHERE a.usename = $1 AND a.datname = pg_catalog.current_database() AND a.state = 'active'
+          AND pg_catalog.starts_with($2, a.query)
+          AND l.waitstart < pg_catalog.now() - pg_catalog.make_interval(secs => $3::float8 / 1000)`,
+      [client.user, client.lastStatement ?? '', timeoutMs],
+    );
+    // Each statement in turn (a failed build's clean-up too): the cancel reaches the one running.
+    if (rowCount) {
+      outwaited = true;
+      client.cancelOnWire();
+    }
+  };
+  const timer = setInterval(() => watch().catch(noop), Math.max(timeoutMs / 4, 25));
+  timer.unref();
+  return {
+    outwaited: (error: unknown) =>
+      outwaited && isPgError(error) && error.code === '57014'
+        ? Object.assign(error, { code: '55P03' })
+        : error,
+    end: async () => clearInterval(timer),
+  };
+}
+
+const noop = () => undefined;
 
 async function failure(
   access: SchemaAccess,

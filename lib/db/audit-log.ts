@@ -144,8 +144,8 @@ const fromAppend = (error: unknown) =>
 
 const APPEND = 'SELECT _dbadmin_audit.append($1, $2)';
 
-/** What starts an audited transaction: BEGIN, and the transaction's id for the entry's seal. */
-export const BEGIN_AUDITED = 'BEGIN; SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid';
+/** Sent after BEGIN in an audited transaction: the transaction's id, for the entry's seal. */
+export const SELECT_XID = 'SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid';
 
 /**
  * The request's entry is to be written in the transaction just begun, whose id is `xid`; with
@@ -157,7 +157,7 @@ export function sealFor(draft: AuditDraft | undefined, xid: string | undefined):
   else delete draft.entry.xid;
 }
 
-/** The id the results of BEGIN_AUDITED (sent with others, or alone) carry. */
+/** The id the results of SELECT_XID (sent with others, or alone) carry. */
 export const xidOf = (results: pg.QueryResult | pg.QueryResult[]) =>
   (Array.isArray(results) ? results : [results])
     .map((r) => (r.rows[0] as { xid?: unknown } | undefined)?.xid)

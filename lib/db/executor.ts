@@ -3,7 +3,6 @@ import type pg from 'pg';
 import { type Config, getConfig, resultLimits } from '#lib/config';
 import type { AuditDraft } from '#lib/db/audit-log';
 import { quoteIdent } from '#lib/db/identifiers';
-import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import {
   discardAfterUse,
@@ -16,6 +15,7 @@ import {
   withSession,
   withTransaction,
 } from '#lib/db/pool';
+import { beginText } from '#lib/db/pooler';
 import { currentQuotas, statementTimeoutMs } from '#lib/db/quotas';
 import { ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
 import {
@@ -26,7 +26,7 @@ import {
   type SchemaRole,
   schemaRole,
 } from '#lib/db/role-names';
-import { prepareSchemaRole, roleReady } from '#lib/db/schema-roles';
+import { prepareSchemaRole, roleReady, sessionSettings } from '#lib/db/schema-roles';
 import { isNoSession, type SessionPool } from '#lib/db/session-pool';
 import { BadRequest, Busy, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 import type { Principal } from '#lib/principal';
@@ -105,15 +105,10 @@ onClose(async () => {
 export const roleSetups: Record<RoleKind, number> = { exec: 0, svc: 0, anon: 0 };
 
 function roleSettings(prepared: SchemaRole): Record<string, string> {
+  const settings = Object.fromEntries(sessionSettings(prepared));
   // Quoted only when it must be, so current_setting('search_path') reads as people write it.
-  const schema = /^[a-z_][a-z0-9_]*$/.test(prepared.schema)
-    ? prepared.schema
-    : quoteIdent(prepared.schema, 'schema name');
-  // Values leave as their text in these settings' forms (lib/db/json-rows), whatever the database's.
-  const settings: Record<string, string> = { ...TEXT_OUTPUT_SETTINGS, search_path: schema };
-  // A role name as the setting takes it: unquoted (names are validated identifiers).
-  if (prepared.actsAs !== prepared.role) settings.role = prepared.actsAs;
-  if (prepared.kind === 'anon') settings.default_transaction_read_only = 'on';
+  if (!/^[a-z_][a-z0-9_]*$/.test(prepared.schema))
+    settings.search_path = quoteIdent(prepared.schema, 'schema name');
   return settings;
 }
 
@@ -189,9 +184,14 @@ async function readyRole(
 /**
  * The login failed in PostgreSQL: refused (the role gone, disabled, its password changed), or the
  * session could not start as prepared (its membership of the owner taken away): worth a repair.
- * Not the server being full (53300), which a repair cannot help.
+ * Not the server being full (53300), which a repair cannot help; nor a transaction pooler that is
+ * full or cannot reach the server, which answers 08P01 for everything: of its refusals only a
+ * failed authentication (PgBouncer's words) is the login's.
  */
-const loginFailed = (error: unknown) => isPgError(error) && error.code !== '53300';
+const loginFailed = (error: unknown) =>
+  isPgError(error) &&
+  error.code !== '53300' &&
+  (error.code !== '08P01' || /authentication failed|no such user/.test(error.message));
 
 /** No session came in time (busy), or its pool closed meanwhile (made again: try once more). */
 function busy(error: unknown): unknown {
@@ -277,7 +277,7 @@ export async function schemaAccess(
  */
 function rolledBack<T>(work: (client: pg.PoolClient) => Promise<T>) {
   return async (client: pg.PoolClient): Promise<T> => {
-    await client.query('BEGIN READ ONLY');
+    await client.query(beginText(client, 'BEGIN READ ONLY'));
     try {
       return await work(client);
     } finally {

@@ -4,6 +4,7 @@ import { sessionBudget } from '#lib/db/connection-budget';
 import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
+import { clientFor, isPooled, type PooledClient, setLocal } from '#lib/db/pooler';
 import { SessionPool } from '#lib/db/session-pool';
 import { inTransaction, type TransactionOptions } from '#lib/db/transaction';
 import { ApiError, QueryTimeout } from '#lib/errors';
@@ -53,6 +54,23 @@ function connectionString(config: Config, login: PoolOptions['login']): string {
   return url.toString();
 }
 
+/**
+ * How connections start their sessions: with startup settings (`-c`) and statement_timeout; or,
+ * through a transaction pooler (lib/db/pooler), with the same settings sent again at the start of
+ * each transaction, by a client class that knows them.
+ */
+function sessionStart(config: Config, options: PoolOptions) {
+  const statementTimeout = options.statementTimeoutMs ?? config.QUERY_TIMEOUT_MS;
+  if (config.DATABASE_POOL_MODE === 'transaction') {
+    const settings = { ...options.settings, statement_timeout: String(statementTimeout) };
+    return { Client: clientFor('transaction', setLocal(settings)) };
+  }
+  return {
+    statement_timeout: statementTimeout,
+    ...(options.settings ? { options: startupOptions(options.settings) } : {}),
+  };
+}
+
 export function createPool(config: Config, options: PoolOptions): pg.Pool {
   const created = new pg.Pool({
     connectionString: connectionString(config, options.login),
@@ -60,10 +78,9 @@ export function createPool(config: Config, options: PoolOptions): pg.Pool {
     connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
     // Lambda freezes idle containers; short idle times avoid handing out sockets the server closed.
     idleTimeoutMillis: config.lambda ? 60_000 : 30_000,
-    statement_timeout: options.statementTimeoutMs ?? config.QUERY_TIMEOUT_MS,
     application_name: options.applicationName,
     keepAlive: true,
-    ...(options.settings ? { options: startupOptions(options.settings) } : {}),
+    ...sessionStart(config, options),
   });
   return logLostConnections(created);
 }
@@ -142,14 +159,15 @@ const sessionLimit = (config: Config) => config.DB_PROCESS_CONNECTIONS - config.
 
 /** The pg.Client settings of a session pool's connections (see createPool). */
 export function sessionPool(config: Config, options: PoolOptions): SessionPool {
+  const { Client, ...start } = { Client: undefined, ...sessionStart(config, options) };
   return new SessionPool(sessionBudget(sessionLimit(config)), {
     client: {
       connectionString: connectionString(config, options.login),
-      statement_timeout: options.statementTimeoutMs ?? config.QUERY_TIMEOUT_MS,
       application_name: options.applicationName,
       keepAlive: true,
-      ...(options.settings ? { options: startupOptions(options.settings) } : {}),
+      ...start,
     },
+    Client,
     // One session a login per Lambda container: it serves one request at a time.
     max: config.lambda ? 1 : config.DB_POOL_MAX,
     waitMs: config.DB_CONNECT_TIMEOUT_MS,
@@ -214,12 +232,26 @@ export async function getDatabase(): Promise<pg.Pool> {
   const db = await getPool();
   migrated ??= withClient(db, async (client) => {
     await migrate(client);
+    if (isPooled(client)) await pinSearchPath(client);
   }).catch((error: unknown) => {
     migrated = undefined;
     throw error;
   });
   await migrated;
   return db;
+}
+
+/**
+ * Through a transaction pooler a statement outside a transaction runs without the pool's startup
+ * settings: the service's login gets pg_catalog alone as its own default search path in this
+ * database, as every session of ours starts with it.
+ */
+async function pinSearchPath(client: pg.ClientBase): Promise<void> {
+  const { rows } = await client.query<{ database: string }>(
+    'SELECT pg_catalog.current_database() AS database',
+  );
+  const database = pg.escapeIdentifier(rows[0]?.database ?? '');
+  await client.query(`ALTER ROLE CURRENT_USER IN DATABASE ${database} SET search_path = pg_catalog, pg_temp`);
 }
 
 /** The connection cannot be trusted again: the server went away (raw, or already mapped to a 503). */
@@ -279,7 +311,8 @@ export async function withSession<T>(
   try {
     return await useClient(client, work, async () => {
       if (client.getTransactionStatus() !== 'I') throw new Error('session left inside a transaction');
-      await client.query(RESET_SESSION);
+      // A transaction pooler resets its server connection itself, after every transaction.
+      if (!isPooled(client)) await client.query(RESET_SESSION);
     });
   } catch (error) {
     if (expired) throw new QueryTimeout('ran longer than the query timeout allows', error);
@@ -301,12 +334,41 @@ export function discardAfterUse(client: pg.ClientBase): void {
 /**
  * Cancels the statement of a checked-out session, or ends the session, from another pool (`via`);
  * either way the session is destroyed after use, so a late cancel never hits a later statement.
+ * Never rejects; its caller need not wait for it.
  */
-export function stopBackend(via: pg.Pool, client: pg.ClientBase, how: 'cancel' | 'terminate'): void {
+export async function stopBackend(
+  via: pg.Pool,
+  client: pg.ClientBase,
+  how: 'cancel' | 'terminate',
+): Promise<void> {
   discardAfterUse(client);
+  if (isPooled(client)) return stopPooledBackend(via, client, how);
   const pid = (client as unknown as { processID: number }).processID;
   const sql = how === 'cancel' ? 'SELECT pg_cancel_backend($1)' : 'SELECT pg_terminate_backend($1)';
-  via.query(sql, [pid]).catch(() => undefined);
+  await via.query(sql, [pid]).catch(() => undefined);
+}
+
+/**
+ * Through a transaction pooler the connection's process id is the pooler's, which may be any
+ * backend's: a cancel goes by the protocol, which the pooler forwards to the backend running the
+ * statement; a termination finds the backend by its login and the statement it runs (ours, or
+ * the caller's SQL), so at worst it also ends the same login's same statement elsewhere.
+ */
+async function stopPooledBackend(
+  via: pg.Pool,
+  client: PooledClient,
+  how: 'cancel' | 'terminate',
+): Promise<void> {
+  client.cancelOnWire();
+  if (how === 'cancel' || !client.lastStatement) return;
+  await via
+    .query(
+      `SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
+        WHERE a.usename = $1 AND a.datname = pg_catalog.current_database() AND a.state <> 'idle'
+          AND a.query <> '' AND pg_catalog.starts_with($2, a.query)`,
+      [client.user, client.lastStatement],
+    )
+    .catch(() => undefined);
 }
 
 async function useClient<T>(

@@ -123,7 +123,8 @@ export async function refreshQuotas(db: pg.Pool) {
 
 /** The background's turn: what is due measured, one at a time per process, never awaited. */
 function measureInBackground(db: pg.Pool): void {
-  measuring ??= measureDue(db)
+  if (measuring) return;
+  measuring = measureDue(db)
     .catch((error: unknown) => logger.warn('quotas not measured', { error: loggedError(error) }))
     .finally(() => {
       measuring = undefined;

@@ -4,7 +4,7 @@ import { quoteIdent } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { type RoleAdmin, withRoleAdmin } from '#lib/db/role-admin';
-import { ROLE_SUFFIXES, roleName } from '#lib/db/role-names';
+import { ROLE_SUFFIXES, roleName, schemaRole } from '#lib/db/role-names';
 import { roleExists } from '#lib/db/schema-locks';
 import { LOCK_WAIT, unprepareRoles, upsertLogin } from '#lib/db/schema-roles';
 import { ApiError } from '#lib/errors';
@@ -35,7 +35,7 @@ export async function shutLogins(client: pg.ClientBase, secret: string, schema: 
       const role = roleName(schema, kind);
       // Not someone else's role of the same name; a tenant cannot make roles at all.
       if (!(await roles.administers(role))) continue;
-      await upsertLogin(client, roles, secret, role, false);
+      await upsertLogin(client, roles, secret, schemaRole(schema, kind), false);
       shut.push(role);
     }
   });

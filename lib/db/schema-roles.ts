@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
+import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { schemaBusy } from '#lib/db/pg-errors';
 import { type RoleAdmin, withRoleAdmin } from '#lib/db/role-admin';
 import {
@@ -34,26 +35,61 @@ export async function schemaOwner(client: pg.ClientBase, schema: string): Promis
 }
 
 /**
+ * What every session of the role works under, in the order its defaults are set: its schema
+ * alone on the search path (the name itself, unquoted), values printed as lib/db/json-rows reads
+ * them, acting as the schema's owner (a key's anon role as itself), and an anon role read-only.
+ */
+export function sessionSettings(role: SchemaRole): Array<[name: string, value: string]> {
+  return [
+    ['search_path', role.schema],
+    ...Object.entries(TEXT_OUTPUT_SETTINGS),
+    ...(role.actsAs !== role.role ? [['role', role.actsAs] as [string, string]] : []),
+    ...(role.kind === 'anon' ? [['default_transaction_read_only', 'on'] as [string, string]] : []),
+  ];
+}
+
+/**
  * Creates the login role, or resets its password; LOGIN or NOLOGIN as asked. Settings the role
- * gave itself (any role may) go with every reset.
+ * gave itself (any role may) go with every reset. A login gets its sessions' settings as its own
+ * defaults: a session through a transaction pooler has them outside a transaction too
+ * (lib/db/pooler), and a tenant's own connection as the role works as ours do.
  */
 export async function upsertLogin(
   client: pg.ClientBase,
   roles: RoleAdmin,
   secret: string,
-  role: string,
+  role: SchemaRole,
   login: boolean,
 ): Promise<boolean> {
-  const exists = await roleExists(client, role);
-  const r = quoteIdent(role);
-  const verifier = quoteLiteral(await scramVerifier(rolePassword(secret, role), DERIVED_ITERATIONS));
+  const exists = await roleExists(client, role.role);
+  const r = quoteIdent(role.role);
+  const verifier = quoteLiteral(await loginVerifier(secret, role.role));
   const attributes = `${login ? 'LOGIN' : 'NOLOGIN'} NOINHERIT CONNECTION LIMIT ${ROLE_CONNECTION_LIMIT} PASSWORD ${verifier}`;
-  await roles.run(
-    exists ? `ALTER ROLE ${r} ${attributes}; ALTER ROLE ${r} RESET ALL` : `CREATE ROLE ${r} ${attributes}`,
-  );
-  if (!exists) await roles.made(role);
+  await roles.run(`${exists ? 'ALTER' : 'CREATE'} ROLE ${r} ${attributes}`);
+  if (!exists) await roles.made(role.role);
+  // Neither setting nor resetting `role` may run in a shard's door: the role's ADMIN OPTION lent.
+  await roles.lend([role.role], { admin: true });
+  const defaults = login
+    ? sessionSettings(role).map(
+        ([name, value]) => `ALTER ROLE ${r} SET ${quoteIdent(name)} = ${quoteLiteral(value)}`,
+      )
+    : [];
+  await client.query([`ALTER ROLE ${r} RESET ALL`, ...defaults].join('; '));
   return !exists;
 }
+
+/**
+ * The role's SCRAM verifier: its salt derived from the secret like its password, so preparing
+ * the role again sets the very verifier it has. A pooler that checked a client against the
+ * verifier it read (PgBouncer's auth_query) then logs in to PostgreSQL with it still, whichever
+ * process prepared the role meanwhile.
+ */
+const loginVerifier = (secret: string, role: string) =>
+  scramVerifier(
+    rolePassword(secret, role),
+    DERIVED_ITERATIONS,
+    createHmac('sha256', secret).update(`dbadmin scram salt ${role}`).digest().subarray(0, 16),
+  );
 
 /**
  * `<schema>_owner` owns the schema and what the API makes in it. It cannot log in: every session
@@ -203,11 +239,11 @@ export async function prepareSchemaRole(
     if ((await lockSchema(client, schema)).closing) throw schemaClosing(schema);
     const prepare = async (roles: RoleAdmin) => {
       const owner = await ensureOwner(client, roles, schema);
-      await upsertLogin(client, roles, secret, exec, true);
+      await upsertLogin(client, roles, secret, schemaRole(schema, 'exec'), true);
       await grantExec(client, roles, schema, exec, owner);
       if (kind === 'exec') return;
       const login = await hasActiveKey(client, schema, kind);
-      await upsertLogin(client, roles, secret, role, login);
+      await upsertLogin(client, roles, secret, schemaRole(schema, kind), login);
       if (kind === 'svc') await roles.run(`GRANT ${quoteIdent(owner)} TO ${quoteIdent(role)}`);
       else await grantAnon(client, schema, role, owner);
     };
@@ -238,7 +274,7 @@ const schemaClosing = (schema: string) =>
  * passwords derive from, and this code's way of preparing. Raise the version whenever
  * prepareSchemaRole grants or sets something new, so every schema is prepared again.
  */
-const PREPARATION_VERSION = 1;
+const PREPARATION_VERSION = 2;
 const preparedWith = (secret: string) =>
   `${PREPARATION_VERSION}:${createHmac('sha256', secret).update('dbadmin role preparation').digest('base64url').slice(0, 16)}`;
 
@@ -246,8 +282,9 @@ const preparedWith = (secret: string) =>
  * Whether the role can be logged in as without preparing it first: prepareSchemaRole did so at
  * the last change of the schema's roles, for this very schema (not one dropped and made again under its
  * name), with this secret and this version of the code; the role is still a member of the one
- * it works as; and the role has given itself no settings since (PostgreSQL
- * 15 lets a role set its own defaults; they would reach every session of it). One read on the
+ * it works as; and the role's defaults are still exactly those upsertLogin set (any role may set
+ * its own; they would reach every session of it that starts outside a transaction, through a
+ * transaction pooler). One read on the
  * service's pool, no lock: the cost of a role every process but the first finds ready. A login
  * that fails after all (a password the tenant set, a key deleted meanwhile) repairs it
  * (lib/db/executor).
@@ -267,17 +304,28 @@ export async function roleReady(
                     JOIN pg_catalog.pg_roles r ON r.oid = m.member
                     JOIN pg_catalog.pg_roles o ON o.oid = m.roleid
                    WHERE r.rolname = $4 AND o.rolname = $5))
-            AND NOT EXISTS (
-                  SELECT 1 FROM pg_catalog.pg_db_role_setting s JOIN pg_catalog.pg_roles r ON r.oid = s.setrole
-                   WHERE r.rolname = $4) AS ready
+            AND (SELECT pg_catalog.array_agg(s.setdatabase::pg_catalog.text || ':' || c.setting ORDER BY s.setdatabase, c.n)
+                   FROM pg_catalog.pg_db_role_setting s JOIN pg_catalog.pg_roles r ON r.oid = s.setrole,
+                        pg_catalog.unnest(s.setconfig) WITH ORDINALITY AS c(setting, n)
+                  WHERE r.rolname = $4)
+                IS NOT DISTINCT FROM ('0:search_path=' || pg_catalog.quote_ident($1)) || $6::text[] AS ready
        FROM _dbadmin.schema_locks l LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = l.schema_name
       WHERE l.schema_name = $1`,
-    [schema, kind, preparedWith(secret), role, actsAs],
+    [schema, kind, preparedWith(secret), role, actsAs, storedDefaults(schemaRole(schema, kind))],
   );
   const found = rows[0];
   if (found?.closing) throw schemaClosing(schema);
   return found?.ready ?? false;
 }
+
+/**
+ * The role's defaults after search_path as pg_db_role_setting keeps them (`0:` for every
+ * database), in the order upsertLogin sets them; search_path's is quoted by PostgreSQL itself.
+ */
+const storedDefaults = (role: SchemaRole) =>
+  sessionSettings(role)
+    .slice(1)
+    .map(([name, value]) => `0:${name}=${value}`);
 
 /**
  * Something changed the schema's roles (a key's role reset or shut, passwords re-derived, the
@@ -306,8 +354,15 @@ export async function resetKeyRole(
   const exec = roleName(schema, 'exec');
   await withRoleAdmin(client, schema, async (roles) => {
     if (await roleExists(client, role))
-      await upsertLogin(client, roles, secret, role, await hasActiveKey(client, schema, kind));
-    if (await roleExists(client, exec)) await upsertLogin(client, roles, secret, exec, true);
+      await upsertLogin(
+        client,
+        roles,
+        secret,
+        schemaRole(schema, kind),
+        await hasActiveKey(client, schema, kind),
+      );
+    if (await roleExists(client, exec))
+      await upsertLogin(client, roles, secret, schemaRole(schema, 'exec'), true);
   });
   await unprepareRoles(client, schema);
 }
@@ -330,7 +385,7 @@ export async function rederiveLogins(
       // Not a role someone else made under the name (in another database of the server, say).
       if (!(await roles.administers(role))) continue;
       const login = kind === 'exec' || (await hasActiveKey(client, schema, kind));
-      await upsertLogin(client, roles, secret, role, login);
+      await upsertLogin(client, roles, secret, schemaRole(schema, kind), login);
       reset.push(role);
     }
   });

@@ -27,6 +27,8 @@ const noSession = (full: NoSession['full']): NoSession => ({ busy: true, full })
 export interface SessionPoolOptions {
   /** pg.Client's settings: connectionString, application_name, statement_timeout, options... */
   client: pg.ClientConfig;
+  /** The client class (lib/db/pooler's through a transaction pooler); pg.Client by default. */
+  Client?: typeof pg.Client;
   max: number;
   /** How long connect may wait for a session of this login and a slot of the budget. */
   waitMs: number;
@@ -96,7 +98,8 @@ export class SessionPool {
       this.dropSlot();
       throw noSession('process');
     }
-    const client = new pg.Client({ ...this.options.client, connectionTimeoutMillis: this.options.loginMs });
+    const Client = this.options.Client ?? pg.Client;
+    const client = new Client({ ...this.options.client, connectionTimeoutMillis: this.options.loginMs });
     // A socket that dies while idle (server restart, frozen container) must not crash us.
     client.on('error', () => this.forget(client));
     try {

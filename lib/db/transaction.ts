@@ -2,12 +2,13 @@ import type pg from 'pg';
 import {
   type AuditDraft,
   auditing,
-  BEGIN_AUDITED,
   commitAudited,
   needsXid,
+  SELECT_XID,
   sealFor,
   xidOf,
 } from '#lib/db/audit-log';
+import { beginText } from '#lib/db/pooler';
 
 /**
  * One transaction on one session, all or nothing, with a bounded lock wait when asked; the request's
@@ -48,7 +49,8 @@ export function inTransaction<T>(
   const sealed = auditing(audit);
   const binding = audit?.binding;
   const begin = [
-    needsXid(audit) ? BEGIN_AUDITED : 'BEGIN',
+    beginText(client),
+    ...(needsXid(audit) ? [SELECT_XID] : []),
     ...(lockTimeout ? [`SET LOCAL lock_timeout = '${lockTimeout}'`] : []),
   ];
   return client.query(begin.join('; ')).then(async (started) => {

@@ -214,7 +214,10 @@ describe('JSON export values', () => {
     expect(want.count).toBeGreaterThan(10);
   });
 
-  it('are the same whatever time zone the session has', async () => {
+  // Through a transaction pooler the session's TimeZone is the pooler's to keep (PgBouncer tracks
+  // it per client), so the database's setting does not reach it: nothing to show there.
+  const direct = process.env.DATABASE_POOL_MODE === 'transaction' ? it.skip : it;
+  direct('are the same whatever time zone the session has', async () => {
     // A schema role's own settings are reset whenever its pool is made: the database's apply.
     const database = (c: { query(sql: string): Promise<unknown> }, setting: string) =>
       c.query(`ALTER DATABASE ${quoteIdent(databaseName())} ${setting}`);

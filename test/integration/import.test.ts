@@ -5,7 +5,7 @@ import { handler as tables } from '#functions/tables';
 import { importClock } from '#lib/admin/import-sessions';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { directUrl, withAdminClient } from '#test/support/db';
 import { call, type Reply } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { withSetting } from '#test/support/settings';
@@ -505,7 +505,7 @@ describe('an import in parts', () => {
     };
     /** A connection of the test's holding the advisory lock `key`, so the table's trigger waits. */
     async function holding(key: number) {
-      const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
+      const client = new pg.Client({ connectionString: directUrl() });
       await client.connect();
       await client.query('SELECT pg_advisory_lock($1)', [key]);
       return client;
@@ -559,7 +559,7 @@ describe('an import in parts', () => {
       await part(table, id, 2, '2,Bo\n');
       // What a commit's process leaves when killed while writing: the import marked committing in
       // the commit's transaction, recorded by its id, and that transaction ending with its session.
-      const writing = new pg.Client({ connectionString: process.env.DATABASE_URL });
+      const writing = new pg.Client({ connectionString: directUrl() });
       writing.on('error', () => undefined);
       await writing.connect();
       await writing.query('BEGIN');

@@ -2,7 +2,7 @@ import { handler as metrics } from '#functions/metrics';
 import type { handler as query } from '#functions/query';
 import { closePool } from '#lib/db/pool';
 import { tenantSchema } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { directUrl, withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { withSetting } from '#test/support/settings';
 
@@ -106,7 +106,7 @@ describe('a process out of connections', () => {
   /** Holds the process's one session slot until `release`: a statement waiting on our lock. */
   async function holdTheSlot(schema: string, handler: QueryHandler) {
     const { Client } = await import('pg');
-    const locker = new Client({ connectionString: process.env.DATABASE_URL });
+    const locker = new Client({ connectionString: directUrl() });
     await locker.connect();
     const key = Math.floor(Math.random() * 1e9);
     await locker.query('SELECT pg_advisory_lock($1)', [key]);
@@ -179,7 +179,7 @@ describe('a process out of connections', () => {
     /** Statements that wait on our lock until `release`, each in a session of the schema's role. */
     async function holding(schema: string, handlers: QueryHandler[]) {
       const { Client } = await import('pg');
-      const locker = new Client({ connectionString: process.env.DATABASE_URL });
+      const locker = new Client({ connectionString: directUrl() });
       await locker.connect();
       const key = Math.floor(Math.random() * 1e9);
       await locker.query('SELECT pg_advisory_lock($1)', [key]);

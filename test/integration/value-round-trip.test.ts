@@ -424,7 +424,7 @@ describe('values read in sessions that print otherwise', () => {
           (
             await c.query(
               `SELECT s.setconfig FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
-                WHERE r.rolname = $1`,
+                WHERE r.rolname = $1 AND s.setdatabase <> 0`,
               [`${schema}_exec`],
             )
           ).rows[0]?.setconfig,

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { handler as tables } from '#functions/tables';
 import { closePool } from '#lib/db/pool';
 import { asTenant, bearer, createKey, sqlAs, tenantSchema } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { directUrl, withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 
 /**
@@ -21,7 +21,7 @@ const largeObjects = () =>
 
 /** A session of the service's that listens on `channel`, and what it has heard. */
 async function listen(channel: string): Promise<{ heard: string[]; stop: () => Promise<void> }> {
-  const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  const client = new pg.Client({ connectionString: directUrl() });
   await client.connect();
   const heard: string[] = [];
   client.on('notification', (message) => heard.push(message.payload ?? ''));

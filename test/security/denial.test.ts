@@ -15,7 +15,7 @@ import {
   sqlAs,
   tenantSchema,
 } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { directUrl, withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 
@@ -204,7 +204,10 @@ describe('errors a tenant can cause are 4xx', () => {
 });
 
 describe('a connection whose statement was cancelled is not reused', () => {
-  it('the session after a result that was too large is a new one', async () => {
+  // Through a transaction pooler the server's session is shared by design, and a cancel goes by
+  // the protocol to the statement it was for (test/integration/pgbouncer.test.ts).
+  const direct = process.env.DATABASE_POOL_MODE === 'transaction' ? it.skip : it;
+  direct('the session after a result that was too large is a new one', async () => {
     const schema = await tenantSchema('reuse');
     const { key } = await createKey(schema, 'service_role');
     const pid = async () => (await sqlAs(key, 'SELECT pg_backend_pid() AS pid')).body.rows[0].pid;
@@ -241,7 +244,7 @@ describe('what a review found next', () => {
 
   it('a tenant cannot connect to other databases of the server (where it could keep objects a drop trips on)', async () => {
     const schema = await tenantSchema('elsewhere');
-    const url = new URL(process.env.DATABASE_URL as string);
+    const url = new URL(directUrl());
     url.username = `${schema}_user`;
     url.password = 'schema-pass-1';
     url.pathname = '/postgres';
@@ -459,7 +462,7 @@ describe('what a last review found', () => {
     const schema = await tenantSchema('foreign');
     const { Client } = await import('pg');
     const url = new URL(process.env.DBADMIN_TEST_SUPERUSER_URL as string);
-    url.pathname = new URL(process.env.DATABASE_URL as string).pathname;
+    url.pathname = new URL(directUrl()).pathname;
     const superuser = new Client({ connectionString: url.toString() });
     await superuser.connect();
     try {

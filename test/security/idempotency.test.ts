@@ -6,7 +6,7 @@ import { handler as schemas } from '#functions/schemas';
 import { closePool } from '#lib/db/pool';
 import { recordScope } from '#lib/http/idempotency';
 import { asTenant, bearer, createKey, tenantSchema } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { directUrl, withAdminClient } from '#test/support/db';
 import { type Call, call, httpEvent, lambdaContext } from '#test/support/http';
 import { losingStatements } from '#test/support/lost-answer';
 import { uniqueName } from '#test/support/names';
@@ -75,7 +75,7 @@ describe('a write held in its COMMIT by code the tenant planted', () => {
        CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON held_commit DEFERRABLE INITIALLY DEFERRED
          FOR EACH ROW EXECUTE FUNCTION hold()`,
     );
-    const locker = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    const locker = new pg.Client({ connectionString: directUrl() });
     await locker.connect();
     await locker.query('SELECT pg_advisory_lock($1)', [gate]);
     const key = randomUUID();

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { handler as imports } from '#functions/imports';
 import { closePool } from '#lib/db/pool';
 import { asTenant, loginAs } from '#test/security/tenant';
-import { withAdminClient } from '#test/support/db';
+import { directUrl, withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { freshSchema } from '#test/support/tables';
@@ -87,7 +87,7 @@ describe('the door an import’s commit marks its import committed through', () 
     );
     const open = await opened(name, 'id,name\n1,real\n');
     const running = await opened(name, 'id,name\n2,real\n');
-    const held = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    const held = new pg.Client({ connectionString: directUrl() });
     await held.connect();
     await held.query('SELECT pg_advisory_lock($1)', [key]);
     const committing = commit(name, running);
@@ -177,7 +177,7 @@ describe('locks a tenant can hold on the imports’ records', () => {
       ]),
     );
     // As a commit's transaction holds it from the door on, until it ends.
-    const holder = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    const holder = new pg.Client({ connectionString: directUrl() });
 
     const reply = await openWhileHeld(
       holder,

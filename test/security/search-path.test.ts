@@ -83,7 +83,8 @@ describe('the service resolves no tenant-made operator or function', () => {
       await c.query(`${plantCanary(role)}; ${hijack(role)}; ${operator(role)}`);
     });
     try {
-      await withServiceClient((c) => c.query("SELECT 'a'::name || 'b'"));
+      // A client of the login with PostgreSQL's default search path would pick it up.
+      await withServiceClient((c) => c.query(`SET search_path = "$user", public; SELECT 'a'::name || 'b'`));
       expect((await sightings(role)).length).toBe(1);
 
       expect(await adminCatalogReads(victim)).toEqual([200, 200, 200, 404, 200]);

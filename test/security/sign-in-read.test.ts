@@ -7,6 +7,7 @@ import { httpHandler } from '#lib/http/handler';
 import { type Access, defineRoute } from '#lib/http/route';
 import { inSchema } from '#lib/validation';
 import { bearer, createKey } from '#test/security/tenant';
+import { directUrl } from '#test/support/db';
 import { ADMIN, call } from '#test/support/http';
 import { freshSchema } from '#test/support/tables';
 
@@ -69,7 +70,7 @@ beforeAll(async () => {
   service = (await createKey(schema, 'service_role')).key;
   process.env.AUTH_MAX_FAILURES = String(LIMIT);
   resetConfig();
-  listener = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  listener = new pg.Client({ connectionString: directUrl() });
   await listener.connect();
   listener.on('notification', ({ payload }) => heard.push(payload ?? ''));
   await listener.query(`LISTEN ${CHANNEL}`);

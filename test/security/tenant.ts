@@ -3,7 +3,7 @@ import { handler as keys } from '#functions/keys';
 import { handler as query } from '#functions/query';
 import type { handler as rows } from '#functions/rows';
 import { handler as tables } from '#functions/tables';
-import { withAdminClient } from '#test/support/db';
+import { directUrl, withAdminClient } from '#test/support/db';
 import { type Call, call } from '#test/support/http';
 import { freshSchema } from '#test/support/tables';
 
@@ -13,13 +13,13 @@ import { freshSchema } from '#test/support/tables';
  */
 
 /** The service's own database role: code a tenant wrote must never run as this role. */
-export const serviceRole = () => decodeURIComponent(new URL(process.env.DATABASE_URL as string).username);
+export const serviceRole = () => decodeURIComponent(new URL(directUrl()).username);
 
 /** freshSchema's password for `<schema>_user`. */
 const TENANT_PASSWORD = 'schema-pass-1';
 
 export function loginAs(role: string, password: string): pg.Client {
-  const url = new URL(process.env.DATABASE_URL as string);
+  const url = new URL(directUrl());
   url.username = role;
   url.password = encodeURIComponent(password);
   return new pg.Client({ connectionString: url.toString() });

@@ -15,9 +15,21 @@ export async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>
   }
 }
 
-/** A connection as the service's own role (DATABASE_URL), with its rights and its defaults. */
+/**
+ * DATABASE_URL's login on the server itself, not through a pooler the tests put in front of it
+ * (DBADMIN_TEST_POOLER): where a tenant with its own login connects from, and where a session's
+ * state (a LISTEN, a lock held across statements) stays with it.
+ */
+export function directUrl(): string {
+  const url = new URL(process.env.DATABASE_URL as string);
+  const direct = process.env.DBADMIN_TEST_DIRECT_URL;
+  if (direct) url.host = new URL(direct).host;
+  return url.toString();
+}
+
+/** A connection as the service's own role (DATABASE_URL, directly), with its rights and its defaults. */
 export async function withServiceClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  const client = new pg.Client({ connectionString: directUrl() });
   await client.connect();
   try {
     return await work(client);

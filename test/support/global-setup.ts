@@ -1,7 +1,12 @@
 import { buildConsole } from '../../bin/build-console';
-import { inServiceDatabase, startTemporaryPostgres } from '../../bin/embedded-postgres';
+import {
+  type EmbeddedDatabase,
+  inServiceDatabase,
+  startTemporaryPostgres,
+} from '../../bin/embedded-postgres';
 import { EMBEDDED_MAJORS, type EmbeddedMajor } from '../../bin/postgres-reach';
 import { runTmpdir } from '../../bin/run-tmpdir';
+import { type PgBouncer, startPgBouncer } from './pgbouncer';
 
 function testedMajor(): EmbeddedMajor | undefined {
   const asked = process.env.DBADMIN_TEST_POSTGRES;
@@ -10,6 +15,28 @@ function testedMajor(): EmbeddedMajor | undefined {
   if (!major)
     throw new Error(`DBADMIN_TEST_POSTGRES=${asked}: the embedded majors are ${EMBEDDED_MAJORS.join(', ')}`);
   return major;
+}
+
+/**
+ * DBADMIN_TEST_POOLER=pgbouncer: the service reaches PostgreSQL through the real PgBouncer in
+ * transaction mode, with a global cap of 50 server connections (the security suite runs so too);
+ * tenants' logins made by the tests go through it as well. Assertions about the catalog still
+ * connect directly, as the superuser (test/support/db).
+ */
+async function throughPooler(database: EmbeddedDatabase): Promise<PgBouncer | undefined> {
+  const asked = process.env.DBADMIN_TEST_POOLER;
+  if (asked === undefined) return undefined;
+  if (asked !== 'pgbouncer') throw new Error(`DBADMIN_TEST_POOLER=${asked}: the pooler tested is pgbouncer`);
+  if (process.env.DBADMIN_TEST_AS === 'superuser') throw new Error('PgBouncer serves no superuser login');
+  const pooler = await startPgBouncer({
+    databaseUrl: database.url,
+    superuserUrl: database.superuserUrl,
+    maxDbConnections: 50,
+  });
+  process.env.DBADMIN_TEST_DIRECT_URL = database.url;
+  process.env.DATABASE_URL = pooler.url;
+  process.env.DATABASE_POOL_MODE = 'transaction';
+  return pooler;
 }
 
 /**
@@ -42,11 +69,15 @@ export default async function globalSetup(): Promise<void> {
     const asSuperuser = process.env.DBADMIN_TEST_AS === 'superuser';
     process.env.DATABASE_URL = asSuperuser ? inServiceDatabase(database.superuserUrl) : database.url;
     process.env.DBADMIN_TEST_SUPERUSER_URL = database.superuserUrl;
+    const pooler = await throughPooler(database);
     (globalThis as { __dbadminStopDatabase?: () => Promise<void> }).__dbadminStopDatabase = async () => {
+      await pooler?.stop();
       await database.stop();
       // A watch run sets up again, and must not take the stopped server for a given DATABASE_URL.
       delete process.env.DATABASE_URL;
       delete process.env.DBADMIN_TEST_SUPERUSER_URL;
+      delete process.env.DATABASE_POOL_MODE;
+      delete process.env.DBADMIN_TEST_DIRECT_URL;
     };
   } catch (error) {
     // Jest runs no teardown after a setup that failed.

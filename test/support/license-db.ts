@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { migrate } from '#lib/db/migrations';
 import { withClient } from '#lib/db/pool';
+import { directUrl } from '#test/support/db';
 
 /**
  * A database of its own for a licensing test file: the trial is recorded once per database, so
@@ -15,7 +16,7 @@ export async function licenseTestDatabase(): Promise<{
   clear: () => Promise<void>;
   drop: () => Promise<void>;
 }> {
-  const serviceUrl = new URL(process.env.DATABASE_URL as string);
+  const serviceUrl = new URL(directUrl());
   const adminUrl = process.env.DBADMIN_TEST_SUPERUSER_URL ?? process.env.DATABASE_URL;
   const name = `dbadmin_license_${randomBytes(4).toString('hex')}`;
   const owner = decodeURIComponent(serviceUrl.username);

@@ -7,6 +7,7 @@ import { handler, resetLicenseServer } from '../../license-server/functions/lice
 import { serverClock } from '../../license-server/lib/clock';
 import { closeLicenseDatabase, licenseDatabase } from '../../license-server/lib/db';
 import { issueLicense, revoke } from '../../license-server/lib/store';
+import { directUrl } from './db';
 
 // Answers are rewritten freely by attacks.
 type Body = any;
@@ -26,7 +27,8 @@ export class TestLicenseServer {
   intercept: ((body: Body, path: string) => Body) | undefined;
 
   constructor(options: { clock?: () => Date } = {}) {
-    process.env.LICENSE_SERVER_DATABASE_URL ??= process.env.DATABASE_URL;
+    // The license server is a deployable of its own: it reaches PostgreSQL directly.
+    process.env.LICENSE_SERVER_DATABASE_URL ??= directUrl();
     this.sign(true);
     if (options.clock) serverClock.now = options.clock;
   }
