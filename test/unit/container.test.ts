@@ -1,9 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { SETTING_NAMES } from '#lib/config';
+import { RESET_SESSION } from '#lib/db/pool';
 import { hubProvisioning } from '#lib/db/role-admin';
 import { envPairs, parseDockerfile } from '#test/support/dockerfile';
+import { shippedSettings } from '#test/support/pgbouncer';
 import { REVOKE_WAL_MESSAGES } from '../../bin/embedded-postgres';
+import { AUTH_QUERY, PGBOUNCER_AUTH_USER, pgbouncerAuthProvisioning } from '../../bin/pgbouncer-auth';
 
 // No Docker engine runs where these tests run: check that both files say what we rely on.
 // test/e2e/container.test.ts builds and starts the image's file set with the Dockerfile's commands.
@@ -33,7 +36,10 @@ describe('docker-compose.yml', () => {
   it('connects as a role made by the init script that is not the superuser', () => {
     const init = readFileSync('deploy/postgres-init/10-dbadmin-role.sh', 'utf8');
 
-    expect(service.environment.DATABASE_URL).toBe('postgres://dbadmin@db:5432/dbadmin');
+    // PostgreSQL itself unless DBADMIN_DATABASE_ADDRESS names PgBouncer.
+    expect(service.environment.DATABASE_URL).toMatch(
+      /^postgres:\/\/dbadmin@\$\{DBADMIN_DATABASE_ADDRESS:-db:5432\}\/dbadmin$/,
+    );
     expect(compose.services.db.volumes).toContain('./deploy/postgres-init:/docker-entrypoint-initdb.d:ro');
     expect(init).toMatch(/CREATE ROLE dbadmin LOGIN CREATEROLE NOSUPERUSER/);
     expect(init).toMatch(/CREATE DATABASE dbadmin OWNER dbadmin/);
@@ -46,7 +52,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('passes the database password apart from the URL, so any character works', () => {
-    expect(service.environment.DATABASE_URL).not.toMatch(/\$\{/);
+    expect(service.environment.DATABASE_URL).not.toMatch(/PASSWORD|:[^/@]*@/);
     expect(service.environment.DATABASE_PASSWORD).toMatch(/^\$\{DBADMIN_DB_PASSWORD:\?/);
     expect(compose.services.db.environment.DBADMIN_DB_PASSWORD).toMatch(/^\$\{DBADMIN_DB_PASSWORD:\?/);
   });
@@ -120,5 +126,49 @@ describe('Dockerfile', () => {
       ['node', '--max-old-space-size=384', 'dist/bin/start.js'],
     ]);
     expect(instructions('HEALTHCHECK')[0]?.args.join(' ')).toMatch(/\/api\/health/);
+  });
+});
+
+describe('the pgbouncer profile', () => {
+  const pgbouncer = compose.services.pgbouncer;
+  const ini = shippedSettings();
+
+  it("runs Debian's PgBouncer, the build the tests run, as an unprivileged user, with the password it needs", () => {
+    const image = parseDockerfile(readFileSync('deploy/pgbouncer/Dockerfile', 'utf8')).at(-1);
+    const ops = (op: string) => image?.instructions.filter((i) => i.op === op).flatMap((i) => i.args) ?? [];
+
+    expect(pgbouncer.profiles).toEqual(['pgbouncer']);
+    expect(pgbouncer.build).toBe('deploy/pgbouncer');
+    expect(pgbouncer.depends_on.db.condition).toBe('service_healthy');
+    expect(pgbouncer.environment.PGBOUNCER_AUTH_PASSWORD).toMatch(/^\$\{PGBOUNCER_AUTH_PASSWORD:\?/);
+    expect(image?.from).toMatch(/^debian:bookworm/);
+    expect(ops('RUN').join(' ')).toMatch(/apt-get install -y --no-install-recommends pgbouncer/);
+    expect(ops('USER')).toEqual(['postgres']);
+  });
+
+  it('pools by transaction, resets every server connection as dbadmin does, and looks logins up safely', () => {
+    expect(ini).toMatchObject({
+      pool_mode: 'transaction',
+      auth_type: 'scram-sha-256',
+      auth_user: PGBOUNCER_AUTH_USER,
+      auth_query: AUTH_QUERY,
+      server_reset_query: RESET_SESSION,
+      server_reset_query_always: '1',
+      max_db_connections: '50',
+    });
+    // CVE-2025-12819: a client's search_path must never reach the auth query.
+    expect(ini).not.toHaveProperty('track_extra_parameters');
+    expect(ini).not.toHaveProperty('ignore_startup_parameters');
+  });
+
+  it("has its login and lookup function made on the volume's first start, as the tests make them", () => {
+    const init = readFileSync('deploy/postgres-init/20-pgbouncer-auth.sh', 'utf8');
+
+    expect(init).toContain(pgbouncerAuthProvisioning());
+    expect(init).toMatch(/--dbname dbadmin/);
+    expect(init).toMatch(/PASSWORD :'pw'/);
+    expect(compose.services.db.environment.PGBOUNCER_AUTH_PASSWORD).toMatch(
+      /^\$\{PGBOUNCER_AUTH_PASSWORD:-\}$/,
+    );
   });
 });
