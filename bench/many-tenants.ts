@@ -40,6 +40,7 @@ import { createSchema } from '../lib/admin/schemas';
 import { type Config, parseConfig } from '../lib/config';
 import { withServicePool } from '../lib/db/pool';
 import { logger } from '../lib/log';
+import { pgbouncerInstalled, startPgBouncer } from '../test/support/pgbouncer';
 import {
   atLeast,
   atMost,
@@ -97,6 +98,8 @@ interface Tenant {
 /** What every section is given: the database, the host as it runs now and how to restart it. */
 interface Bench {
   databaseUrl: string;
+  /** The same server's superuser, when known (the embedded one): PgBouncer's lookup needs it. */
+  superuserUrl: string | undefined;
   /** The settings the host runs with, as it parses them. */
   hostConfig: Config;
   tenants: Tenant[];
@@ -316,8 +319,11 @@ async function everyTenantWarm({ host, tenants, warm }: Bench): Promise<Held[]> 
 
 // --- A burst of tenants -------------------------------------------------------------------
 
-/** The host's connections to the database, by application_name, polled until stopped: the peak. */
-function watchConnections(databaseUrl: string) {
+/**
+ * The host's connections to the database, by application_name, polled until stopped: the peak.
+ * `everyLogin`: every client backend but the poll's own, for connections made by a pooler.
+ */
+function watchConnections(databaseUrl: string, { everyLogin = false } = {}) {
   const client = new pg.Client({ connectionString: databaseUrl, application_name: 'bench-poll' });
   let peak = { total: 0, byName: '' };
   let stopped = false;
@@ -331,7 +337,7 @@ function watchConnections(databaseUrl: string) {
         const { rows } = await client.query<{ name: string; n: number }>(
           `SELECT application_name AS name, count(*)::int AS n FROM pg_catalog.pg_stat_activity
             WHERE datname = current_database() AND backend_type = 'client backend'
-              AND application_name LIKE 'dbadmin%'
+              AND ${everyLogin ? 'pid <> pg_backend_pid()' : "application_name LIKE 'dbadmin%'"}
             GROUP BY 1 ORDER BY 1`,
         );
         const total = rows.reduce((sum, r) => sum + r.n, 0);
@@ -362,8 +368,14 @@ interface Burst {
 }
 
 /** One read per tenant, BURST_IN_FLIGHT at a time, while the host's connections are watched. */
-async function burst(when: string, url: string, databaseUrl: string, tenants: Tenant[]): Promise<Burst> {
-  const watcher = watchConnections(databaseUrl);
+async function burst(
+  when: string,
+  url: string,
+  databaseUrl: string,
+  tenants: Tenant[],
+  watch: { everyLogin?: boolean } = {},
+): Promise<Burst> {
+  const watcher = watchConnections(databaseUrl, watch);
   const answers: Answer[] = [];
   let next = 0;
   const started = performance.now();
@@ -396,6 +408,48 @@ async function tenantBurst({ restartHost, databaseUrl, tenants, warm, hostConfig
   );
   console.table(runs.map(burstRow));
   return runs.flatMap((run) => burstTargets(run, budget));
+}
+
+/**
+ * The same bursts through the real PgBouncer in transaction mode (Debian's, the container's
+ * settings) with `max_db_connections` 50: every server connection of every login counted.
+ */
+async function pgbouncerBurst({ databaseUrl, superuserUrl, tenants, warm }: Bench): Promise<Held[]> {
+  if (!pgbouncerInstalled() || !superuserUrl) {
+    console.log(
+      '\nThrough PgBouncer: skipped (no /usr/sbin/pgbouncer, or no superuser URL: BENCH_SUPERUSER_URL)',
+    );
+    return [];
+  }
+  const cap = 50;
+  const pooler = await startPgBouncer({ databaseUrl, superuserUrl, maxDbConnections: cap });
+  const host = await startHost(pooler.url, { DATABASE_POOL_MODE: 'transaction' });
+  try {
+    await readsInTurn(host.url, Array(WARM_UP).fill(warm));
+    const everyLogin = { everyLogin: true };
+    const runs = [
+      await burst('through PgBouncer, cold', host.url, databaseUrl, tenants, everyLogin),
+      await burst('through PgBouncer, warm', host.url, databaseUrl, tenants, everyLogin),
+    ];
+    console.log(
+      `\nThe bursts through PgBouncer ${pooler.version} in transaction mode, max_db_connections ${cap} ` +
+        '(peak: every server connection to the database)',
+    );
+    console.table(runs.map(burstRow));
+    return runs.flatMap(({ when, answers, peak }) => {
+      const ok = (100 * answers.filter((a) => a.status === 200).length) / answers.length;
+      return [
+        held(atLeast(`burst ${when}: answered 200`, ok, 100, '%'), `${answers.length} requests`),
+        held(
+          atMost(`burst ${when}: peak server connections`, peak.total, cap, 'connections'),
+          `max_db_connections ${cap}`,
+        ),
+      ];
+    });
+  } finally {
+    await host.stop();
+    await pooler.stop();
+  }
 }
 
 function burstRow({ when, answers, seconds, peak }: Burst) {
@@ -467,13 +521,13 @@ function lambdaTotal(): Held[] {
 // --- The run --------------------------------------------------------------------------------
 
 /** Through the host, one section after another; each prints its table and returns its targets. */
-const SECTIONS: Array<(bench: Bench) => Promise<Held[]>> = [everyTenantWarm, tenantBurst];
+const SECTIONS: Array<(bench: Bench) => Promise<Held[]>> = [everyTenantWarm, tenantBurst, pgbouncerBurst];
 
 // The warm baseline's tenant is a schema beyond the tenants read in the passes and the bursts.
 if (!(TENANTS >= 2 && TENANTS < SCHEMAS))
   throw new Error(`BENCH_TENANTS (${TENANTS}) must be at least 2 and below BENCH_SCHEMAS (${SCHEMAS})`);
 
-runBench('bench-tenants', async (databaseUrl) => {
+runBench('bench-tenants', async (databaseUrl, superuserUrl) => {
   // The host's own settings, as it parses them: its budget is what the burst is held to.
   const hostConfig = parseConfig(hostEnvironment(databaseUrl));
   console.log(
@@ -485,6 +539,7 @@ runBench('bench-tenants', async (databaseUrl) => {
   let host = await startHost(databaseUrl);
   const bench: Bench = {
     databaseUrl,
+    superuserUrl,
     hostConfig,
     tenants: made.tenants,
     warm: made.warm,

@@ -385,19 +385,25 @@ export function printTargets(targets: Target[]): void {
  * Runs a benchmark against DATABASE_URL or a throw-away embedded PostgreSQL, with the production
  * layout built into BUILD_DIR for the run and removed after it, like its temporary files.
  */
-export function runBench(purpose: string, body: (databaseUrl: string) => Promise<void>): void {
+export function runBench(
+  purpose: string,
+  body: (databaseUrl: string, superuserUrl: string | undefined) => Promise<void>,
+): void {
   const removeTmpdir = runTmpdir(`dbadmin-${purpose}`);
   const run = async () => {
     let databaseUrl = process.env.DATABASE_URL;
+    // A superuser's URL of the same server, for what only one may set up (PgBouncer's lookup).
+    let superuserUrl = process.env.BENCH_SUPERUSER_URL;
     let stopDatabase: (() => Promise<void>) | undefined;
     try {
       await buildBenchHost();
       if (!databaseUrl) {
         const database = await startTemporaryPostgres(purpose);
         databaseUrl = database.url;
+        superuserUrl = database.superuserUrl;
         stopDatabase = database.stop;
       }
-      await body(databaseUrl);
+      await body(databaseUrl, superuserUrl);
     } finally {
       rmSync(BUILD_DIR, { recursive: true, force: true });
       await stopDatabase?.();
