@@ -1,6 +1,6 @@
 #!/bin/sh
 # Writes PgBouncer's auth file (the auth user's password only; tenants' logins are looked up
-# through pgbouncer.get_auth) where only this user reads it, then runs PgBouncer in the foreground.
+# through _dbadmin_pgbouncer.get_auth) where only this user reads it, then runs PgBouncer in the foreground.
 set -eu
 : "${PGBOUNCER_AUTH_PASSWORD:?set PGBOUNCER_AUTH_PASSWORD}"
 umask 077

@@ -14,9 +14,10 @@ import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { qualified, quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
 import { jsonSql } from '#lib/db/json-rows';
-import { beginText, isPooled } from '#lib/db/pooler';
+import { isPooled } from '#lib/db/pooler';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { readText } from '#lib/db/text-result';
+import { inPlainTransaction } from '#lib/db/transaction';
 import { Download } from '#lib/download';
 import { BadRequest, NotFound } from '#lib/errors';
 import { JsonText } from '#lib/json-text';
@@ -228,15 +229,7 @@ async function inOneSnapshot<T>(
     return work();
   }
   // Not READ ONLY: the export reads as the page read does, code a tenant planted there included.
-  await client.query(beginText(client, 'BEGIN ISOLATION LEVEL REPEATABLE READ'));
-  try {
-    const result = await work();
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  }
+  return inPlainTransaction(client, 'BEGIN ISOLATION LEVEL REPEATABLE READ', work);
 }
 
 /** The rows after the cursor `after` names, in this order; none without a cursor. */

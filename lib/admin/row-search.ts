@@ -16,6 +16,7 @@ import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import type { TableEstimate } from '#lib/db/table-estimate';
+import { withSessionSettings } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';
 
 /**
@@ -109,7 +110,19 @@ export function searchStatement(info: TableEstimate, input: SearchPageInput) {
   return { text, values, shown, keys, seeks, where, whereValues, filtered, countsAlong, offset };
 }
 
-export async function searchPage(
+export function searchPage(
+  access: SchemaAccess,
+  info: TableEstimate,
+  limits: ResultLimits,
+  input: SearchPageInput,
+) {
+  return access.run((client) =>
+    withSessionSettings(client, () => readSearchPage(client, access, info, limits, input)),
+  );
+}
+
+async function readSearchPage(
+  client: pg.PoolClient,
   access: SchemaAccess,
   info: TableEstimate,
   limits: ResultLimits,
@@ -117,43 +130,40 @@ export async function searchPage(
 ) {
   const { text, values, shown, keys, seeks, where, whereValues, filtered, countsAlong, offset } =
     searchStatement(info, input);
-  return access.run(async (client) => {
-    const [result] = await boundedQuery(
-      client,
-      { text, values, rowMode: 'array' } as pg.QueryArrayConfig,
-      limits,
-      () => access.cancel(client),
-    );
-    const found = pageRows(result, {
-      limit: input.limit,
-      keys: seeks ? keys.length : 0,
-      counts: countsAlong,
-    });
-    const cursor =
-      found.more && found.lastKeys && encodeCursor(input.cursorSecret, info, keys, found.lastKeys);
-    // A sort value so long the cursor would not fit in a URL ends paging by cursor: by number then.
-    const nextCursor = cursor && cursor.length <= MAX_CURSOR_LENGTH ? cursor : null;
-    const reachedEnd = input.after === undefined && !found.more && (found.data.length > 0 || offset === 0);
-    const total = input.count
-      ? await searchTotal(client, {
-          known: reachedEnd ? offset + found.data.length : undefined,
-          counted: found.counted,
-          countsAlong,
-          filtered,
-          values: whereValues,
-          where,
-          info,
-          exactCountMaxRows: input.exactCountMaxRows,
-        })
-      : { total: null, totalExact: false };
-    return {
-      data: found.data,
-      columns: shown ? shown.map((c) => c.name) : found.names,
-      ...total,
-      page: input.page,
-      nextCursor,
-    };
+  const [result] = await boundedQuery(
+    client,
+    { text, values, rowMode: 'array' } as pg.QueryArrayConfig,
+    limits,
+    () => access.cancel(client),
+  );
+  const found = pageRows(result, {
+    limit: input.limit,
+    keys: seeks ? keys.length : 0,
+    counts: countsAlong,
   });
+  const cursor = found.more && found.lastKeys && encodeCursor(input.cursorSecret, info, keys, found.lastKeys);
+  // A sort value so long the cursor would not fit in a URL ends paging by cursor: by number then.
+  const nextCursor = cursor && cursor.length <= MAX_CURSOR_LENGTH ? cursor : null;
+  const reachedEnd = input.after === undefined && !found.more && (found.data.length > 0 || offset === 0);
+  const total = input.count
+    ? await searchTotal(client, {
+        known: reachedEnd ? offset + found.data.length : undefined,
+        counted: found.counted,
+        countsAlong,
+        filtered,
+        values: whereValues,
+        where,
+        info,
+        exactCountMaxRows: input.exactCountMaxRows,
+      })
+    : { total: null, totalExact: false };
+  return {
+    data: found.data,
+    columns: shown ? shown.map((c) => c.name) : found.names,
+    ...total,
+    page: input.page,
+    nextCursor,
+  };
 }
 
 /**

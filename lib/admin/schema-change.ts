@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { SchemaAccess } from '#lib/db/executor';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
+import { discardAfterUse } from '#lib/db/pool';
 import { isPooled } from '#lib/db/pooler';
 import { inTransaction } from '#lib/db/transaction';
 import { ApiError } from '#lib/errors';
@@ -333,28 +334,47 @@ async function boundLockWaits(catalog: pg.Pool, client: pg.ClientBase, timeoutMs
     };
   }
   let outwaited = false;
+  let stopped = false;
+  let watching: Promise<void> | undefined;
   const watch = async () => {
     const { rowCount } = await catalog.query(
       `SELECT 1 FROM pg_catalog.pg_stat_activity a JOIN pg_catalog.pg_locks l ON l.pid = a.pid AND NOT l.granted
         WHERE a.usename = $1 AND a.datname = pg_catalog.current_database() AND a.state = 'active'
-          AND pg_catalog.starts_with($2, a.query)
+          AND a.query <> '' AND pg_catalog.starts_with($2, a.query)
           AND l.waitstart < pg_catalog.now() - pg_catalog.make_interval(secs => $3::float8 / 1000)`,
       [client.user, client.lastStatement ?? '', timeoutMs],
     );
     // Each statement in turn (a failed build's clean-up too): the cancel reaches the one running.
-    if (rowCount) {
+    // Never once the work is over: the connection may serve another request by then.
+    if (rowCount && !stopped) {
       outwaited = true;
+      discardAfterUse(client);
       client.cancelOnWire();
     }
   };
-  const timer = setInterval(() => watch().catch(noop), Math.max(timeoutMs / 4, 25));
+  const timer = setInterval(
+    () => {
+      watching ??= watch()
+        .catch(noop)
+        .finally(() => {
+          watching = undefined;
+        });
+    },
+    Math.max(timeoutMs / 4, 25),
+  );
   timer.unref();
   return {
-    outwaited: (error: unknown) =>
-      outwaited && isPgError(error) && error.code === '57014'
-        ? Object.assign(error, { code: '55P03' })
-        : error,
-    end: async () => clearInterval(timer),
+    /** The error as the lock timeout would have raised it, when the watch cancelled its statement. */
+    outwaited: (error: unknown) => {
+      const cancelled = outwaited && isPgError(error) && error.code === '57014';
+      outwaited = false;
+      return cancelled ? Object.assign(error, { code: '55P03' }) : error;
+    },
+    end: async () => {
+      stopped = true;
+      clearInterval(timer);
+      await watching;
+    },
   };
 }
 

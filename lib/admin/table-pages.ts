@@ -5,6 +5,7 @@ import type { SchemaAccess } from '#lib/db/executor';
 import { qualified, quoteCatalogName } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
 import type { TableEstimate } from '#lib/db/table-estimate';
+import { withSessionSettings } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';
 
 /**
@@ -189,16 +190,22 @@ export async function readTable(
   const from = qualified(schema, table);
   const estimate = info.estimatedRows > EXACT_COUNT_MAX_ROWS ? info.estimatedRows : undefined;
   const query = pageQuery(info, from, input, count && estimate === undefined);
-  return access.run(async (client) => {
-    const config: pg.QueryArrayConfig = { text: query.text, values: query.values, rowMode: 'array' };
-    const [result] = await boundedQuery(client, config, limits, () => access.cancel(client));
-    const { data, nextCursor, counted } = pageRows(result, query);
-    const offset = (page - 1) * limit;
-    const reachedEnd = query.seeks ? nextCursor === null : data.length < limit;
-    const shown = after === undefined && reachedEnd && (data.length > 0 || offset === 0);
-    const total: Total = count
-      ? await pageTotal(client, from, { known: shown ? offset + data.length : undefined, estimate, counted })
-      : { total: null, totalExact: false };
-    return { data, columns: info.columns.map((c) => c.name), ...total, page, nextCursor };
-  });
+  return access.run((client) =>
+    withSessionSettings(client, async () => {
+      const config: pg.QueryArrayConfig = { text: query.text, values: query.values, rowMode: 'array' };
+      const [result] = await boundedQuery(client, config, limits, () => access.cancel(client));
+      const { data, nextCursor, counted } = pageRows(result, query);
+      const offset = (page - 1) * limit;
+      const reachedEnd = query.seeks ? nextCursor === null : data.length < limit;
+      const shown = after === undefined && reachedEnd && (data.length > 0 || offset === 0);
+      const total: Total = count
+        ? await pageTotal(client, from, {
+            known: shown ? offset + data.length : undefined,
+            estimate,
+            counted,
+          })
+        : { total: null, totalExact: false };
+      return { data, columns: info.columns.map((c) => c.name), ...total, page, nextCursor };
+    }),
+  );
 }

@@ -6,4 +6,11 @@ export const INTERNAL_SCHEMA = '_dbadmin';
 export const AUDIT_SCHEMA = '_dbadmin_audit';
 /** The doors of the roles that administer tenants' roles (lib/db/role-admin); the service's alone. */
 export const ROLES_SCHEMA = '_dbadmin_roles';
-export const DBADMIN_SCHEMAS: readonly string[] = [INTERNAL_SCHEMA, AUDIT_SCHEMA, ROLES_SCHEMA];
+/** PgBouncer's lookup of logins (bin/pgbouncer-auth), made by a superuser when PgBouncer is used. */
+export const POOLER_SCHEMA = '_dbadmin_pgbouncer';
+export const DBADMIN_SCHEMAS: readonly string[] = [
+  INTERNAL_SCHEMA,
+  AUDIT_SCHEMA,
+  ROLES_SCHEMA,
+  POOLER_SCHEMA,
+];

@@ -4,7 +4,7 @@ import { sessionBudget } from '#lib/db/connection-budget';
 import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { migrate } from '#lib/db/migrations';
 import { fromDatabaseError } from '#lib/db/pg-errors';
-import { clientFor, isPooled, type PooledClient, setLocal } from '#lib/db/pooler';
+import { isPooled, type PooledClient, pooledClient, setLocal } from '#lib/db/pooler';
 import { SessionPool } from '#lib/db/session-pool';
 import { inTransaction, type TransactionOptions } from '#lib/db/transaction';
 import { ApiError, QueryTimeout } from '#lib/errors';
@@ -33,7 +33,10 @@ export interface PoolOptions {
   applicationName: string;
   /** Another login than DATABASE_URL's (a schema's role), with its password. */
   login?: { user: string; password: string };
-  /** Settings fixed at connection start (`-c name=value`); they outrank a role's own defaults. */
+  /**
+   * Settings fixed at connection start (`-c name=value`), which outrank a role's own defaults;
+   * through a transaction pooler, sent with each BEGIN instead (lib/db/pooler).
+   */
   settings?: Record<string, string>;
   /** The sessions' statement timeout; QUERY_TIMEOUT_MS unless a tenant's quota is lower. */
   statementTimeoutMs?: number;
@@ -63,7 +66,7 @@ function sessionStart(config: Config, options: PoolOptions) {
   const statementTimeout = options.statementTimeoutMs ?? config.QUERY_TIMEOUT_MS;
   if (config.DATABASE_POOL_MODE === 'transaction') {
     const settings = { ...options.settings, statement_timeout: String(statementTimeout) };
-    return { Client: clientFor('transaction', setLocal(settings)) };
+    return { Client: pooledClient(setLocal(settings)) };
   }
   return {
     statement_timeout: statementTimeout,
@@ -247,11 +250,19 @@ export async function getDatabase(): Promise<pg.Pool> {
  * database, as every session of ours starts with it.
  */
 async function pinSearchPath(client: pg.ClientBase): Promise<void> {
-  const { rows } = await client.query<{ database: string }>(
-    'SELECT pg_catalog.current_database() AS database',
+  const { rows } = await client.query<{ database: string; pinned: boolean }>(
+    `SELECT pg_catalog.current_database() AS database,
+            EXISTS (SELECT 1 FROM pg_catalog.pg_db_role_setting s JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
+                     WHERE s.setrole = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                       AND d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+                       AND s.setconfig OPERATOR(pg_catalog.@>) ARRAY['search_path=pg_catalog, pg_temp']) AS pinned`,
   );
+  if (rows[0]?.pinned) return;
   const database = pg.escapeIdentifier(rows[0]?.database ?? '');
-  await client.query(`ALTER ROLE CURRENT_USER IN DATABASE ${database} SET search_path = pg_catalog, pg_temp`);
+  // Another process pinning it at the same moment ("tuple concurrently updated") did the same.
+  await client
+    .query(`ALTER ROLE CURRENT_USER IN DATABASE ${database} SET search_path = pg_catalog, pg_temp`)
+    .catch((error: unknown) => logger.warn('search path not pinned', { reason: String(error) }));
 }
 
 /** The connection cannot be trusted again: the server went away (raw, or already mapped to a 503). */
@@ -311,8 +322,10 @@ export async function withSession<T>(
   try {
     return await useClient(client, work, async () => {
       if (client.getTransactionStatus() !== 'I') throw new Error('session left inside a transaction');
-      // A transaction pooler resets its server connection itself, after every transaction.
-      if (!isPooled(client)) await client.query(RESET_SESSION);
+      // Through a transaction pooler too: PgBouncer keeps a client's client_encoding, DateStyle,
+      // TimeZone... as the server last reported them and sets them again on the next server it
+      // gives that client; the reset's reports put them back.
+      await client.query(RESET_SESSION);
     });
   } catch (error) {
     if (expired) throw new QueryTimeout('ran longer than the query timeout allows', error);
@@ -348,6 +361,9 @@ export async function stopBackend(
   await via.query(sql, [pid]).catch(() => undefined);
 }
 
+/** pg_stat_activity shows at most track_activity_query_size (1024 by default) less one bytes of a statement. */
+const TRUNCATED_AT = 1000;
+
 /**
  * Through a transaction pooler the connection's process id is the pooler's, which may be any
  * backend's: a cancel goes by the protocol, which the pooler forwards to the backend running the
@@ -364,8 +380,9 @@ async function stopPooledBackend(
   await via
     .query(
       `SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
-        WHERE a.usename = $1 AND a.datname = pg_catalog.current_database() AND a.state <> 'idle'
-          AND a.query <> '' AND pg_catalog.starts_with($2, a.query)`,
+        WHERE a.usename = $1 AND a.datname = pg_catalog.current_database() AND a.state = 'active'
+          AND (a.query = $2 OR (pg_catalog.octet_length(a.query) >= ${TRUNCATED_AT}
+                                AND pg_catalog.starts_with($2, a.query)))`,
       [client.user, client.lastStatement],
     )
     .catch(() => undefined);

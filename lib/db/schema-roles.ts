@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { quoteIdent, quoteLiteral } from '#lib/db/identifiers';
 import { TEXT_OUTPUT_SETTINGS } from '#lib/db/json-rows';
 import { schemaBusy } from '#lib/db/pg-errors';
+import { throughPooler } from '#lib/db/pooler';
 import { type RoleAdmin, withRoleAdmin } from '#lib/db/role-admin';
 import {
   ROLE_CONNECTION_LIMIT,
@@ -49,10 +50,18 @@ export function sessionSettings(role: SchemaRole): Array<[name: string, value: s
 }
 
 /**
+ * Whether a login keeps its sessions' settings as its own defaults: when the service reaches the
+ * database through a transaction pooler (lib/db/pooler), whose reset restores them, so that what
+ * runs outside a transaction has them too. Connected directly, each session fixes them at login
+ * and the role keeps none (every default of a tenant's role is a row that assertOffSearchPaths
+ * reads for each new schema).
+ */
+const keepsDefaults = (db: pg.ClientBase | pg.Pool) => throughPooler(db);
+
+/**
  * Creates the login role, or resets its password; LOGIN or NOLOGIN as asked. Settings the role
- * gave itself (any role may) go with every reset. A login gets its sessions' settings as its own
- * defaults: a session through a transaction pooler has them outside a transaction too
- * (lib/db/pooler), and a tenant's own connection as the role works as ours do.
+ * gave itself (any role may) go with every reset; a login gets its sessions' settings as its own
+ * defaults when it keeps them (keepsDefaults).
  */
 export async function upsertLogin(
   client: pg.ClientBase,
@@ -69,12 +78,20 @@ export async function upsertLogin(
   if (!exists) await roles.made(role.role);
   // Neither setting nor resetting `role` may run in a shard's door: the role's ADMIN OPTION lent.
   await roles.lend([role.role], { admin: true });
-  const defaults = login
-    ? sessionSettings(role).map(
-        ([name, value]) => `ALTER ROLE ${r} SET ${quoteIdent(name)} = ${quoteLiteral(value)}`,
-      )
-    : [];
-  await client.query([`ALTER ROLE ${r} RESET ALL`, ...defaults].join('; '));
+  const defaults =
+    login && keepsDefaults(client)
+      ? sessionSettings(role).map(
+          ([name, value]) => `ALTER ROLE ${r} SET ${quoteIdent(name)} = ${quoteLiteral(value)}`,
+        )
+      : [];
+  // Its defaults in every database, and those it gave itself for this one (which outrank them).
+  const { rows } = await client.query<{ database: string }>(
+    'SELECT pg_catalog.current_database() AS database',
+  );
+  const here = quoteIdent(rows[0]?.database ?? '', 'database name');
+  await client.query(
+    [`ALTER ROLE ${r} RESET ALL`, `ALTER ROLE ${r} IN DATABASE ${here} RESET ALL`, ...defaults].join('; '),
+  );
   return !exists;
 }
 
@@ -282,9 +299,8 @@ const preparedWith = (secret: string) =>
  * Whether the role can be logged in as without preparing it first: prepareSchemaRole did so at
  * the last change of the schema's roles, for this very schema (not one dropped and made again under its
  * name), with this secret and this version of the code; the role is still a member of the one
- * it works as; and the role's defaults are still exactly those upsertLogin set (any role may set
- * its own; they would reach every session of it that starts outside a transaction, through a
- * transaction pooler). One read on the
+ * it works as; and the role's defaults are still exactly those upsertLogin set, none when they
+ * are not kept (any role may set its own; they would reach every session of it). One read on the
  * service's pool, no lock: the cost of a role every process but the first finds ready. A login
  * that fails after all (a password the tenant set, a key deleted meanwhile) repairs it
  * (lib/db/executor).
@@ -307,11 +323,21 @@ export async function roleReady(
             AND (SELECT pg_catalog.array_agg(s.setdatabase::pg_catalog.text || ':' || c.setting ORDER BY s.setdatabase, c.n)
                    FROM pg_catalog.pg_db_role_setting s JOIN pg_catalog.pg_roles r ON r.oid = s.setrole,
                         pg_catalog.unnest(s.setconfig) WITH ORDINALITY AS c(setting, n)
-                  WHERE r.rolname = $4)
-                IS NOT DISTINCT FROM ('0:search_path=' || pg_catalog.quote_ident($1)) || $6::text[] AS ready
+                  WHERE r.rolname = $4
+                    AND s.setdatabase IN (0, (SELECT d.oid FROM pg_catalog.pg_database d
+                                               WHERE d.datname = pg_catalog.current_database())))
+                IS NOT DISTINCT FROM (CASE WHEN $7 THEN ('0:search_path=' || pg_catalog.quote_ident($1)) || $6::text[] END) AS ready
        FROM _dbadmin.schema_locks l LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = l.schema_name
       WHERE l.schema_name = $1`,
-    [schema, kind, preparedWith(secret), role, actsAs, storedDefaults(schemaRole(schema, kind))],
+    [
+      schema,
+      kind,
+      preparedWith(secret),
+      role,
+      actsAs,
+      storedDefaults(schemaRole(schema, kind)),
+      keepsDefaults(client),
+    ],
   );
   const found = rows[0];
   if (found?.closing) throw schemaClosing(schema);
@@ -324,7 +350,7 @@ export async function roleReady(
  */
 const storedDefaults = (role: SchemaRole) =>
   sessionSettings(role)
-    .slice(1)
+    .filter(([name]) => name !== 'search_path')
     .map(([name, value]) => `0:${name}=${value}`);
 
 /**

@@ -8,7 +8,7 @@ import {
   sealFor,
   xidOf,
 } from '#lib/db/audit-log';
-import { beginText } from '#lib/db/pooler';
+import { beginText, isPooled } from '#lib/db/pooler';
 
 /**
  * One transaction on one session, all or nothing, with a bounded lock wait when asked; the request's
@@ -34,6 +34,36 @@ export interface TransactionOptions<T = unknown> {
 /** One statement as the request's change, its audit entry committed with it. */
 export const auditedStatement = (client: pg.ClientBase, text: string, audit: AuditDraft | undefined) =>
   inTransaction(client, () => client.query(text), { audit });
+
+/**
+ * `work` as it is on a session of its own; through a transaction pooler, outside a transaction,
+ * in one begun with the session's settings (lib/db/pooler), which a statement alone would run
+ * without (the role it works as, its search path, its statement timeout).
+ */
+export function withSessionSettings<T>(client: pg.ClientBase, work: () => Promise<T>): Promise<T> {
+  if (!isPooled(client) || client.getTransactionStatus() !== 'I') return work();
+  return inPlainTransaction(client, 'BEGIN', work);
+}
+
+/**
+ * `work` in a transaction of its own, begun by `begin` (with the session's settings through a
+ * transaction pooler), committed after it, rolled back if it fails. No audit entry: a read's.
+ */
+export async function inPlainTransaction<T>(
+  client: pg.ClientBase,
+  begin: string,
+  work: () => Promise<T>,
+): Promise<T> {
+  await client.query(beginText(client, begin));
+  try {
+    const result = await work();
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
 
 /** Runs `work` in one transaction: all of it commits, or none of it. */
 export function inTransaction<T>(

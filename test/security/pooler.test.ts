@@ -1,15 +1,18 @@
 import pg from 'pg';
+import { handler as query } from '#functions/query';
+import { handler as schemas } from '#functions/schemas';
 import { closePool, getDatabase, getQueryPool, stopBackend } from '#lib/db/pool';
 import { tenantSchema } from '#test/security/tenant';
 import { directUrl, withAdminClient } from '#test/support/db';
-import { PGBOUNCER_AUTH_USER } from '../../bin/pgbouncer-auth';
+import { call } from '#test/support/http';
+import { PGBOUNCER_AUTH_USER, pgbouncerAuthProvisioning } from '../../bin/pgbouncer-auth';
 
 /**
  * Through a pooler in transaction mode (the security suite's run through PgBouncer,
  * DBADMIN_TEST_POOLER=pgbouncer): the process id a connection is given is the pooler's own
  * number, which may be any backend's. Stopping a statement must never signal a backend by it: the
  * service may end any tenant's session (pg_signal_backend), so a wrong number would end a
- * stranger's. And the pooler's view of the logins, pgbouncer.get_auth, is no tenant's to read.
+ * stranger's. And the pooler's view of the logins, _dbadmin_pgbouncer.get_auth, is no tenant's to read.
  */
 
 const pooled = process.env.DATABASE_POOL_MODE === 'transaction';
@@ -71,7 +74,7 @@ throughPooler("the pooler's view of the logins", () => {
     const tenant = await stranger(schema);
     try {
       await expect(
-        tenant.client.query(`SELECT * FROM pgbouncer.get_auth('${schema}_exec')`),
+        tenant.client.query(`SELECT * FROM _dbadmin_pgbouncer.get_auth('${schema}_exec')`),
       ).rejects.toMatchObject({
         code: '42501',
       });
@@ -84,13 +87,47 @@ throughPooler("the pooler's view of the logins", () => {
     const answers = await withAdminClient(async (c) => {
       await c.query(`SET ROLE ${PGBOUNCER_AUTH_USER}`);
       const { rows } = await c.query(
-        `SELECT (SELECT count(*) FROM pgbouncer.get_auth(current_setting('is_superuser') || '')) AS junk,
-                (SELECT count(*) FROM pg_roles r, pgbouncer.get_auth(r.rolname) WHERE r.rolsuper) AS superusers,
-                (SELECT count(*) FROM pgbouncer.get_auth('${PGBOUNCER_AUTH_USER}')) AS itself`,
+        `SELECT (SELECT count(*) FROM _dbadmin_pgbouncer.get_auth(current_setting('is_superuser') || '')) AS junk,
+                (SELECT count(*) FROM pg_roles r, _dbadmin_pgbouncer.get_auth(r.rolname) WHERE r.rolsuper) AS superusers,
+                (SELECT count(*) FROM _dbadmin_pgbouncer.get_auth('${PGBOUNCER_AUTH_USER}')) AS itself`,
       );
       return rows[0];
     });
 
     expect(answers).toEqual({ junk: 0, superusers: 0, itself: 0 });
+  });
+});
+
+throughPooler('provisioning the lookup', () => {
+  it('refuses a _dbadmin_pgbouncer schema another role owns, whose owner could replace the function', async () => {
+    const schema = await tenantSchema('poolown');
+    await withAdminClient((c) => c.query(`ALTER SCHEMA _dbadmin_pgbouncer OWNER TO "${schema}_owner"`));
+    try {
+      await expect(withAdminClient((c) => c.query(pgbouncerAuthProvisioning()))).rejects.toMatchObject({
+        message: expect.stringMatching(/belongs to another role/),
+      });
+    } finally {
+      await withAdminClient((c) => c.query('ALTER SCHEMA _dbadmin_pgbouncer OWNER TO CURRENT_USER'));
+    }
+  });
+});
+
+throughPooler("a schema's settings in each transaction", () => {
+  it('hold for a schema named like a reserved word', async () => {
+    const made = await call(schemas, {
+      method: 'POST',
+      path: '/api/schema/create',
+      body: { schemaName: 'window', password: 'schema-pass-1' },
+    });
+    expect(made.status).toBe(201);
+
+    const reply = await call(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { schema: 'window', sql: "SELECT current_setting('search_path') AS path, current_user AS who" },
+    });
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.rows).toEqual([{ path: '"window"', who: 'window_owner' }]);
   });
 });

@@ -44,6 +44,22 @@ describe('a role logged in as without being prepared again', () => {
     expect(reply.body.rows[0].work_mem).not.toBe('77kB');
   });
 
+  it('does not keep settings the role gave itself for this database alone', async () => {
+    const schema = await tenantSchema('prepdbset');
+    expect((await adminSql(schema, 'SELECT 1 AS one')).status).toBe(200);
+    // Any role may: ALTER ROLE CURRENT_USER IN DATABASE ... SET, which outranks its other defaults.
+    const database = new URL(directUrl()).pathname.slice(1);
+    await withAdminClient((c) =>
+      c.query(`ALTER ROLE "${schema}_exec" IN DATABASE "${database}" SET work_mem = '77kB'`),
+    );
+    await dropRolePool(`${schema}_exec`);
+
+    const reply = await adminSql(schema, "SELECT current_setting('work_mem') AS work_mem");
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.rows[0].work_mem).not.toBe('77kB');
+  });
+
   it('never logs in as a role of a schema that is being deleted', async () => {
     const schema = await tenantSchema('prepclose');
     expect((await adminSql(schema, 'SELECT 1 AS one')).status).toBe(200);

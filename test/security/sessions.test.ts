@@ -92,6 +92,29 @@ describe('nothing a key does outlives its request', () => {
     expect(path.body.rows[0].path).toContain(schema);
   });
 
+  it('a client encoding, time zone or date style the SQL set is gone before the next request', async () => {
+    // PgBouncer keeps these per client, as the server last reported them, and sets them again on
+    // the next server it gives that client: the reset's reports must put them back.
+    const set = await sqlAs(
+      service,
+      `SELECT set_config('client_encoding', 'LATIN1', false), set_config('TimeZone', 'Pacific/Chatham', false),
+              set_config('DateStyle', 'SQL, DMY', false)`,
+    );
+    expect(set.status).toBe(200);
+
+    const after = await sqlAs(
+      service,
+      `SELECT current_setting('client_encoding') AS enc, current_setting('TimeZone') AS tz,
+              current_setting('DateStyle') AS ds`,
+    );
+
+    expect(after.body.rows[0]).toEqual({
+      enc: 'UTF8',
+      tz: expect.not.stringMatching(/Chatham/),
+      ds: 'ISO, MDY',
+    });
+  });
+
   it('a transaction the key commits or prepares itself is refused, not left behind', async () => {
     const replies = [await sqlAs(service, 'COMMIT'), await sqlAs(service, "PREPARE TRANSACTION 'kept'")];
 

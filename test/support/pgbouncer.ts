@@ -17,7 +17,7 @@ import { scramVerifier } from '../../lib/db/scram';
  *   itself, never a shared login that switches roles;
  * - a global cap on server connections (`max_db_connections`) whatever the logins;
  * - no file of tenants' passwords: a login is looked up with `auth_query` through
- *   `pgbouncer.get_auth(name)` (bin/pgbouncer-auth), and PgBouncer logs in to PostgreSQL with
+ *   `_dbadmin_pgbouncer.get_auth(name)` (bin/pgbouncer-auth), and PgBouncer logs in to PostgreSQL with
  *   the client's own SCRAM proof. The auth file holds the auth user's credentials only.
  */
 
@@ -64,7 +64,7 @@ export const pgbouncerInstalled = () => existsSync(PGBOUNCER);
 const authField = (value: string) => `"${value.replace(/"/g, '""')}"`;
 
 /**
- * The auth user and `pgbouncer.get_auth` in the database PgBouncer serves (1.18 has no
+ * The auth user and `_dbadmin_pgbouncer.get_auth` in the database PgBouncer serves (1.18 has no
  * auth_dbname: auth_query runs in the client's database), as the container's init makes them;
  * the auth user gets a new random password each time.
  */
@@ -215,6 +215,10 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
     },
     log,
     stop: async () => {
+      // Ended before its time: what it said is the only account of why.
+      if (child.exitCode !== null || child.signalCode !== null) {
+        console.error(`pgbouncer had exited (${child.exitCode ?? child.signalCode}):\n${log().slice(-4000)}`);
+      }
       if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((resolve) => child.once('exit', resolve));
         child.kill('SIGINT');
