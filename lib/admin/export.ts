@@ -14,10 +14,9 @@ import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { qualified, quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
 import { jsonSql } from '#lib/db/json-rows';
-import { isPooled } from '#lib/db/pooler';
 import { type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { readText } from '#lib/db/text-result';
-import { inPlainTransaction } from '#lib/db/transaction';
+import { inPlainTransaction, withSessionSettings } from '#lib/db/transaction';
 import { Download } from '#lib/download';
 import { BadRequest, NotFound } from '#lib/errors';
 import { JsonText } from '#lib/json-text';
@@ -186,9 +185,8 @@ export async function exportTable(
   const paged = info.primaryKey.length > 0;
   const { text, records, last } = await access.run((client) =>
     // The cursor and the page it ends are read in one snapshot: a write between them moves neither.
-    // The filter's values are settings of that transaction; through a transaction pooler every
-    // read is in one (lib/db/pooler).
-    inOneSnapshot(client, access.readOnly, paged || settings.length > 0 || isPooled(client), async () => {
+    // The filter's values are settings of that transaction.
+    inOneSnapshot(client, access.readOnly, paged || settings.length > 0, async () => {
       if (settings.length > 0) await client.query(settingsSql(settings.length), settings);
       const boundary = paged ? await lastKeys(client, table, keys, where, input.limit) : undefined;
       return { ...(await readText(client, sql, limits, () => access.cancel(client))), last: boundary };
@@ -223,7 +221,8 @@ async function inOneSnapshot<T>(
   needed: boolean,
   work: () => Promise<T>,
 ) {
-  if (!needed) return work();
+  // Else as a page read: alone, or through a transaction pooler in a transaction of its own.
+  if (!needed) return withSessionSettings(client, work);
   if (inTransaction) {
     await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
     return work();

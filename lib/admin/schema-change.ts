@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { SchemaAccess } from '#lib/db/executor';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
-import { discardAfterUse } from '#lib/db/pool';
+import { discardAfterUse, RUNNING_STATEMENT } from '#lib/db/pool';
 import { isPooled } from '#lib/db/pooler';
 import { inTransaction } from '#lib/db/transaction';
 import { ApiError } from '#lib/errors';
@@ -339,8 +339,7 @@ async function boundLockWaits(catalog: pg.Pool, client: pg.ClientBase, timeoutMs
   const watch = async () => {
     const { rowCount } = await catalog.query(
       `SELECT 1 FROM pg_catalog.pg_stat_activity a JOIN pg_catalog.pg_locks l ON l.pid = a.pid AND NOT l.granted
-        WHERE a.usename = $1 AND a.datname = pg_catalog.current_database() AND a.state = 'active'
-          AND a.query <> '' AND pg_catalog.starts_with($2, a.query)
+        WHERE ${RUNNING_STATEMENT}
           AND l.waitstart < pg_catalog.now() - pg_catalog.make_interval(secs => $3::float8 / 1000)`,
       [client.user, client.lastStatement ?? '', timeoutMs],
     );

@@ -361,8 +361,14 @@ export async function stopBackend(
   await via.query(sql, [pid]).catch(() => undefined);
 }
 
-/** pg_stat_activity shows at most track_activity_query_size (1024 by default) less one bytes of a statement. */
-const TRUNCATED_AT = 1000;
+/**
+ * The condition on pg_stat_activity `a` of a backend of this database that runs, now, the
+ * statement `$2` for the login `$1` (its text as shown: at most track_activity_query_size, 1024
+ * by default, less one bytes, so a long one by its prefix): how a backend is found through a
+ * transaction pooler, whose process ids are its own.
+ */
+export const RUNNING_STATEMENT = `a.usename = $1 AND a.datname = pg_catalog.current_database() AND a.state = 'active'
+  AND (a.query = $2 OR (pg_catalog.octet_length(a.query) >= 1000 AND pg_catalog.starts_with($2, a.query)))`;
 
 /**
  * Through a transaction pooler the connection's process id is the pooler's, which may be any
@@ -379,10 +385,7 @@ async function stopPooledBackend(
   if (how === 'cancel' || !client.lastStatement) return;
   await via
     .query(
-      `SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
-        WHERE a.usename = $1 AND a.datname = pg_catalog.current_database() AND a.state = 'active'
-          AND (a.query = $2 OR (pg_catalog.octet_length(a.query) >= ${TRUNCATED_AT}
-                                AND pg_catalog.starts_with($2, a.query)))`,
+      `SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a WHERE ${RUNNING_STATEMENT}`,
       [client.user, client.lastStatement],
     )
     .catch(() => undefined);

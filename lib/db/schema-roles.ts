@@ -84,14 +84,12 @@ export async function upsertLogin(
           ([name, value]) => `ALTER ROLE ${r} SET ${quoteIdent(name)} = ${quoteLiteral(value)}`,
         )
       : [];
-  // Its defaults in every database, and those it gave itself for this one (which outrank them).
-  const { rows } = await client.query<{ database: string }>(
-    'SELECT pg_catalog.current_database() AS database',
-  );
-  const here = quoteIdent(rows[0]?.database ?? '', 'database name');
-  await client.query(
-    [`ALTER ROLE ${r} RESET ALL`, `ALTER ROLE ${r} IN DATABASE ${here} RESET ALL`, ...defaults].join('; '),
-  );
+  // Its defaults in every database, and those it gave itself for this one (which outrank them),
+  // in the round trip that sets ours: this database named by the server, whatever its name.
+  const here = `DO $reset$ BEGIN
+    EXECUTE pg_catalog.format('ALTER ROLE %I IN DATABASE %I RESET ALL', ${quoteLiteral(role.role)}, pg_catalog.current_database());
+  END $reset$`;
+  await client.query([`ALTER ROLE ${r} RESET ALL`, here, ...defaults].join('; '));
   return !exists;
 }
 
