@@ -5,11 +5,13 @@
  * process's global object, not in a module. The service's own pool has its share set apart
  * (lib/db/pool), so a request holding a session can always still reach the catalog.
  *
- * A new connection takes a slot. When none is free, the session idle longest, of any role, is
- * closed and its slot passes on; when none is idle either, the request waits in line until a
- * slot is given back, or its deadline passes (lib/db/session-pool answers 503 Busy then). While
- * anyone waits, a session that goes idle is closed at once and its slot handed over: idle
- * connections are given back before anyone waits for long.
+ * A new connection takes a slot. As the budget fills, the session idle longest, of any role, is
+ * closed in the background, so that a slot or two stay free (HEADROOM): a tenant whose session
+ * was given back logs in without first waiting for another's goodbye. When no slot is free, the
+ * session idle longest is closed and its slot passes on; when none is idle either, the request
+ * waits in line until a slot is given back, or its deadline passes (lib/db/session-pool answers
+ * 503 Busy then). While anyone waits, a session that goes idle is closed at once and its slot
+ * handed over: idle connections are given back before anyone waits for long.
  *
  * Only plain values and promises that never reject cross it, since bundles do not share classes.
  */
@@ -30,13 +32,24 @@ export interface BudgetUse {
   waiting: number;
 }
 
+/**
+ * Slots kept free ahead of need, by closing idle sessions early: two for a process's budget, none
+ * for a small one (a Lambda container's few), whose every session is worth keeping warm.
+ */
+const headroom = (limit: number) => Math.min(2, Math.floor(limit / 16));
+
 export class ConnectionBudget {
   private taken = 0;
+  /** Of the slots taken, those of idle sessions closing to make headroom: free once closed. */
+  private freeing = 0;
   private readonly queue: Array<() => void> = [];
   /** Least recently parked first (a Set keeps insertion order). */
   private readonly idle = new Set<IdleSession>();
+  private readonly headroom: number;
 
-  constructor(readonly limit: number) {}
+  constructor(readonly limit: number) {
+    this.headroom = headroom(limit);
+  }
 
   /**
    * Takes a slot for a new connection, within `waitMs`: answers false when none came in time.
@@ -45,6 +58,7 @@ export class ConnectionBudget {
   async take(waitMs: number): Promise<boolean> {
     if (this.taken < this.limit) {
       this.taken++;
+      this.makeHeadroom();
       return true;
     }
     const [oldest] = this.idle;
@@ -52,6 +66,7 @@ export class ConnectionBudget {
       // Its slot passes straight to us: taken stays as it is.
       this.idle.delete(oldest);
       await oldest.close();
+      this.makeHeadroom();
       return true;
     }
     return new Promise<boolean>((resolve) => {
@@ -65,6 +80,20 @@ export class ConnectionBudget {
       }, waitMs);
       this.queue.push(grant);
     });
+  }
+
+  /** Closes the sessions idle longest, without waiting, until HEADROOM slots are free or freeing. */
+  private makeHeadroom(): void {
+    while (this.limit - this.taken + this.freeing < this.headroom) {
+      const [oldest] = this.idle;
+      if (!oldest) return;
+      this.idle.delete(oldest);
+      this.freeing++;
+      oldest.close().then(() => {
+        this.freeing--;
+        this.give();
+      });
+    }
   }
 
   /** A connection ended (or never opened): its slot goes to the longest waiter, else back. */
