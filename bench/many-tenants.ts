@@ -67,11 +67,10 @@ const SCHEMA_WINDOW = Math.min(1_000, Math.floor(SCHEMAS / 2));
 /** Keys timed at each end: this many made as soon as this many schemas exist, and the last this many. */
 const KEY_WINDOW = Math.min(100, Math.floor(TENANTS / 2));
 const PROGRESS_EVERY = 1_000;
-/** The warm tenant's repeated read, after WARM_UP reads of it. */
-const WARM_READS = 200;
+/** Reads of the warm tenant before the passes (a function's first request loads it). */
 const WARM_UP = 20;
-/** Tenants whose roles log in directly, as the floor of a request for a tenant not warm. */
-const BARE_LOGINS = 200;
+/** Pass 2 logs in directly as every this-many-th tenant's role: the floor of a request for a tenant not warm. */
+const LOGIN_EVERY = 5;
 const BURST_IN_FLIGHT = 500;
 const POLL_MS = 25;
 const RDS_CLASS = 'db.t4g.medium';
@@ -283,23 +282,29 @@ async function readsInTurn(url: string, tenants: Tenant[]): Promise<number[]> {
 
 /**
  * Every tenant's key read once, tenant after tenant (pass 1: none seen by the host before; pass 2:
- * all seen, but at most the budget's worth of sessions can have stayed open), then one tenant's
- * read repeated, warm: the baseline.
+ * all seen, but at most the budget's worth of sessions can have stayed open). Pass 2 is
+ * interleaved with what it is compared to, so that a shared machine's drift weighs on all alike:
+ * after each of its reads, one warm tenant's read (the baseline), and after every
+ * LOGIN_EVERY-th, a bare login of that tenant's role.
  */
 async function everyTenantWarm({ host, tenants, warm, hostConfig }: Bench): Promise<Held[]> {
   const { url } = host();
   // serverless-offline loads a function on its first request: the warm tenant's reads load it.
   await readsInTurn(url, Array(WARM_UP).fill(warm));
   const pass1 = await readsInTurn(url, tenants);
-  const pass2 = await readsInTurn(url, tenants);
-  await readsInTurn(url, Array(WARM_UP).fill(warm));
-  const single = await readsInTurn(url, Array(WARM_READS).fill(warm));
-  const logins = await bareLogins(hostConfig, tenants.slice(0, BARE_LOGINS));
+  const pass2: number[] = [];
+  const single: number[] = [];
+  const logins: number[] = [];
+  for (const [i, tenant] of tenants.entries()) {
+    pass2.push(...(await readsInTurn(url, [tenant])));
+    single.push(...(await readsInTurn(url, [warm])));
+    if (i % LOGIN_EVERY === 0) logins.push(await bareLogin(hostConfig, tenant));
+  }
   const baseline = median(single);
   const login = median(logins);
   console.log(
     `\nEvery tenant warm: POST /api/query select 1 with each of ${count(TENANTS)} tenants' anon keys, ` +
-      'one request at a time, through the production host',
+      'one request at a time, through the production host; pass 2 interleaved with the warm reads and bare logins',
   );
   const row = (what: string, values: number[]) => ({
     what,
@@ -311,8 +316,8 @@ async function everyTenantWarm({ host, tenants, warm, hostConfig }: Bench): Prom
   console.table([
     row(`pass 1: ${count(TENANTS)} tenants, unseen by the host`, pass1),
     row(`pass 2: the same tenants again`, pass2),
-    row(`one warm tenant, ${WARM_READS} times (baseline)`, single),
-    row(`a bare login of ${count(logins.length)} tenants' roles and select 1, no HTTP (floor)`, logins),
+    row('one warm tenant, after each pass 2 read (baseline)', single),
+    row(`a bare login of every ${LOGIN_EVERY}th tenant's role and select 1, no HTTP (floor)`, logins),
   ]);
   return [
     held(
@@ -337,25 +342,22 @@ async function everyTenantWarm({ host, tenants, warm, hostConfig }: Bench): Prom
 /**
  * What a tenant's login costs by itself, the floor of a request for a tenant whose session was
  * given back: a new connection as the schema's anon role, with the host's settings, from a pool
- * of this process (lib/db/pool's sessionPool), one `select 1`, then closed; tenant after tenant.
+ * of this process (lib/db/pool's sessionPool), one `select 1`, then closed.
  */
-async function bareLogins(config: Config, tenants: Tenant[]): Promise<number[]> {
-  const latencies: number[] = [];
-  for (const { schema } of tenants) {
-    const role = schemaRole(schema, 'anon');
-    const pool = sessionPool(config, {
-      applicationName: 'bench-login',
-      login: { user: role.role, password: rolePassword(config.DBADMIN_SECRET, role.role) },
-      settings: Object.fromEntries(sessionSettings(role)),
-    });
-    const started = performance.now();
-    const session = await pool.connect();
-    await session.query('select 1');
-    latencies.push(performance.now() - started);
-    session.release(true);
-    await pool.close();
-  }
-  return latencies;
+async function bareLogin(config: Config, { schema }: Tenant): Promise<number> {
+  const role = schemaRole(schema, 'anon');
+  const pool = sessionPool(config, {
+    applicationName: 'bench-login',
+    login: { user: role.role, password: rolePassword(config.DBADMIN_SECRET, role.role) },
+    settings: Object.fromEntries(sessionSettings(role)),
+  });
+  const started = performance.now();
+  const session = await pool.connect();
+  await session.query('select 1');
+  const took = performance.now() - started;
+  session.release(true);
+  await pool.close();
+  return took;
 }
 
 // --- A burst of tenants -------------------------------------------------------------------
