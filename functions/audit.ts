@@ -6,8 +6,9 @@ import { defineRoute } from '#lib/http/route';
 import { queryInt, schemaRef } from '#lib/validation';
 
 /**
- * The audit log (lib/db/audit-log writes it, lib/admin/audit reads it), for the admin only: what
- * every request that changed something did, newest first.
+ * The audit log (lib/db/audit-log writes it, lib/admin/audit reads it), for the admin and people
+ * with audit.read (those scoped to some schemas see entries about them alone): what every request
+ * that changed something did, and who asked, newest first.
  */
 
 const when = (label: string) =>
@@ -20,10 +21,16 @@ const Entry = z.object({
   id: z.string(),
   at: z.iso.datetime().meta({ description: 'when the change was written (the database’s clock)' }),
   requestId: z.string().meta({ description: 'the x-request-id its answer carried' }),
-  actor: z.enum(['admin', 'key', 'public']),
+  actor: z.enum(['admin', 'person', 'key', 'public']),
   keyId: z.number().nullable(),
   keyName: z.string().nullable(),
   keyType: z.string().nullable(),
+  personId: z.number().nullable().meta({ description: 'the person who asked (actor person)' }),
+  personLogin: z.string().nullable().meta({ description: 'their login when they asked' }),
+  via: z
+    .string()
+    .nullable()
+    .meta({ description: 'how the person signed in: password, sso, or token (a personal token)' }),
   schema: z.string().nullable(),
   action: z.string().meta({ description: 'what it did: row.insert, table.create, sql.run, ...' }),
   target: z.string().nullable().meta({ description: 'what it changed, by name; never a row’s values' }),
@@ -46,12 +53,18 @@ export const routes = [
     path: '/api/audit',
     summary: 'The audit log: every change made through the API, newest first, with filters and paging',
     access: 'admin',
+    permission: 'audit.read',
     query: z.strictObject({
       from: when('from').optional().meta({ description: 'entries at or after this time' }),
       to: when('to').optional().meta({ description: 'entries before this time' }),
       schema: schemaRef.optional(),
-      actor: z.enum(['admin', 'key', 'public'], { message: 'actor must be admin, key or public' }).optional(),
+      actor: z
+        .enum(['admin', 'person', 'key', 'public'], { message: 'actor must be admin, person, key or public' })
+        .optional(),
       keyId: queryInt('keyId', 1, 2_147_483_647).optional(),
+      personId: queryInt('personId', 1, 2_147_483_647)
+        .optional()
+        .meta({ description: 'one person’s entries' }),
       action: z
         .string()
         .regex(/^[a-z_]+(\.[a-z_]+)?$/, 'action is an action (row.insert) or a family of them (row)')
@@ -62,7 +75,12 @@ export const routes = [
       limit: queryInt('limit', 1, 1000).default(100),
     }),
     response: z.object({ entries: z.array(Entry), nextCursor: z.string().nullable() }),
-    handler: async ({ query }) => listAudit(await drainedLog(), query),
+    // A person scoped to some schemas sees the entries about those alone.
+    handler: async ({ query, principal }) =>
+      listAudit(await drainedLog(), {
+        ...query,
+        schemas: principal?.kind === 'person' ? (principal.schemas ?? undefined) : undefined,
+      }),
   }),
 ];
 

@@ -91,6 +91,7 @@ export const routes = [
     summary:
       'Add a foreign key, unique or check constraint, as the schema’s role; dryRun shows the SQL, the locks on each table and whether it scans',
     access: 'write',
+    permission: 'alter',
     params: TablePath,
     body: z.strictObject({
       schema: inSchema,
@@ -135,6 +136,7 @@ export const routes = [
     summary:
       'Drop a constraint (cascade=true also drops what depends on it); dryRun shows the SQL and its locks',
     access: 'write',
+    permission: 'alter',
     params: z.object({ tableName, constraintName: identifier('constraint name') }),
     query: z.strictObject({
       schema: inSchema,
@@ -161,6 +163,7 @@ export const routes = [
     summary:
       'Change a table: rename, comment, primary key; dryRun shows the SQL, its lock and whether it scans the table',
     access: 'write',
+    permission: 'alter',
     params: TablePath,
     body: z.strictObject({
       schema: inSchema,
@@ -196,6 +199,7 @@ export const routes = [
     audit: { action: 'type.create', target: ({ body }) => `type ${body.name}` },
     summary: 'Create an enum type, as the schema’s role; dryRun shows the SQL',
     access: 'write',
+    permission: 'alter',
     body: z.strictObject({
       schema: inSchema,
       dryRun: z.boolean().default(false),
@@ -216,6 +220,7 @@ export const routes = [
     summary:
       'Add a value to an enum type (last, or before or after a value), as the schema’s role; locks no table',
     access: 'write',
+    permission: 'alter',
     params: z.object({ typeName: identifier('type name') }),
     body: z.strictObject({
       schema: inSchema,

@@ -97,6 +97,7 @@ export const routes = [
     summary:
       'Create an index (unique, method, partial where, concurrently); dryRun shows the SQL and its lock',
     access: 'write',
+    permission: 'alter',
     params: TablePath,
     body: z.strictObject({
       schema: inSchema,
@@ -127,6 +128,7 @@ export const routes = [
     summary:
       'Drop an index (not a primary key’s or a constraint’s); concurrently=true without blocking reads and writes',
     access: 'write',
+    permission: 'alter',
     params: z.object({ tableName, indexName }),
     query: z.strictObject({
       schema: inSchema,

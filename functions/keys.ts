@@ -18,6 +18,7 @@ export const routes = [
     audit: { action: 'key.create' },
     summary: 'Create an API key for a schema; the key is in this response only',
     access: 'admin',
+    permission: 'keys.manage',
     params: ProjectPath,
     body: z.strictObject({
       keyName: z
@@ -51,6 +52,7 @@ export const routes = [
     path: '/api/project/{schema}/keys',
     summary: "List a schema's API keys (never the keys themselves)",
     access: 'admin',
+    permission: 'keys.read',
     params: ProjectPath,
     response: z.array(
       z.object({
@@ -72,6 +74,7 @@ export const routes = [
     audit: { action: 'key.delete', target: ({ params }) => `key ${params.keyId}` },
     summary: 'Delete an API key; it stops working at once',
     access: 'admin',
+    permission: 'keys.manage',
     params: ProjectPath.extend({
       keyId: z.coerce.number().int('keyId must be a whole number').positive('keyId must be positive'),
     }),

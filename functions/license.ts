@@ -63,6 +63,7 @@ export const routes = [
     audit: { action: 'license.deactivate', changed: (result) => result.success },
     summary: 'Free this deployment’s slot at the license server and forget the license here (admin)',
     access: 'admin',
+    permission: 'license',
     ungated: true,
     response: z.object({ success: z.boolean(), message: z.string() }),
     errors: [{ status: 400, why: 'no license is activated on this deployment' }],

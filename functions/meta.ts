@@ -7,6 +7,7 @@ import { routes as indexRoutes } from '#functions/indexes';
 import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
 import { routes as metricsRoutes } from '#functions/metrics';
+import { routes as peopleRoutes } from '#functions/people';
 import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
@@ -17,7 +18,7 @@ import { openApiDocument } from '#lib/http/openapi';
 import { type AnyRoute, defineRoute } from '#lib/http/route';
 
 /** Every endpoint group's routes: the OpenAPI document and the 404/405 fallback read them. */
-const apiRoutes: AnyRoute[] = [
+export const apiRoutes: AnyRoute[] = [
   ...healthRoutes,
   ...schemaRoutes,
   ...tableRoutes,
@@ -29,6 +30,7 @@ const apiRoutes: AnyRoute[] = [
   ...keyRoutes,
   ...tenantRoutes,
   ...auditRoutes,
+  ...peopleRoutes,
   ...metricsRoutes,
   ...licenseRoutes,
 ];

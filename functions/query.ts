@@ -12,6 +12,7 @@ import { currentQuotas, overStorageQuota, StorageQuotaExceeded } from '#lib/db/q
 import { Forbidden } from '#lib/errors';
 import { RESPONSE_LIMIT, RESULT_LIMITS, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
+import { assertGranted } from '#lib/http/person-scope';
 import { defineRoute } from '#lib/http/route';
 import { schemaRef } from '#lib/validation';
 
@@ -59,7 +60,7 @@ export const routes = [
         status: 400,
         why: 'the admin’s SQL without schema names several schemas (the message names them), or a system schema',
       },
-      { status: 403, why: 'runAs admin with an API key' },
+      { status: 403, why: 'runAs admin with an API key, or by a person whose role lacks sql.admin' },
       RESULT_LIMITS,
       RESPONSE_LIMIT,
       { status: 507, why: 'a key’s statement writes while its schema is over its storage quota' },
@@ -69,6 +70,7 @@ export const routes = [
       if (asKey && body.runAs === 'admin')
         throw new Forbidden('API keys cannot run SQL with the admin’s rights');
       const adminRights = body.runAs === 'admin';
+      if (adminRights) assertGranted(principal, 'sql.admin');
       const schema = await querySchema({
         sql: body.sql,
         schema: body.schema,
@@ -94,7 +96,9 @@ export const routes = [
         schema,
         timeoutMs: access.timeoutMs,
         limits: resultLimits(config),
-        asKey,
+        // A read-only access (an anon key, a person who may not write) sends one statement, as a key
+        // does: a script could end the read-only transaction it runs in and begin another.
+        asKey: asKey || access.readOnly,
         adminRights,
         readOnly: over !== undefined,
       }).catch((error: unknown) => {

@@ -208,6 +208,7 @@ export const routes = [
     audit: { action: 'table.create', target: ({ body }) => `table ${body.tableName}` },
     summary: 'Create a table from column definitions',
     access: 'write',
+    permission: 'alter',
     body: z.strictObject({
       tableName,
       schema: inSchema,
@@ -227,6 +228,7 @@ export const routes = [
     audit: { action: 'table.delete', target: ({ params }) => `table ${params.tableName}` },
     summary: 'Delete a table; cascade=true also deletes what depends on it',
     access: 'write',
+    permission: 'alter',
     params: TablePath,
     query: z.strictObject({ schema: inSchema, cascade: queryBoolean.default(false) }),
     response: Outcome,
@@ -248,6 +250,7 @@ export const routes = [
     },
     summary: 'Copy a table (columns, defaults, primary key, indexes; optionally rows) under a new name',
     access: 'write',
+    permission: 'alter',
     params: TablePath,
     body: z.strictObject({ newTableName: tableName, copyData: z.boolean().default(false), schema: inSchema }),
     response: Outcome,
@@ -324,6 +327,7 @@ export const routes = [
     },
     summary: 'Add a column',
     access: 'write',
+    permission: 'alter',
     params: TablePath,
     body: z.strictObject({
       columnName,
@@ -372,6 +376,7 @@ export const routes = [
     summary:
       'Change a column: rename, type (with using), default, nullable, comment; dryRun shows the SQL, its locks and whether it rewrites or scans the table',
     access: 'write',
+    permission: 'alter',
     params: z.object({ tableName, columnName }),
     body: z.strictObject({
       schema: inSchema,
@@ -406,6 +411,7 @@ export const routes = [
     },
     summary: 'Drop a column (cascade=true also drops what depends on it); dryRun shows the SQL and its lock',
     access: 'write',
+    permission: 'alter',
     params: z.object({ tableName, columnName }),
     query: z.strictObject({
       schema: inSchema,

@@ -104,6 +104,7 @@ export const routes = [
     summary:
       'Every tenant schema side by side: size, tables, rows, its roles’ connections and running statements',
     access: 'admin',
+    permission: 'read',
     query: z.strictObject({
       sort: z
         .enum(TENANT_SORTS, { message: `sort must be one of ${TENANT_SORTS.join(', ')}` })
@@ -112,7 +113,12 @@ export const routes = [
       limit: queryInt('limit', 1, 10_000).default(1000),
     }),
     response: z.object({ tenants: z.array(z.object(Figures)) }),
-    handler: async ({ query }) => listTenants(await getDatabase(), query),
+    // A person scoped to some schemas sees those tenants alone.
+    handler: async ({ query, principal }) =>
+      listTenants(await getDatabase(), {
+        ...query,
+        within: principal?.kind === 'person' ? principal.schemas : null,
+      }),
   }),
   defineRoute({
     method: 'GET',
@@ -120,6 +126,7 @@ export const routes = [
     summary:
       'One tenant: its figures, its sessions (statement, wait, locks held, blocked by), the sessions it blocks, its keys',
     access: 'admin',
+    permission: 'read',
     params: z.object({ schema: schemaRef }),
     response: z.object({
       ...Figures,
@@ -174,6 +181,7 @@ export const routes = [
     summary:
       'Set a tenant’s quotas: statement timeout of its roles, connection limit of its login, storage (over it, writes that add data answer 507)',
     access: 'admin',
+    permission: 'tenants.manage',
     params: z.object({ schema: schemaRef }),
     body: QuotaBody,
     response: Quota,
@@ -190,6 +198,7 @@ export const routes = [
           ? 'Cancel the statement one of the tenant’s sessions runs (pg_cancel_backend)'
           : 'End one of the tenant’s own logins (pg_terminate_backend); never the service’s own sessions',
       access: 'admin',
+      permission: 'tenants.manage',
       params: SessionPath,
       body: SessionBody,
       response: Stopped,

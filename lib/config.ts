@@ -127,6 +127,10 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // Failed sign-ins per client address in a window before it gets 429 (lib/http/auth-throttle).
       AUTH_MAX_FAILURES: positiveInt.default(10),
       AUTH_FAILURE_WINDOW_S: positiveInt.default(60),
+      // A person's console session (lib/admin/person-sessions) ends after this long unused, and
+      // this long after sign-in whatever its use.
+      SESSION_IDLE_MINUTES: positiveInt.max(10_080, 'at most 10080 (a week)').default(60),
+      SESSION_MAX_HOURS: positiveInt.max(720, 'at most 720 (30 days)').default(12),
       // Reverse proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client: the
       // throttle counts that client, not the proxy (the container's Caddy; never a client's word).
       TRUSTED_PROXIES: z

@@ -1,8 +1,27 @@
+import type { Grant } from '#lib/access';
 import type { KeyType } from '#lib/db/role-names';
 
-/** Who a request acts for: the admin (Basic credentials) or an API key bound to one schema. */
+/** How a person signed in: a console session from a password or single sign-on, or a personal token. */
+export type SignedInVia = 'password' | 'sso' | 'token';
+
+/**
+ * Who a request acts for: the administrator of AUTH_USER/AUTH_PASS (Basic credentials: every
+ * right, as SPEC.md defines it), a person (lib/access: a role and a scope), or an API key bound to
+ * one schema.
+ */
 export type Principal =
   | { kind: 'admin' }
+  | ({
+      kind: 'person';
+      id: number;
+      /** Their sign-in name, for the audit log. */
+      login: string;
+      via: SignedInVia;
+      /** The console session the request came with (via password or sso). */
+      sessionId?: number;
+      /** The personal token it came with (via token). */
+      tokenId?: number;
+    } & Grant)
   | {
       kind: 'key';
       id: number;
@@ -11,3 +30,5 @@ export type Principal =
       /** The key's name, for the audit log (the sign-in read finds it with the key). */
       name?: string;
     };
+
+export type Person = Extract<Principal, { kind: 'person' }>;

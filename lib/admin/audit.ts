@@ -11,8 +11,11 @@ export interface AuditFilter {
   from?: Date | undefined;
   to?: Date | undefined;
   schema?: string | undefined;
-  actor?: 'admin' | 'key' | 'public' | undefined;
+  /** Only entries about these schemas (a scoped person's view); undefined: every entry. */
+  schemas?: readonly string[] | undefined;
+  actor?: 'admin' | 'person' | 'key' | 'public' | undefined;
   keyId?: number | undefined;
+  personId?: number | undefined;
   /** An action (`row.insert`), or a family of them (`row`). */
   action?: string | undefined;
   /** Entries older than this one (its `seq`): the next page, newest first. */
@@ -29,6 +32,9 @@ export interface AuditRecord {
   keyId: number | null;
   keyName: string | null;
   keyType: string | null;
+  personId: number | null;
+  personLogin: string | null;
+  via: string | null;
   schema: string | null;
   action: string;
   target: string | null;
@@ -52,13 +58,16 @@ export async function listAudit(db: pg.Pool, filter: AuditFilter) {
   add((n) => `at < ${n}`, filter.to);
   add((n) => `schema_name = ${n}`, filter.schema);
   add((n) => `actor = ${n}`, filter.actor);
+  add((n) => `schema_name = ANY (${n}::text[])`, filter.schemas);
   add((n) => `key_id = ${n}`, filter.keyId);
+  add((n) => `person_id = ${n}`, filter.personId);
   add((n) => `(action = ${n} OR pg_catalog.starts_with(action, ${n} || '.'))`, filter.action);
   add((n) => `seq < ${n}`, filter.before);
   values.push(filter.limit + 1);
   const { rows } = await db.query<AuditRecord & { at: Date }>(
     `SELECT seq, id, at, request_id AS "requestId", actor, key_id AS "keyId", key_name AS "keyName",
-            key_type AS "keyType", schema_name AS "schema", action, target, status, row_count AS "rows",
+            key_type AS "keyType", person_id AS "personId", person_login AS "personLogin", via,
+            schema_name AS "schema", action, target, status, row_count AS "rows",
             sql_kind AS "sqlKind", sql_fingerprint AS "sqlFingerprint", sql_text AS "sqlText"
        FROM _dbadmin.audit_log
       ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}

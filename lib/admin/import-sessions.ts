@@ -87,9 +87,9 @@ export const importLimits = (config: {
 
 const staleSince = (limits: ImportLimits) => new Date(importClock.now() - limits.commitLimitMs);
 
-/** Whose import it is: the admin's, or one key's (another key of the schema does not see it). */
+/** Whose import it is: the admin's, one person's or one key's (no other sees it). */
 const ownerOf = (principal: Principal | undefined) =>
-  principal?.kind === 'key' ? `key:${principal.id}` : 'admin';
+  principal === undefined || principal.kind === 'admin' ? 'admin' : `${principal.kind}:${principal.id}`;
 
 const now = () => new Date(importClock.now());
 const expiry = (ttlSeconds: number) => new Date(importClock.now() + ttlSeconds * 1000);

@@ -100,7 +100,10 @@ const tenant = (r: TenantRow) => ({
   activeSeconds: Math.round(r.active_seconds * 10) / 10,
 });
 
-export async function listTenants(db: pg.Pool, input: { sort: TenantSort; limit: number; schema?: string }) {
+export async function listTenants(
+  db: pg.Pool,
+  input: { sort: TenantSort; limit: number; schema?: string; within?: readonly string[] | null },
+) {
   const { rows } = await db.query<TenantRow>(
     // Each part read once: left to the planner, pg_stat_activity (a function scan) may be read
     // again for every schema, a thousand times over.
@@ -111,9 +114,9 @@ export async function listTenants(db: pg.Pool, input: { sort: TenantSort; limit:
        FROM (${TENANT_SCHEMAS}) s
        LEFT JOIN z ON z.relnamespace = s.oid
        LEFT JOIN a ON a.schema = s.schema
-      WHERE $1::text IS NULL OR s.schema = $1
+      WHERE ($1::text IS NULL OR s.schema = $1) AND ($3::text[] IS NULL OR s.schema = ANY ($3))
       ORDER BY ${ORDER[input.sort]} LIMIT $2`,
-    [input.schema ?? null, input.limit],
+    [input.schema ?? null, input.limit, input.within ?? null],
   );
   const quotas = await currentQuotas(db);
   return {

@@ -55,15 +55,16 @@ const take = (lock: 'FOR UPDATE' | 'FOR UPDATE SKIP LOCKED') => `
  */
 const MOVE = `
   INSERT INTO _dbadmin.audit_log AS log (id, at, request_id, actor, key_id, key_name, key_type,
-                                         schema_name, action, target, status, row_count, sql_kind,
-                                         sql_fingerprint, sql_text, xact_id)
-  SELECT e."id", e."at", e."requestId", e."actor", e."keyId", e."keyName", e."keyType", e."schema",
-         e."action", e."target", e."status", e."rows", e."sqlKind", e."sqlFingerprint",
-         e."sqlText", e."xid"::pg_catalog.int8
+                                         person_id, person_login, via, schema_name, action, target,
+                                         status, row_count, sql_kind, sql_fingerprint, sql_text, xact_id)
+  SELECT e."id", e."at", e."requestId", e."actor", e."keyId", e."keyName", e."keyType",
+         e."personId", e."personLogin", e."via", e."schema", e."action", e."target", e."status",
+         e."rows", e."sqlKind", e."sqlFingerprint", e."sqlText", e."xid"::pg_catalog.int8
     FROM pg_catalog.jsonb_to_recordset($1::pg_catalog.jsonb) AS e(
            "id" pg_catalog.uuid, "at" pg_catalog.timestamptz, "requestId" pg_catalog.text,
            "actor" pg_catalog.text, "keyId" pg_catalog.int4, "keyName" pg_catalog.text,
-           "keyType" pg_catalog.text, "schema" pg_catalog.text, "action" pg_catalog.text,
+           "keyType" pg_catalog.text, "personId" pg_catalog.int4, "personLogin" pg_catalog.text,
+           "via" pg_catalog.text, "schema" pg_catalog.text, "action" pg_catalog.text,
            "target" pg_catalog.text, "status" pg_catalog.int2, "rows" pg_catalog.int8,
            "sqlKind" pg_catalog.text, "sqlFingerprint" pg_catalog.text, "sqlText" pg_catalog.text,
            "xid" pg_catalog.text)

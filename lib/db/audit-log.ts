@@ -23,11 +23,15 @@ import { ApiError, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 export interface AuditEntry {
   id: string;
   requestId: string;
-  /** Who asked: the admin, an API key, or anyone (the license routes SPEC leaves public). */
-  actor: 'admin' | 'key' | 'public';
+  /** Who asked: the admin, a person, an API key, or anyone (the license routes SPEC leaves public). */
+  actor: 'admin' | 'person' | 'key' | 'public';
   keyId?: number;
   keyName?: string;
   keyType?: string;
+  personId?: number;
+  personLogin?: string;
+  /** How the person signed in: password, sso, token. */
+  via?: string;
   schema?: string;
   action: string;
   target?: string;
@@ -98,6 +102,16 @@ export function describeChange(
   details: Partial<Pick<AuditEntry, 'rows' | 'target' | 'schema' | 'sqlKind' | 'sqlFingerprint' | 'sqlText'>>,
 ): void {
   if (auditing(draft)) Object.assign(draft.entry, details);
+}
+
+/** A request that signed someone in acts, from then on, as that person: its entry names them. */
+export function signedInAs(
+  draft: AuditDraft | undefined,
+  person: { id: number; login: string },
+  via: 'password' | 'sso',
+): void {
+  if (auditing(draft))
+    Object.assign(draft.entry, { actor: 'person', personId: person.id, personLogin: person.login, via });
 }
 
 export const newEntryId = () => randomUUID();

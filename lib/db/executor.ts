@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { granted, inScope } from '#lib/access';
 import { type Config, getConfig, resultLimits } from '#lib/config';
 import type { AuditDraft } from '#lib/db/audit-log';
 import { quoteIdent } from '#lib/db/identifiers';
@@ -28,7 +29,7 @@ import {
 } from '#lib/db/role-names';
 import { prepareSchemaRole, roleReady, sessionSettings } from '#lib/db/schema-roles';
 import { isNoSession, type SessionPool } from '#lib/db/session-pool';
-import { BadRequest, Busy, QueryTimeout, ServiceUnavailable } from '#lib/errors';
+import { BadRequest, Busy, Forbidden, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 import type { Principal } from '#lib/principal';
 
 /**
@@ -248,13 +249,17 @@ export async function schemaAccess(
   audit?: AuditDraft,
 ): Promise<SchemaAccess> {
   assertTenantSchema(schema);
+  if (principal?.kind === 'person' && !inScope(principal, schema))
+    throw new Forbidden(`you may reach only the schemas ${principal.schemas?.join(', ')}, not "${schema}"`);
   const kind: RoleKind = principal?.kind === 'key' ? kindOfKey(principal.keyType) : 'exec';
+  // A person who may not write works as an anon key does: read-only, always rolled back.
+  const readOnly = kind === 'anon' || (principal?.kind === 'person' && !granted(principal, 'write'));
   const [catalog, config] = await Promise.all([getDatabase(), getConfig()]);
   const timeoutMs = statementTimeoutMs(await currentQuotas(catalog), schema, config.QUERY_TIMEOUT_MS);
   return {
     schema,
     catalog,
-    readOnly: kind === 'anon',
+    readOnly,
     timeoutMs,
     audit,
     run: async (work) =>
@@ -262,7 +267,7 @@ export async function schemaAccess(
         catalog,
         timeoutMs,
         () => connect(schema, kind, timeoutMs),
-        kind === 'anon' ? rolledBack(work) : work,
+        readOnly ? rolledBack(work) : work,
         signal,
       ),
     cancel: (client) => stopBackend(catalog, client, 'cancel'),

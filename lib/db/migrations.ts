@@ -371,6 +371,89 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       ALTER TABLE _dbadmin.schema_locks ADD COLUMN role_shard text`,
   },
+  {
+    id: 17,
+    name: 'people',
+    // The people who administer dbadmin (lib/admin/people), their console sessions and personal
+    // tokens; secrets are kept only as digests (SHA-256 of 256 random bits; a password as scrypt).
+    // A person's role and scope are read with every request, so a change counts on the next one.
+    // The audit log names the person: actor 'person', with their id and login as they were then.
+    sql: `
+      CREATE TABLE _dbadmin.people (
+        id            integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        login         text NOT NULL UNIQUE CHECK (login ~ '^[a-z0-9][a-z0-9._@+-]{0,99}$'),
+        display_name  text NOT NULL CHECK (pg_catalog.length(display_name) BETWEEN 1 AND 200),
+        role          text NOT NULL CHECK (role IN ('owner', 'admin', 'developer', 'analyst')),
+        schemas       text[] CHECK (schemas IS NULL OR pg_catalog.cardinality(schemas) > 0),
+        password_hash text,
+        sso_issuer    text,
+        sso_subject   text,
+        created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+        updated_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+        UNIQUE (sso_issuer, sso_subject)
+      );
+      CREATE TABLE _dbadmin.person_sessions (
+        id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        person_id    integer NOT NULL REFERENCES _dbadmin.people ON DELETE CASCADE,
+        token_hash   bytea NOT NULL UNIQUE,
+        via          text NOT NULL CHECK (via IN ('password', 'sso')),
+        created_at   timestamptz NOT NULL,
+        last_seen_at timestamptz NOT NULL,
+        idle_until   timestamptz NOT NULL,
+        ends_at      timestamptz NOT NULL,
+        address      text,
+        user_agent   text
+      );
+      CREATE INDEX ON _dbadmin.person_sessions (person_id);
+      CREATE TABLE _dbadmin.person_tokens (
+        id           integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        person_id    integer NOT NULL REFERENCES _dbadmin.people ON DELETE CASCADE,
+        name         text NOT NULL CHECK (pg_catalog.length(name) BETWEEN 1 AND 100),
+        token_hash   bytea NOT NULL UNIQUE,
+        token_prefix text NOT NULL,
+        role         text NOT NULL CHECK (role IN ('owner', 'admin', 'developer', 'analyst')),
+        schemas      text[],
+        created_at   timestamptz NOT NULL,
+        expires_at   timestamptz NOT NULL,
+        last_used_at timestamptz,
+        UNIQUE (person_id, name)
+      );
+      CREATE TABLE _dbadmin.person_invitations (
+        token_hash bytea PRIMARY KEY,
+        person_id  integer NOT NULL REFERENCES _dbadmin.people ON DELETE CASCADE,
+        expires_at timestamptz NOT NULL
+      );
+      ALTER TABLE _dbadmin.audit_log DROP CONSTRAINT audit_log_actor_check;
+      ALTER TABLE _dbadmin.audit_log ADD CHECK (actor IN ('admin', 'key', 'person', 'public')),
+        ADD COLUMN person_id integer, ADD COLUMN person_login text, ADD COLUMN via text;
+      CREATE INDEX ON _dbadmin.audit_log (person_id, seq) WHERE person_id IS NOT NULL;
+      CREATE OR REPLACE FUNCTION _dbadmin_audit.append(entry pg_catalog.text, seal pg_catalog.text) RETURNS void
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+      DECLARE
+        k pg_catalog.bytea := (SELECT s.key FROM _dbadmin.audit_seal s);
+        e pg_catalog.jsonb;
+      BEGIN
+        IF entry IS NULL OR seal IS NULL OR seal !~ '^[0-9a-f]{64}$'
+           OR pg_catalog.sha256(pg_catalog.decode(seal, 'hex'))
+              IS DISTINCT FROM pg_catalog.sha256(pg_catalog.sha256(k || pg_catalog.sha256(k || pg_catalog.convert_to(entry, 'UTF8'))))
+        THEN
+          RAISE EXCEPTION 'audit entry refused: its seal does not match' USING ERRCODE = '42501';
+        END IF;
+        e := entry::pg_catalog.jsonb;
+        IF e ? 'xid' AND (e->>'xid')::pg_catalog.xid8 IS DISTINCT FROM pg_catalog.pg_current_xact_id() THEN
+          RAISE EXCEPTION 'audit entry refused: it was sealed for another transaction' USING ERRCODE = '42501';
+        END IF;
+        INSERT INTO _dbadmin.audit_log (id, request_id, actor, key_id, key_name, key_type, person_id,
+                                        person_login, via, schema_name, action, target, status, row_count,
+                                        sql_kind, sql_fingerprint, sql_text, xact_id)
+        VALUES ((e->>'id')::pg_catalog.uuid, e->>'requestId', e->>'actor', (e->>'keyId')::pg_catalog.int4,
+                e->>'keyName', e->>'keyType', (e->>'personId')::pg_catalog.int4, e->>'personLogin',
+                e->>'via', e->>'schema', e->>'action', e->>'target', (e->>'status')::pg_catalog.int2,
+                (e->>'rows')::pg_catalog.int8, e->>'sqlKind', e->>'sqlFingerprint', e->>'sqlText',
+                (e->>'xid')::pg_catalog.int8);
+      END
+      $fn$`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

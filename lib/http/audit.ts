@@ -62,6 +62,9 @@ function draftEntry(route: AnyRoute, input: AuditInput, key: Buffer): AuditDraft
       ...(principal?.kind === 'key'
         ? { keyId: principal.id, keyName: principal.name, keyType: principal.keyType }
         : {}),
+      ...(principal?.kind === 'person'
+        ? { personId: principal.id, personLogin: principal.login, via: principal.via }
+        : {}),
       schema: requestSchema(input),
       action: audit?.action ?? `${route.method} ${route.path}`,
       target,

@@ -40,20 +40,37 @@ export class AuthThrottle {
   }
 
   /** Counts a failure; the one past the limit is answered 429 like every later request. */
-  async countFailure(address: string | undefined, now = new Date()): Promise<void> {
+  countFailure(address: string | undefined, now = new Date()): Promise<void> {
+    return this.countFailures([clientKey(address)], now);
+  }
+
+  /**
+   * Counts a failure against each of `clients` (a person's sign-in counts against the address and
+   * the login both); past the limit for any of them, 429.
+   */
+  async countFailures(clients: readonly string[], now = new Date()): Promise<void> {
     const { rows } = await this.db.query<{ failures: number; window_ends: Date }>({
       name: 'dbadmin.sign-in-failed',
       text: `INSERT INTO _dbadmin.sign_in_failures AS f (client, failures, window_ends)
-             VALUES ($1, 1, $2::timestamptz + $3 * interval '1 second')
+             SELECT client, 1, $2::timestamptz + $3 * interval '1 second' FROM pg_catalog.unnest($1::text[]) AS client
              ON CONFLICT (client) DO UPDATE SET
                failures    = CASE WHEN f.window_ends > $2 THEN f.failures + 1 ELSE 1 END,
                window_ends = CASE WHEN f.window_ends > $2 THEN f.window_ends ELSE excluded.window_ends END
              RETURNING failures, window_ends`,
-      values: [clientKey(address), now, this.windowSeconds],
+      values: [clients, now, this.windowSeconds],
     });
     this.sweep(now);
-    const row = rows[0];
-    if (row && row.failures > this.limit) throw tooMany(row.window_ends, now);
+    for (const row of rows) if (row.failures > this.limit) throw tooMany(row.window_ends, now);
+  }
+
+  /** Refuses when any of `clients` has used up its failures (a read of their counts: one round trip). */
+  async refuseIfAnyBlocked(clients: readonly string[], now = new Date()): Promise<void> {
+    const { rows } = await this.db.query<{ failures: number; window_ends: Date }>(
+      'SELECT failures, window_ends FROM _dbadmin.sign_in_failures WHERE client = ANY ($1::text[])',
+      [clients],
+    );
+    for (const row of rows)
+      this.refuseIfBlocked({ failures: row.failures, windowEnds: row.window_ends }, now);
   }
 
   /** Addresses whose window ended long ago are forgotten now and then, so the table stays small. */

@@ -2,17 +2,21 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type pg from 'pg';
+import { type Grant, narrowed, type PersonRole } from '#lib/access';
 import { hashKey, KEY_PATTERN, touchKey } from '#lib/admin/keys';
+import { csrfToken, SECRET_PATTERN, secretDigest } from '#lib/admin/passwords';
+import { sessionLifetimes, touchSession, touchToken } from '#lib/admin/person-sessions';
 import { type Config, getConfig } from '#lib/config';
 import type { CatalogRead, CatalogRow } from '#lib/db/catalog-read';
 import { getDatabase } from '#lib/db/pool';
 import type { KeyType } from '#lib/db/role-names';
-import { Unauthorized } from '#lib/errors';
+import { Forbidden, Unauthorized } from '#lib/errors';
 import type { AuthContext, Carried } from '#lib/http/auth-context';
 import { AuthThrottle, clientKey, type FailureCount } from '#lib/http/auth-throttle';
-import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
+import { clientAddress, type HttpEvent, header, queryInput, requestMethod } from '#lib/http/event';
 import { keyTypesFor } from '#lib/http/key-scope';
 import type { AnyRoute } from '#lib/http/route';
+import { sessionCookie } from '#lib/http/session-cookie';
 import type { Principal } from '#lib/principal';
 
 /**
@@ -34,16 +38,22 @@ export const adminCredentials = (user: string, pass: string): Credentials => ({
   pass: digest(pass),
 });
 
-export type Presented = { kind: 'bearer'; token: string } | { kind: 'basic'; user: string; pass: string };
+export type Presented =
+  | { kind: 'bearer'; token: string }
+  | { kind: 'basic'; user: string; pass: string }
+  /** A console session's cookie (lib/http/session-cookie), when no Authorization header was sent. */
+  | { kind: 'session'; secret: string };
 
 /** Credentials that were presented and are wrong: a guess, counted against the client's address. */
 export class WrongCredentials extends Unauthorized {}
 
 /**
- * Reads the Authorization header without judging it: `Bearer <key>` is an API key, `Basic ...`
- * the admin's credentials; anything else is no credentials at all (401, not a guess).
+ * Reads the credentials without judging them: `Bearer <key or personal token>`, `Basic ...` the
+ * admin's credentials, else the console session's cookie; anything else is no credentials at all
+ * (401, not a guess). An Authorization header outranks the cookie.
  */
-export function presentedCredentials(authorization: string | undefined): Presented {
+export function presentedCredentials(authorization: string | undefined, sessionSecret?: string): Presented {
+  if (authorization === undefined && sessionSecret) return { kind: 'session', secret: sessionSecret };
   if (authorization?.startsWith('Bearer ')) return { kind: 'bearer', token: authorization.slice(7).trim() };
   const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
   if (!match?.[1]) throw new Unauthorized('Authentication required');
@@ -83,10 +93,19 @@ function checksFor(config: Config, db: pg.Pool): Checks {
   return checks;
 }
 
-/** What the request's sign-in read found: the address's failures and the Bearer token's active key. */
+/** A person the session or personal token stands for, as they stand now. */
+interface FoundPerson extends Grant {
+  id: number;
+  login: string;
+  session?: { id: number; via: 'password' | 'sso' };
+  token?: { id: number } & Grant;
+}
+
+/** What the request's sign-in read found: the address's failures, the Bearer token's active key, the person. */
 interface SignInRead {
   failures?: FailureCount;
   key?: { id: number; name: string; schema: string; keyType: KeyType };
+  person?: FoundPerson;
   /** The catalog read it carried, when PostgreSQL ran it (see Carry). */
   carried?: Carried;
 }
@@ -105,7 +124,6 @@ interface Carry {
   admin: boolean;
   keyTypes: readonly KeyType[];
   limit: number;
-  now: Date;
 }
 
 type SignInRow = {
@@ -115,19 +133,35 @@ type SignInRow = {
   schema_name: string | null;
   key_type: KeyType | null;
   key_name: string | null;
+  person_id: number | null;
+  person_login: string | null;
+  person_role: PersonRole | null;
+  person_schemas: string[] | null;
+  session_id: string | null;
+  session_via: 'password' | 'sso' | null;
+  token_id: number | null;
+  token_role: PersonRole | null;
+  token_schemas: string[] | null;
   carried?: [CatalogRow | null] | null;
 };
 
 /**
- * The sign-in read's columns and FROM, its two parameters numbered after `n` others. Its names
- * are ones no catalog read uses, so a read's own names never reach out to them.
+ * The sign-in read's columns and FROM, its five parameters (the client, the digests of a key, a
+ * session and a personal token, the time) numbered after `n` others. Its names are ones no catalog
+ * read uses, so a read's own names never reach out to them.
  */
-const SIGN_IN_COLUMNS =
-  'failed.failures, failed.window_ends, api_key.id, api_key.schema_name, api_key.key_type, api_key.key_name';
+const SIGN_IN_COLUMNS = `failed.failures, failed.window_ends, api_key.id, api_key.schema_name, api_key.key_type,
+       api_key.key_name, person.id AS person_id, person.login AS person_login, person.role AS person_role,
+       person.schemas AS person_schemas, sess.id AS session_id, sess.via AS session_via, tok.id AS token_id,
+       tok.role AS token_role, tok.schemas AS token_schemas`;
 const signInFrom = (n: number) => `
     FROM (VALUES (1)) AS sign_in (one)
     LEFT JOIN _dbadmin.sign_in_failures failed ON failed.client = $${n + 1}
-    LEFT JOIN _dbadmin.api_keys api_key ON api_key.key_hash = $${n + 2} AND api_key.is_active`;
+    LEFT JOIN _dbadmin.api_keys api_key ON api_key.key_hash = $${n + 2} AND api_key.is_active
+    LEFT JOIN _dbadmin.person_sessions sess
+           ON sess.token_hash = $${n + 3} AND sess.idle_until > $${n + 5} AND sess.ends_at > $${n + 5}
+    LEFT JOIN _dbadmin.person_tokens tok ON tok.token_hash = $${n + 4} AND tok.expires_at > $${n + 5}
+    LEFT JOIN _dbadmin.people person ON person.id = coalesce(sess.person_id, tok.person_id)`;
 
 const SIGN_IN = `SELECT ${SIGN_IN_COLUMNS}${signInFrom(0)}`;
 
@@ -145,9 +179,12 @@ function carrying(read: CatalogRead<unknown>): string {
   if (Buffer.byteLength(CARRYING + read.name) > MAX_NAME_BYTES)
     throw new Error(`catalog read name too long for a prepared statement: ${read.name}`);
   const $ = (i: number) => `$${read.values.length + i}`;
+  const schema = `${$(9)}::text`;
   return `SELECT ${SIGN_IN_COLUMNS},
-         CASE WHEN NOT coalesce(failed.failures >= ${$(3)}::int8 AND failed.window_ends > ${$(4)}::timestamptz, false)
-               AND (${$(5)}::bool OR (api_key.key_type = ANY (${$(6)}::text[]) AND api_key.schema_name = ${$(7)}::text))
+         CASE WHEN NOT coalesce(failed.failures >= ${$(6)}::int8 AND failed.window_ends > ${$(5)}::timestamptz, false)
+               AND (${$(7)}::bool OR (api_key.key_type = ANY (${$(8)}::text[]) AND api_key.schema_name = ${schema})
+                    OR (person.id IS NOT NULL AND (person.schemas IS NULL OR ${schema} = ANY (person.schemas))
+                        AND (tok.schemas IS NULL OR ${schema} = ANY (tok.schemas))))
               THEN pg_catalog.json_build_array((SELECT pg_catalog.row_to_json(carried) FROM (${read.text}
               ) AS carried))
          END AS carried${signInFrom(read.values.length)}`;
@@ -167,7 +204,7 @@ function signInQuery(signIn: unknown[], carry: Carry | undefined): pg.QueryConfi
   return {
     name: CARRYING + read.name,
     text,
-    values: [...read.values, ...signIn, carry.limit, carry.now, carry.admin, carry.keyTypes, read.schema],
+    values: [...read.values, ...signIn, carry.limit, carry.admin, carry.keyTypes, read.schema],
   };
 }
 
@@ -181,12 +218,12 @@ export async function signInRead(
   address: string | undefined,
   presented: Presented,
   carry?: Carry,
+  now = new Date(),
 ): Promise<SignInRead> {
-  const token =
-    presented.kind === 'bearer' && KEY_PATTERN.test(presented.token) ? presented.token : undefined;
-  const query = signInQuery([clientKey(address), token === undefined ? null : hashKey(token)], carry);
+  const query = signInQuery([clientKey(address), ...secretDigests(presented), now], carry);
   const row = (await db.query<SignInRow>(query)).rows[0];
   return {
+    person: row ? foundPerson(row) : undefined,
     failures:
       row?.failures != null && row.window_ends
         ? { failures: row.failures, windowEnds: row.window_ends }
@@ -199,28 +236,96 @@ export async function signInRead(
   };
 }
 
+/** The digests the sign-in read looks up: an API key's, a console session's, a personal token's (null: none sent). */
+function secretDigests(presented: Presented): [Buffer | null, Buffer | null, Buffer | null] {
+  if (presented.kind === 'session')
+    return [null, isSecret(presented.secret, 'dbs_') ? secretDigest(presented.secret) : null, null];
+  if (presented.kind !== 'bearer') return [null, null, null];
+  const { token } = presented;
+  return [
+    KEY_PATTERN.test(token) ? hashKey(token) : null,
+    null,
+    isSecret(token, 'dbp_') ? secretDigest(token) : null,
+  ];
+}
+
+const isSecret = (value: string, prefix: string) => value.startsWith(prefix) && SECRET_PATTERN.test(value);
+
+function foundPerson(row: SignInRow): FoundPerson | undefined {
+  if (row.person_id === null || row.person_login === null || row.person_role === null) return undefined;
+  return {
+    id: row.person_id,
+    login: row.person_login,
+    role: row.person_role,
+    schemas: row.person_schemas,
+    ...(row.session_id !== null && row.session_via
+      ? { session: { id: Number(row.session_id), via: row.session_via } }
+      : {}),
+    ...(row.token_id !== null && row.token_role
+      ? { token: { id: row.token_id, role: row.token_role, schemas: row.token_schemas } }
+      : {}),
+  };
+}
+
 /** METRICS_TOKEN, compared as digests; never matches when the setting is unset. */
 const metricsTokenMatches = (token: string, config: Config) =>
   config.METRICS_TOKEN !== undefined && timingSafeEqual(digest(token), digest(config.METRICS_TOKEN));
+
+const sameToken = (sent: string | undefined, expected: string) =>
+  sent !== undefined && timingSafeEqual(digest(sent), digest(expected));
+
+/** The state-changing requests a session's cookie carries must also carry its X-CSRF-Token. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** A console session's person; a change it carries must bring the session's CSRF token. */
+function sessionPrincipal(read: SignInRead, { db, config }: Checks, event: HttpEvent): Principal {
+  const session = read.person?.session;
+  // A session that ended is not a guess (its secret was ours): a 401, not counted.
+  if (!read.person || !session)
+    throw new Unauthorized(
+      'your session has ended (signed out, expired or ended by an owner); sign in again',
+    );
+  const csrf = csrfToken(config.DBADMIN_SECRET, session.id);
+  if (!SAFE_METHODS.has(requestMethod(event)) && !sameToken(header(event, 'x-csrf-token'), csrf))
+    throw new Forbidden(
+      'a change made with the console session needs its X-CSRF-Token header (GET /api/session)',
+    );
+  touchSession(db, session.id, sessionLifetimes(config));
+  const { id, login, role, schemas } = read.person;
+  return { kind: 'person', id, login, role, schemas, via: session.via, sessionId: session.id };
+}
+
+/** A personal token's person, with the lower of the token's grant and theirs as they stand now. */
+function tokenPrincipal(read: SignInRead, db: pg.Pool): Principal {
+  const token = read.person?.token;
+  if (!read.person || !token) throw new WrongCredentials('Invalid personal token');
+  touchToken(db, token.id);
+  const { id, login } = read.person;
+  return { kind: 'person', id, login, ...narrowed(token, read.person), via: 'token', tokenId: token.id };
+}
 
 function principalOf(
   route: AnyRoute,
   presented: Presented,
   adminOk: boolean,
   read: SignInRead,
-  { db, config }: Checks,
+  checks: Checks,
+  event: HttpEvent,
 ): Principal {
   if (presented.kind === 'basic') {
     if (!adminOk) throw new WrongCredentials('Invalid credentials');
     return { kind: 'admin' };
   }
+  if (presented.kind === 'session') return sessionPrincipal(read, checks, event);
+  if (isSecret(presented.token, 'dbp_')) return tokenPrincipal(read, checks.db);
   // The metrics token stands for the admin on the metrics route alone.
   if (route.access === 'metrics') {
-    if (!metricsTokenMatches(presented.token, config)) throw new WrongCredentials('Invalid metrics token');
+    if (!metricsTokenMatches(presented.token, checks.config))
+      throw new WrongCredentials('Invalid metrics token');
     return { kind: 'admin' };
   }
   if (!read.key) throw new WrongCredentials('Invalid API key');
-  touchKey(db, read.key.id);
+  touchKey(checks.db, read.key.id);
   return { kind: 'key', ...read.key };
 }
 
@@ -253,8 +358,12 @@ export const authenticate = (
 ): MiddlewareObj<HttpEvent, unknown, Error, AuthContext & Context> => ({
   before: async (request) => {
     // No credentials at all is a 401 that costs nothing and counts for nothing.
-    const presented = presentedCredentials(header(request.event, 'authorization'));
-    const [config, db] = await Promise.all([getConfig(), getDatabase()]);
+    const config = await getConfig();
+    const presented = presentedCredentials(
+      header(request.event, 'authorization'),
+      sessionCookie(request.event, config.TRUSTED_PROXIES),
+    );
+    const db = await getDatabase();
     const current = checksFor(config, db);
     const { throttle } = current;
     const address = clientAddress(request.event, config.TRUSTED_PROXIES);
@@ -265,11 +374,12 @@ export const authenticate = (
       db,
       address,
       presented,
-      read && { read, admin: adminOk, keyTypes: keyTypesFor(route.access), limit: throttle.limit, now },
+      read && { read, admin: adminOk, keyTypes: keyTypesFor(route.access), limit: throttle.limit },
+      now,
     );
     throttle.refuseIfBlocked(signIn.failures, now);
     try {
-      request.context.principal = principalOf(route, presented, adminOk, signIn, current);
+      request.context.principal = principalOf(route, presented, adminOk, signIn, current, request.event);
     } catch (error) {
       if (error instanceof WrongCredentials) await throttle.countFailure(address);
       throw error;

@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import type { MiddlewareObj } from '@middy/core';
 import { commaSeparated, isLambda } from '#lib/config';
 import { ApiError } from '#lib/errors';
-import { fromTrustedProxy, type HttpEvent, header } from '#lib/http/event';
+import { fromTrustedProxy, type HttpEvent, header, requestMethod } from '#lib/http/event';
 
 /**
  * What a page on another site may do with the admin's browser: nothing. Any page can make a
@@ -44,15 +44,8 @@ function envList(name: 'CORS_ALLOWED_ORIGINS' | 'TRUSTED_PROXIES'): readonly str
 
 const allowedOrigins = () => envList('CORS_ALLOWED_ORIGINS');
 
-function method(event: HttpEvent): string {
-  const { requestContext, httpMethod } = event as {
-    requestContext?: { http?: { method?: string } };
-    httpMethod?: string;
-  };
-  return (requestContext?.http?.method ?? httpMethod ?? 'GET').toUpperCase();
-}
-
-const trustedProxies = () => envList('TRUSTED_PROXIES');
+/** TRUSTED_PROXIES as the environment has it now: read here without the service's whole config (the license server has none). */
+export const trustedProxies = () => envList('TRUSTED_PROXIES');
 
 /** A name only this machine answers to: an address, `localhost` or a `.localhost` name. */
 const loopbackOrAddress = (hostname: string) =>
@@ -90,7 +83,7 @@ export function crossSiteReason(
   event: HttpEvent,
   allowed: readonly string[] = allowedOrigins(),
 ): string | undefined {
-  if (READS.has(method(event))) return undefined;
+  if (READS.has(requestMethod(event))) return undefined;
   const origin = header(event, 'origin');
   if (origin !== undefined && allowed.includes(origin)) return undefined;
   if (origin !== undefined && !ownOrigin(origin, event))

@@ -37,6 +37,15 @@ export function queryInput(event: HttpEvent): Record<string, string | string[] |
   return single;
 }
 
+/** The request's method, upper case (payload 2.0 or 1.0). */
+export function requestMethod(event: HttpEvent): string {
+  const { requestContext, httpMethod } = event as {
+    requestContext?: { http?: { method?: string } };
+    httpMethod?: string;
+  };
+  return (requestContext?.http?.method ?? httpMethod ?? 'GET').toUpperCase();
+}
+
 /** The caller's address as API Gateway (or serverless-offline) saw it (payload 2.0 or 1.0). */
 function peerAddress(event: unknown): string | undefined {
   const context = (

@@ -10,7 +10,7 @@ import { Asset, assetResponse } from '#lib/http/asset';
 import { audited } from '#lib/http/audit';
 import type { AuthContext } from '#lib/http/auth-context';
 import { authenticate } from '#lib/http/authenticate';
-import { refuseCrossSite } from '#lib/http/cross-site';
+import { refuseCrossSite, trustedProxies } from '#lib/http/cross-site';
 import { errorMapper } from '#lib/http/error-mapper';
 import { clientAddress, type HttpEvent, header, queryInput } from '#lib/http/event';
 import { idempotencyOf } from '#lib/http/idempotency';
@@ -18,10 +18,12 @@ import { boundInFlight } from '#lib/http/in-flight';
 import { jsonBody, jsonContentType } from '#lib/http/json-body';
 import { keyScope, outsideItsSchema } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
+import { assertInScope, assertRequestInScope, personScope } from '#lib/http/person-scope';
 import { type RouteContext, requestLog } from '#lib/http/request-log';
-import { download, type HttpResponse, json, jsonText } from '#lib/http/respond';
+import { download, type HttpResponse, json, jsonText, Reply } from '#lib/http/respond';
 import { responseLimit } from '#lib/http/response-limit';
 import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
+import { overHttps } from '#lib/http/session-cookie';
 import { refuseOverQuota } from '#lib/http/storage-quota';
 import { type Upload, uploadBody } from '#lib/http/upload';
 import { JsonText } from '#lib/json-text';
@@ -54,6 +56,7 @@ type RouteEvent = HttpEvent & { body?: unknown };
 function catalogRead<T>(read: CatalogRead<T>, { principal, carried }: AuthContext): Promise<T> | T {
   if (principal?.kind === 'key' && read.schema !== null && read.schema !== principal.schema)
     throw outsideItsSchema(principal, read.schema);
+  if (read.schema !== null) assertInScope(principal, read.schema);
   if (carried && sameRead(carried.read, read)) return read.decode(carried.row);
   return getDatabase().then((db) => runCatalogRead(db, read));
 }
@@ -66,7 +69,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
   chain.before(({ context }) => {
     context.route = `${route.method} ${route.path}`;
   });
-  if (route.access !== 'public') chain.use(authenticate(route));
+  if (route.access !== 'public') chain.use(authenticate(route)).use(personScope(route));
   if (gated && behindLicenseGate(route)) chain.use(licenseGate());
   if (requiresJsonContentType(route)) chain.use(jsonContentType());
   if (route.body) chain.use(jsonBody());
@@ -78,6 +81,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
     const body = route.body?.parse(event.body);
     const read = route.reads?.({ params, query });
     const { principal } = context;
+    assertRequestInScope({ params, query, body, principal });
     const keyed = idempotencyOf(
       route,
       event,
@@ -103,7 +107,9 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
             read: read && (await catalogRead(read, context)),
             principal,
             signal,
-            clientAddress: clientAddress(event),
+            clientAddress: clientAddress(event, trustedProxies()),
+            overHttps: overHttps(event, trustedProxies()),
+            userAgent: header(event, 'user-agent'),
             upload: route.upload ? (event.body as Upload) : undefined,
             audit,
             accessTo: (schema) => schemaAccess(principal, schema, signal, audit),
@@ -120,6 +126,7 @@ function responseOf(route: AnyRoute, event: HttpEvent, result: unknown): HttpRes
   if (result instanceof Download) return download(result);
   if (result instanceof JsonText) return jsonText(route.status ?? 200, result.body);
   if (result instanceof Asset) return assetResponse(result, header(event, 'accept-encoding'));
+  if (result instanceof Reply) return json(route.status ?? 200, result.body, result.headers);
   return json(route.status ?? 200, result);
 }
 

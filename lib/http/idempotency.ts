@@ -70,7 +70,8 @@ const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 const LEASE_MARGIN_MS = 5000;
 const MAX_LEASE_MS = 15 * 60_000;
 
-const who = (principal: Principal) => (principal.kind === 'key' ? `key ${principal.id}` : principal.kind);
+const who = (principal: Principal) =>
+  principal.kind === 'admin' ? 'admin' : `${principal.kind} ${principal.id}`;
 
 /** Where a key's record is found: its principal's, its route's (`POST /api/...`), the key's own. */
 export const recordScope = (principal: Principal, route: string, key: string): Buffer =>

@@ -1,7 +1,14 @@
 import { z } from 'zod';
+import { may, PERSON_ROLES, type Permission } from '#lib/access';
 import { KEPT_HOURS } from '#lib/db/idempotency';
 import { MAX_BODY_BYTES } from '#lib/http/json-body';
-import { type Access, type AnyRoute, behindLicenseGate, requiresJsonContentType } from '#lib/http/route';
+import {
+  type Access,
+  type AnyRoute,
+  behindLicenseGate,
+  permissionOf,
+  requiresJsonContentType,
+} from '#lib/http/route';
 import type { UploadRule } from '#lib/http/upload';
 
 /**
@@ -50,7 +57,8 @@ const TITLES: Record<number, string> = {
 
 /** Why lib/http/key-scope refuses an API key, by the route's access. */
 const KEY_REFUSALS: Record<Exclude<Access, 'public' | 'metrics'>, string> = {
-  admin: 'an API key: this endpoint needs the admin’s Basic credentials',
+  admin: 'an API key: this endpoint needs the admin’s Basic credentials or a person',
+  person: 'an API key: this endpoint is about a person’s own account',
   read: 'an API key naming a schema other than its own',
   write: 'an anon key (read-only), or an API key naming a schema other than its own',
 };
@@ -66,6 +74,12 @@ function accessReasons(route: AnyRoute, add: (status: number, reason: string) =>
   if (behindLicenseGate(route))
     add(402, 'LICENSE_ENFORCEMENT=strict and the license is expired, invalid or missing');
   if (route.access !== 'metrics' && route.access !== 'public') add(403, KEY_REFUSALS[route.access]);
+  const permission = permissionOf(route);
+  if (permission)
+    add(
+      403,
+      `a person whose role lacks ${permission} (${rolesWith(permission)}), or a schema outside their scope`,
+    );
   add(429, 'too many failed sign-ins from this client address: every request from it until Retry-After');
   add(503, 'the database does not answer; try again shortly');
 }
@@ -121,6 +135,12 @@ const ERROR_HEADERS: Record<number, Record<string, unknown>> = {
 };
 
 const COMPONENT_HEADERS = {
+  'Set-Cookie': {
+    description:
+      'The console session’s cookie (HttpOnly, SameSite=Strict, Path=/; over HTTPS Secure and named __Host-dbadmin_session); signing out clears it.',
+    required: true,
+    schema: { type: 'string' },
+  },
   Allow: {
     description: 'The methods this path takes, e.g. `GET, DELETE`.',
     required: true,
@@ -198,6 +218,7 @@ function successResponse(route: AnyRoute) {
         }
       : {}),
     ...(route.idempotent ? { 'Idempotency-Replayed': ref('headers', 'Idempotency-Replayed') } : {}),
+    ...(route.setsCookie ? { 'Set-Cookie': ref('headers', 'Set-Cookie') } : {}),
   };
   return {
     description: 'Success',
@@ -233,13 +254,19 @@ function parameters(route: AnyRoute) {
   return list;
 }
 
+/** A person signs in with a console session (its cookie) or a personal token (Bearer). */
+const PEOPLE = [{ sessionCookie: [] }, { personalToken: [] }];
+
 const SECURITY: Record<Access, unknown[] | undefined> = {
   public: [],
-  admin: [{ basicAuth: [] }],
+  admin: [{ basicAuth: [] }, ...PEOPLE],
+  person: [{ basicAuth: [] }, ...PEOPLE],
   read: undefined,
   write: undefined,
-  metrics: [{ basicAuth: [] }, { metricsToken: [] }],
+  metrics: [{ basicAuth: [] }, { metricsToken: [] }, ...PEOPLE],
 };
+
+const rolesWith = (permission: Permission) => PERSON_ROLES.filter((role) => may(role, permission)).join(', ');
 
 /** What a file route takes: the file's bytes as they are, in one of its content types. */
 function uploadBody(rule: UploadRule) {
@@ -273,8 +300,15 @@ function operation(route: AnyRoute) {
     errorResponse(route, status, reasons),
   ]);
   const security = SECURITY[route.access];
+  const permission = permissionOf(route);
   return {
     summary: route.summary,
+    ...(permission
+      ? {
+          description: `People: needs ${permission} (${rolesWith(permission)}).`,
+          'x-dbadmin-permission': permission,
+        }
+      : {}),
     operationId: `${route.method.toLowerCase()}${route.path.replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string = '') => c.toUpperCase())}`,
     ...(security ? { security } : {}),
     parameters: parameters(route),
@@ -319,7 +353,7 @@ export function openApiDocument(routes: readonly AnyRoute[], info: { title: stri
     openapi: '3.1.0',
     info,
     servers: [{ url: '/' }],
-    security: [{ basicAuth: [] }, { bearerAuth: [] }],
+    security: [{ basicAuth: [] }, { bearerAuth: [] }, ...PEOPLE],
     paths,
     components: {
       securitySchemes: {
@@ -328,6 +362,18 @@ export function openApiDocument(routes: readonly AnyRoute[], info: { title: stri
           type: 'http',
           scheme: 'bearer',
           description: 'API key of one schema (anon: read-only)',
+        },
+        sessionCookie: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'dbadmin_session',
+          description:
+            'a person’s console session (POST /api/session; __Host-dbadmin_session over HTTPS); changes also need its X-CSRF-Token',
+        },
+        personalToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'a person’s personal token (dbp_...): at most their role’s rights, in their scope',
         },
         metricsToken: {
           type: 'http',

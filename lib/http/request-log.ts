@@ -22,8 +22,12 @@ const gatewayRequestId = (event: unknown) => {
   return typeof id === 'string' ? id : undefined;
 };
 
-const principalKind = ({ principal }: AuthContext) =>
-  principal === undefined ? 'none' : principal.kind === 'admin' ? 'admin' : principal.keyType;
+function principalKind({ principal }: AuthContext): string {
+  if (principal === undefined) return 'none';
+  if (principal.kind === 'key') return principal.keyType;
+  if (principal.kind === 'person') return `person:${principal.id}`;
+  return 'admin';
+}
 
 /**
  * Outermost middleware: counts the request (lib/http/metrics) and writes one JSON line per request with its ids, route, status, duration and the

@@ -13,14 +13,21 @@ export const field = (value: unknown, name: string): unknown =>
 
 const firstString = (...values: unknown[]) => values.find((v): v is string => typeof v === 'string');
 
-/** The schema the request acts in, as it named it, else its key's own. */
-export function requestSchema({ params, query, body, principal }: RequestInput): string | undefined {
-  return firstString(
+/** Every schema the request names, where routes name one: its path, its query, its body. */
+export function namedSchemas({ params, query, body }: RequestInput): string[] {
+  return [
     field(params, 'schema'),
     field(params, 'schemaName'),
     field(body, 'schemaName'),
     field(query, 'schema'),
     field(body, 'schema'),
-    principal?.kind === 'key' ? principal.schema : undefined,
+  ].filter((v): v is string => typeof v === 'string');
+}
+
+/** The schema the request acts in, as it named it, else its key's own. */
+export function requestSchema(input: RequestInput): string | undefined {
+  return firstString(
+    ...namedSchemas(input),
+    input.principal?.kind === 'key' ? input.principal.schema : undefined,
   );
 }

@@ -48,3 +48,11 @@ export function download(file: Download): HttpResponse {
     body: file.body,
   };
 }
+
+/** A route's JSON answer with headers of its own (a session's Set-Cookie). */
+export class Reply<T = unknown> {
+  constructor(
+    readonly body: T,
+    readonly headers: Record<string, string>,
+  ) {}
+}

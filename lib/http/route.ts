@@ -1,10 +1,12 @@
 import type { z } from 'zod';
+import type { Permission } from '#lib/access';
 import type { AuditDraft } from '#lib/db/audit-log';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import type { Download } from '#lib/download';
 import type { Answer } from '#lib/http/answers';
 import type { Asset } from '#lib/http/asset';
+import type { Reply } from '#lib/http/respond';
 import type { Upload, UploadRule } from '#lib/http/upload';
 import type { JsonText } from '#lib/json-text';
 import type { Principal } from '#lib/principal';
@@ -17,10 +19,12 @@ import type { Principal } from '#lib/principal';
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /**
- * Who may call a route: anyone; the admin only; any key of the schema (reads); the admin and
- * `service_role` keys (writes); or the admin and whoever holds METRICS_TOKEN (the metrics).
+ * Who may call a route: anyone; the admin and people only, no key; any key of the schema (reads);
+ * `service_role` keys too (writes); whoever holds METRICS_TOKEN too (the metrics); or a person
+ * about their own account (`person`: the AUTH_USER administrator answers for itself where it can).
+ * What a person may do besides is their role's (`permission`, lib/access).
  */
-export type Access = 'public' | 'admin' | 'read' | 'write' | 'metrics';
+export type Access = 'public' | 'admin' | 'read' | 'write' | 'metrics' | 'person';
 
 export interface RouteInput<P, Q, B, C = undefined> {
   params: P;
@@ -31,8 +35,12 @@ export interface RouteInput<P, Q, B, C = undefined> {
   principal: Principal | undefined;
   /** Aborted when the request must end early (Lambda about to time out). */
   signal: AbortSignal | undefined;
-  /** The caller's address as API Gateway saw it. */
+  /** The caller's address as API Gateway saw it (or, behind TRUSTED_PROXIES, as they say). */
   clientAddress: string | undefined;
+  /** The browser reached us over HTTPS (lib/http/session-cookie): a session's cookie is then Secure. */
+  overHttps: boolean;
+  /** The User-Agent header, for a person's list of their sessions. */
+  userAgent: string | undefined;
   /** The file a route with `upload` was sent. */
   upload: Upload | undefined;
   /**
@@ -54,6 +62,11 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown, C = u
   path: string;
   summary: string;
   access: Access;
+  /**
+   * What a person's role must hold to call it (lib/access). Left out: `read` for read access,
+   * `write` for write access, `metrics` for the metrics; an admin route must say.
+   */
+  permission?: Permission;
   params?: z.ZodType<P>;
   query?: z.ZodType<Q>;
   body?: z.ZodType<B>;
@@ -91,6 +104,8 @@ export interface Route<P = unknown, Q = unknown, B = unknown, R = unknown, C = u
    * names a field of the answer that is never kept (a key's secret).
    */
   idempotent?: true | { shownOnce: string };
+  /** Its success sets or clears the console session's cookie (documented as Set-Cookie). */
+  setsCookie?: true;
   handler: (input: RouteInput<P, Q, B, C>) => Promise<R | Rendered>;
 }
 
@@ -107,13 +122,25 @@ export interface RouteAudit<P, Q, B, R = unknown> {
  * What lib/http sends as it is, in place of the response schema's JSON: a file, JSON PostgreSQL
  * rendered (lib/json-text), an asset.
  */
-export type Rendered = Download | JsonText | Asset;
+export type Rendered = Download | JsonText | Asset | Reply;
 
 // biome-ignore lint/suspicious/noExplicitAny: a table of routes holds routes of every input type.
 export type AnyRoute = Route<any, any, any, any, any>;
 
-/** Whether the license gate stands before the route: every authenticated one but those exempt. */
-export const behindLicenseGate = (route: AnyRoute) => route.access !== 'public' && !route.ungated;
+/** What a person must be granted to call the route (lib/access); undefined: any person, about themselves. */
+export function permissionOf(route: AnyRoute): Permission | undefined {
+  if (route.permission) return route.permission;
+  const implied: Partial<Record<Access, Permission>> = { read: 'read', write: 'write', metrics: 'metrics' };
+  return implied[route.access];
+}
+
+/**
+ * Whether the license gate stands before the route: every authenticated one but those exempt, and
+ * a person's own account (signing in and out, their password, sessions and tokens), which the
+ * console needs to reach the license page at all.
+ */
+export const behindLicenseGate = (route: AnyRoute) =>
+  route.access !== 'public' && route.access !== 'person' && !route.ungated;
 
 /**
  * Authenticated POSTs must say they are JSON, body or not: see lib/http/json-body jsonContentType.

@@ -13,6 +13,7 @@ import { routes as keyRoutes } from '#functions/keys';
 import { routes as licenseRoutes } from '#functions/license';
 import { routes as metaRoutes } from '#functions/meta';
 import { routes as metricsRoutes } from '#functions/metrics';
+import { routes as peopleRoutes } from '#functions/people';
 import { routes as queryRoutes } from '#functions/query';
 import { routes as rowRoutes } from '#functions/rows';
 import { routes as schemaRoutes } from '#functions/schemas';
@@ -42,6 +43,7 @@ const byFunction = {
   keys: keyRoutes,
   tenants: tenantRoutes,
   audit: auditRoutes,
+  people: peopleRoutes,
   metrics: metricsRoutes,
   license: licenseRoutes,
   meta: metaRoutes,

@@ -10,6 +10,7 @@ import * as keys from '#functions/keys';
 import * as license from '#functions/license';
 import * as meta from '#functions/meta';
 import * as metrics from '#functions/metrics';
+import * as people from '#functions/people';
 import * as query from '#functions/query';
 import * as rows from '#functions/rows';
 import * as schemas from '#functions/schemas';
@@ -45,6 +46,7 @@ const GROUPS = [
   keys,
   tenants,
   audit,
+  people,
   metrics,
   license,
   meta,
@@ -123,6 +125,7 @@ const MEANINGFUL_HEADERS = [
   'x-license-status',
   'x-license-warning',
   'content-disposition',
+  'set-cookie',
 ];
 
 /** The body against the schema of its content type. */
@@ -237,6 +240,7 @@ function pathOf(route: AnyRoute, values: Record<string, string> = {}): string {
     importId: NO_IMPORT,
     part: '1',
     pid: '999999',
+    id: '1',
     ...values,
   };
   return route.path.replace(/\{(\w+)\}/g, (_, name: string) => defaults[name] ?? name);
@@ -363,6 +367,74 @@ async function execSession(): Promise<{ pid: number; backendStart: string }> {
   );
   return { pid, backendStart: rows[0].start };
 }
+
+// ---------------------------------------------------------------- people
+
+const PERSON_PASSWORD = 'openapi person password';
+
+/** A new person (a password unless `invited`), and their id, login and invitation if any. */
+async function newPerson(role = 'analyst', { invited = false, sourceIp = '127.0.0.1' } = {}) {
+  const reply = await call(people.handler, {
+    method: 'POST',
+    path: '/api/people',
+    sourceIp,
+    body: { login: uniqueName('p'), role, ...(invited ? {} : { password: PERSON_PASSWORD }) },
+  });
+  if (reply.status !== 201) throw new Error(`person: ${reply.text}`);
+  return {
+    id: reply.body.person.id as number,
+    login: reply.body.person.login as string,
+    invitation: reply.body.invitation?.token as string | undefined,
+  };
+}
+
+interface Session {
+  id: number;
+  cookie: string;
+  csrf: string;
+}
+
+async function signedIn(login: string): Promise<Session> {
+  const reply = await call(people.handler, {
+    method: 'POST',
+    path: '/api/session',
+    auth: null,
+    body: { login, password: PERSON_PASSWORD },
+  });
+  if (reply.status !== 200) throw new Error(`sign-in: ${reply.text}`);
+  return {
+    id: reply.body.person.id,
+    cookie: String(reply.headers['set-cookie']).split(';')[0] as string,
+    csrf: reply.body.csrfToken,
+  };
+}
+
+/** A person of `role`, signed in. */
+const personSession = async (role = 'analyst') => signedIn((await newPerson(role)).login);
+
+/** The request, carried by the session's cookie and CSRF token instead of Basic credentials. */
+const asSession = (session: Session, request: Call): Call => ({
+  ...request,
+  auth: null,
+  headers: { ...request.headers, cookie: session.cookie, 'x-csrf-token': session.csrf },
+});
+
+/** The id of one of the session's person's sessions (another one, signed in now). */
+async function sessionIdOf(session: Session): Promise<number> {
+  const reply = await call(people.handler, asSession(session, { path: '/api/me/sessions' }));
+  return reply.body.sessions[0].id;
+}
+
+/** A personal token of the session's person. */
+async function tokenOf(session: Session, name = uniqueName('t')) {
+  const reply = await call(
+    people.handler,
+    asSession(session, { method: 'POST', path: '/api/me/tokens', body: { name } }),
+  );
+  if (reply.status !== 201) throw new Error(`token: ${reply.text}`);
+  return { id: reply.body.id as number, name };
+}
+
 /** Per operation: its success, and what only this operation can answer. */
 const CASES: Record<string, Case[]> = {
   'GET /api/health': [
@@ -1220,7 +1292,286 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ path: '/api/audit', query: { schema, limit: '5' } }),
     },
   ],
-  'GET /api/metrics': [{ status: 200, why: 'the figures', request: () => ({ path: '/api/metrics' }) }],
+  'POST /api/session': [
+    {
+      status: 200,
+      why: 'signed in',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/session',
+        auth: null,
+        body: { login: (await newPerson()).login, password: PERSON_PASSWORD },
+      }),
+    },
+    {
+      status: 401,
+      why: 'a wrong password',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/session',
+        auth: null,
+        body: { login: (await newPerson()).login, password: 'not the password' },
+      }),
+    },
+  ],
+  'POST /api/session/invitation': [
+    {
+      status: 200,
+      why: 'password set, signed in',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/session/invitation',
+        auth: null,
+        body: {
+          token: (await newPerson('analyst', { invited: true })).invitation,
+          password: PERSON_PASSWORD,
+        },
+      }),
+    },
+    {
+      status: 400,
+      why: 'no such invitation',
+      request: () => ({
+        method: 'POST',
+        path: '/api/session/invitation',
+        auth: null,
+        body: { token: `dbi_${'A'.repeat(43)}`, password: PERSON_PASSWORD },
+      }),
+    },
+  ],
+  'GET /api/session': [
+    {
+      status: 200,
+      why: 'who is signed in',
+      request: async () => asSession(await personSession(), { path: '/api/session' }),
+    },
+  ],
+  'DELETE /api/session': [
+    {
+      status: 200,
+      why: 'signed out',
+      request: async () => asSession(await personSession(), { method: 'DELETE', path: '/api/session' }),
+    },
+  ],
+  'POST /api/me/password': [
+    {
+      status: 200,
+      why: 'changed',
+      request: async () =>
+        asSession(await personSession(), {
+          method: 'POST',
+          path: '/api/me/password',
+          body: { currentPassword: PERSON_PASSWORD, newPassword: 'another long password' },
+        }),
+    },
+    {
+      status: 403,
+      why: 'the current password is wrong',
+      request: async () =>
+        asSession(await personSession(), {
+          method: 'POST',
+          path: '/api/me/password',
+          body: { currentPassword: 'not it', newPassword: 'another long password' },
+        }),
+    },
+  ],
+  'GET /api/me/sessions': [
+    {
+      status: 200,
+      why: 'one’s sessions',
+      request: async () => asSession(await personSession(), { path: '/api/me/sessions' }),
+    },
+  ],
+  'DELETE /api/me/sessions/{id}': [
+    {
+      status: 200,
+      why: 'ended',
+      request: async () => {
+        const session = await personSession();
+        return asSession(session, {
+          method: 'DELETE',
+          path: `/api/me/sessions/${await sessionIdOf(session)}`,
+        });
+      },
+    },
+    {
+      status: 404,
+      why: 'no such session',
+      request: async () =>
+        asSession(await personSession(), { method: 'DELETE', path: '/api/me/sessions/999999' }),
+    },
+  ],
+  'GET /api/me/tokens': [
+    {
+      status: 200,
+      why: 'one’s tokens',
+      request: async () => asSession(await personSession(), { path: '/api/me/tokens' }),
+    },
+  ],
+  'POST /api/me/tokens': [
+    {
+      status: 201,
+      why: 'made',
+      request: async () =>
+        asSession(await personSession(), { method: 'POST', path: '/api/me/tokens', body: { name: 'ci' } }),
+    },
+    {
+      status: 403,
+      why: 'a role above one’s own',
+      request: async () =>
+        asSession(await personSession(), {
+          method: 'POST',
+          path: '/api/me/tokens',
+          body: { name: 'ci', role: 'owner' },
+        }),
+    },
+    {
+      status: 409,
+      why: 'a token of that name exists',
+      request: async () => {
+        const session = await personSession();
+        const { name } = await tokenOf(session);
+        return asSession(session, { method: 'POST', path: '/api/me/tokens', body: { name } });
+      },
+    },
+  ],
+  'DELETE /api/me/tokens/{id}': [
+    {
+      status: 200,
+      why: 'revoked',
+      request: async () => {
+        const session = await personSession();
+        return asSession(session, {
+          method: 'DELETE',
+          path: `/api/me/tokens/${(await tokenOf(session)).id}`,
+        });
+      },
+    },
+    {
+      status: 404,
+      why: 'no such token',
+      request: async () =>
+        asSession(await personSession(), { method: 'DELETE', path: '/api/me/tokens/999999' }),
+    },
+  ],
+  'GET /api/people': [{ status: 200, why: 'everyone', request: () => ({ path: '/api/people' }) }],
+  'POST /api/people': [
+    {
+      status: 201,
+      why: 'added, invited',
+      request: () => ({
+        method: 'POST',
+        path: '/api/people',
+        body: { login: uniqueName('p'), role: 'developer', schemas: [schema] },
+      }),
+    },
+    {
+      status: 400,
+      why: 'a schema that does not exist',
+      request: () => ({
+        method: 'POST',
+        path: '/api/people',
+        body: { login: uniqueName('p'), role: 'analyst', schemas: [NO_SCHEMA] },
+      }),
+    },
+    {
+      status: 409,
+      why: 'the login is taken',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/people',
+        body: { login: (await newPerson()).login, role: 'analyst' },
+      }),
+    },
+  ],
+  'PATCH /api/people/{id}': [
+    {
+      status: 200,
+      why: 'changed',
+      request: async () => ({
+        method: 'PATCH',
+        path: `/api/people/${(await newPerson()).id}`,
+        body: { role: 'developer' },
+      }),
+    },
+    {
+      status: 403,
+      why: 'an owner changing their own role',
+      request: async () => {
+        const owner = await personSession('owner');
+        return asSession(owner, {
+          method: 'PATCH',
+          path: `/api/people/${owner.id}`,
+          body: { role: 'analyst' },
+        });
+      },
+    },
+    {
+      status: 404,
+      why: 'no such person',
+      request: () => ({ method: 'PATCH', path: '/api/people/999999', body: { name: 'nobody' } }),
+    },
+  ],
+  'DELETE /api/people/{id}': [
+    {
+      status: 200,
+      why: 'removed',
+      request: async () => ({ method: 'DELETE', path: `/api/people/${(await newPerson()).id}` }),
+    },
+    {
+      status: 403,
+      why: 'an owner removing themselves',
+      request: async () => {
+        const owner = await personSession('owner');
+        return asSession(owner, { method: 'DELETE', path: `/api/people/${owner.id}` });
+      },
+    },
+    { status: 404, why: 'no such person', request: () => ({ method: 'DELETE', path: '/api/people/999999' }) },
+  ],
+  'POST /api/people/{id}/reset': [
+    {
+      status: 200,
+      why: 'reset, invited again',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/people/${(await newPerson()).id}/reset`,
+        body: {},
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such person',
+      request: () => ({ method: 'POST', path: '/api/people/999999/reset', body: {} }),
+    },
+  ],
+  'GET /api/people/{id}/sessions': [
+    {
+      status: 200,
+      why: 'their sessions',
+      request: async () => ({ path: `/api/people/${(await personSession()).id}/sessions` }),
+    },
+    { status: 404, why: 'no such person', request: () => ({ path: '/api/people/999999/sessions' }) },
+  ],
+  'DELETE /api/people/{id}/sessions': [
+    {
+      status: 200,
+      why: 'ended',
+      request: async () => ({ method: 'DELETE', path: `/api/people/${(await personSession()).id}/sessions` }),
+    },
+    {
+      status: 404,
+      why: 'no such person',
+      request: () => ({ method: 'DELETE', path: '/api/people/999999/sessions' }),
+    },
+  ],
+  'GET /api/metrics': [
+    { status: 200, why: 'the figures', request: () => ({ path: '/api/metrics' }) },
+    {
+      status: 403,
+      why: 'a person whose role lacks metrics',
+      request: async () => asSession(await personSession('developer'), { path: '/api/metrics' }),
+    },
+  ],
   'GET /api/tenants/{schema}': [
     { status: 200, why: 'the tenant', request: () => ({ path: `/api/tenants/${schema}` }) },
     { status: 404, why: 'no such schema', request: () => ({ path: `/api/tenants/${NO_SCHEMA}` }) },
@@ -1291,7 +1642,7 @@ function badInput(route: AnyRoute): Call {
   if (route.query) return { ...base, query: { ...base.query, bogus: '1' } };
   return {
     ...base,
-    path: pathOf(route, { schema: '1bad', schemaName: '1bad', tableName: '1bad', keyId: 'x' }),
+    path: pathOf(route, { schema: '1bad', schemaName: '1bad', tableName: '1bad', keyId: 'x', id: 'x' }),
   };
 }
 
@@ -1501,6 +1852,20 @@ describe('429 from an address that failed to sign in too often', () => {
       auth: { ...ADMIN, pass: 'guess' },
       sourceIp: BLOCKED,
     });
+  });
+
+  it('POST /api/session: 429 for a right password from it', async () => {
+    // Made from an address of its own: this block allows one failure, and 401s were asked before.
+    const { login } = await newPerson('analyst', { sourceIp: '192.0.2.100' });
+    const entry = ROUTES.find(({ route }) => operationOf(route) === 'POST /api/session');
+    const reply = await call(people.handler, {
+      method: 'POST',
+      path: '/api/session',
+      auth: null,
+      sourceIp: BLOCKED,
+      body: { login, password: PERSON_PASSWORD },
+    });
+    expectDocumented((entry as (typeof ROUTES)[number]).route, 429, reply);
   });
 
   it.each(named(authenticated))('%s: 429 even with the right credentials', async (_, entry) => {

@@ -23,14 +23,16 @@ function idleSession() {
 
 /** Fills `count` slots with sessions that went idle, oldest first. */
 async function idleSessions(budget: ConnectionBudget, count: number) {
-  const sessions = [];
+  const sessions: Array<ReturnType<typeof idleSession>> = [];
   for (let i = 0; i < count; i++) {
     expect(await budget.take(0)).toBe(true);
     const session = idleSession();
     budget.park(session);
     sessions.push(session);
   }
-  return sessions;
+  const [oldest, next] = sessions;
+  if (!oldest || !next) throw new Error('at least two sessions');
+  return { sessions, oldest, next };
 }
 
 const settled = () => new Promise((resolve) => setImmediate(resolve));
@@ -38,7 +40,7 @@ const settled = () => new Promise((resolve) => setImmediate(resolve));
 describe('the connection budget', () => {
   it('closes the oldest idle session in the background as it fills, so the next login finds a slot', async () => {
     const budget = new ConnectionBudget(32);
-    const sessions = await idleSessions(budget, 30);
+    const { sessions, oldest, next } = await idleSessions(budget, 30);
     expect(sessions.some((each) => each.closing)).toBe(false);
 
     // The 31st slot leaves one free: the oldest idle session is asked to go, and no one waits for it.
@@ -47,7 +49,7 @@ describe('the connection budget', () => {
     expect(sessions.filter((each) => each.closing)).toHaveLength(1);
     expect(budget.use.open).toBe(31);
 
-    sessions[0].finish();
+    oldest.finish();
     await settled();
     expect(budget.use.open).toBe(30);
 
@@ -58,13 +60,13 @@ describe('the connection budget', () => {
     });
     await settled();
     expect(taken).toBe(true);
-    expect(sessions[1].closing).toBe(true);
+    expect(next.closing).toBe(true);
   });
 
   it('hands the slot of a session closed ahead of need to a request waiting for one', async () => {
     const budget = new ConnectionBudget(32);
-    const sessions = await idleSessions(budget, 31);
-    expect(sessions[0].closing).toBe(true);
+    const { sessions, oldest } = await idleSessions(budget, 31);
+    expect(oldest.closing).toBe(true);
     // Every other session is in use now: a request waits for a slot.
     for (const each of sessions.slice(1)) budget.unpark(each);
     expect(await budget.take(0)).toBe(true);
@@ -75,7 +77,7 @@ describe('the connection budget', () => {
     await settled();
     expect(granted).toBeUndefined();
 
-    sessions[0].finish();
+    oldest.finish();
     await settled();
 
     expect(granted).toBe(true);
@@ -84,7 +86,7 @@ describe('the connection budget', () => {
 
   it('keeps every session of a small budget (a Lambda container) warm until a login needs its slot', async () => {
     const budget = new ConnectionBudget(4);
-    const sessions = await idleSessions(budget, 4);
+    const { sessions, oldest } = await idleSessions(budget, 4);
     expect(sessions.some((each) => each.closing)).toBe(false);
 
     // A fifth login: the oldest goes, and this login waits for its goodbye, as before.
@@ -93,9 +95,9 @@ describe('the connection budget', () => {
       taken = ok;
     });
     await settled();
-    expect(sessions[0].closing).toBe(true);
+    expect(oldest.closing).toBe(true);
     expect(taken).toBe(false);
-    sessions[0].finish();
+    oldest.finish();
     await settled();
     expect(taken).toBe(true);
     expect(budget.use.open).toBe(4);
