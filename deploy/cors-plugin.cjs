@@ -16,7 +16,13 @@
  * every host alike; this decides only what a browser lets another origin's page read.
  */
 
-const ALLOWED_HEADERS = ['authorization', 'content-type', 'x-requested-with', 'idempotency-key'];
+const ALLOWED_HEADERS = [
+  'authorization',
+  'content-type',
+  'x-requested-with',
+  'idempotency-key',
+  'x-csrf-token',
+];
 const ALLOWED_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
 const EXPOSED_HEADERS = [
   'x-request-id',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { granted } from '#lib/access';
 import { listAudit } from '#lib/admin/audit';
 import { drainedLog } from '#lib/http/audit';
 import { httpHandler } from '#lib/http/handler';
@@ -75,12 +76,16 @@ export const routes = [
       limit: queryInt('limit', 1, 1000).default(100),
     }),
     response: z.object({ entries: z.array(Entry), nextCursor: z.string().nullable() }),
-    // A person scoped to some schemas sees the entries about those alone.
-    handler: async ({ query, principal }) =>
-      listAudit(await drainedLog(), {
+    // A person scoped to some schemas sees the entries about those alone; SQL text (AUDIT_SQL_TEXT)
+    // only those who may run SQL with the service's rights, whose statements it may show.
+    handler: async ({ query, principal }) => {
+      const found = await listAudit(await drainedLog(), {
         ...query,
         schemas: principal?.kind === 'person' ? (principal.schemas ?? undefined) : undefined,
-      }),
+      });
+      if (principal?.kind !== 'person' || granted(principal, 'sql.admin')) return found;
+      return { ...found, entries: found.entries.map((entry) => ({ ...entry, sqlText: null })) };
+    },
   }),
 ];
 

@@ -29,6 +29,7 @@ import { type AuditDraft, signedInAs } from '#lib/db/audit-log';
 import { getDatabase } from '#lib/db/pool';
 import { Forbidden, Unauthorized } from '#lib/errors';
 import { AuthThrottle, clientKey } from '#lib/http/auth-throttle';
+import { adminCredentials, adminDigest, adminMatches } from '#lib/http/authenticate';
 import { httpHandler } from '#lib/http/handler';
 import { Reply } from '#lib/http/respond';
 import { defineRoute } from '#lib/http/route';
@@ -121,15 +122,31 @@ function self(principal: Principal | undefined): Person {
   return principal;
 }
 
+/** The person, signed in to the console: a personal token may not change the account it stands for. */
+function consoleSelf(principal: Principal | undefined, what: string): Person {
+  const person = self(principal);
+  if (person.via === 'token') throw new Forbidden(`a personal token cannot ${what}; sign in to the console`);
+  return person;
+}
+
 function permissionsOf(grant: { role: Person['role']; schemas: readonly string[] | null }): Permission[] {
   return (Object.keys(PERMISSIONS) as Permission[]).filter((p) => granted(grant, p));
 }
 
-/** Signed in: the session's cookie, and who it is for. */
+/** What the AUTH_USER administrator is: every permission, no account of its own. */
+const ADMIN_VIEW = {
+  kind: 'admin' as const,
+  person: null,
+  role: 'owner' as const,
+  schemas: null,
+  permissions: [...ROLE_PERMISSIONS.owner],
+  via: null,
+};
+
+/** Signed in: the session's cookie, and who it is for (a person, or null: the administrator). */
 async function signedIn(
   config: Config,
-  person: PersonView,
-  via: 'password' | 'sso',
+  person: PersonView | null,
   input: {
     clientAddress: string | undefined;
     userAgent: string | undefined;
@@ -138,27 +155,31 @@ async function signedIn(
   },
 ) {
   const db = await getDatabase();
-  signedInAs(input.audit, person, via);
+  signedInAs(input.audit, person, 'password');
+  const owner = person
+    ? { personId: person.id }
+    : { adminDigest: adminDigest(adminCredentials(config.AUTH_USER, config.AUTH_PASS)) };
   const session = await startSession(
     db,
-    person.id,
-    via,
+    owner,
+    'password',
     config,
     { address: input.clientAddress, userAgent: input.userAgent },
     input.audit,
   );
   const maxAge = Math.floor((session.endsAt.getTime() - Date.now()) / 1000);
+  const who = person
+    ? {
+        kind: 'person' as const,
+        person,
+        role: person.role,
+        schemas: person.schemas,
+        permissions: permissionsOf(person),
+        via: 'password',
+      }
+    : ADMIN_VIEW;
   return new Reply(
-    {
-      kind: 'person' as const,
-      person,
-      role: person.role,
-      schemas: person.schemas,
-      permissions: permissionsOf(person),
-      via,
-      csrfToken: session.csrfToken,
-      sessionEndsAt: session.endsAt.toISOString(),
-    },
+    { ...who, csrfToken: session.csrfToken, sessionEndsAt: session.endsAt.toISOString() },
     { 'set-cookie': sessionSetCookie(input.overHttps, session.secret, maxAge) },
   );
 }
@@ -178,11 +199,20 @@ export const routes = [
     method: 'POST',
     path: '/api/session',
     setsCookie: true,
-    audit: { action: 'session.start', target: ({ body }) => `person ${body.login}` },
+    // No target: a login sent might be AUTH_USER, which audit readers must not learn; the entry
+    // names whom it signed in (actor, personLogin).
+    audit: { action: 'session.start' },
     summary:
       'Sign in to the console with a login and password: a session cookie (HttpOnly, SameSite=Strict) and its CSRF token',
     access: 'public',
-    body: z.strictObject({ login, password }),
+    body: z.strictObject({
+      login: z
+        .string()
+        .min(1, 'login must not be empty')
+        .max(200)
+        .meta({ description: 'a person’s login, or AUTH_USER' }),
+      password,
+    }),
     response: SignedIn,
     errors: [
       { status: 401, why: 'the login or password is wrong (counted against the address and the login)' },
@@ -191,19 +221,18 @@ export const routes = [
     handler: async ({ body, clientAddress, userAgent, overHttps, audit }) => {
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
       const throttle = throttleOf(config, db);
-      const keys = [clientKey(clientAddress), `login:${body.login}`];
-      await throttle.refuseIfAnyBlocked(keys);
-      const found = await personByPassword(db, body.login, body.password);
-      if (!found) {
-        await throttle.countFailures(keys);
-        throw new Unauthorized('wrong login or password');
-      }
-      return signedIn(config, await getPerson(db, found.id), 'password', {
-        clientAddress,
-        userAgent,
-        overHttps,
-        audit,
-      });
+      const keys = [clientKey(clientAddress), `login:${body.login.toLowerCase()}`];
+      // The attempt counts as a failure before it is checked (429 past the limit), and is taken
+      // back if it succeeds: a burst of guesses sent at once gets no more than the limit.
+      await throttle.countFailures(keys);
+      const input = { clientAddress, userAgent, overHttps, audit };
+      // AUTH_USER and AUTH_PASS (compared as digests, in constant time) sign the administrator in.
+      const admin = adminCredentials(config.AUTH_USER, config.AUTH_PASS);
+      const isAdmin = adminMatches({ user: body.login, pass: body.password }, admin);
+      const found = isAdmin ? undefined : await personByPassword(db, body.login, body.password);
+      if (!isAdmin && !found) throw new Unauthorized('wrong login or password');
+      await throttle.forgive(keys);
+      return signedIn(config, found ? await getPerson(db, found.id) : null, input);
     },
   }),
   defineRoute({
@@ -224,7 +253,7 @@ export const routes = [
     handler: async ({ body, clientAddress, userAgent, overHttps, audit }) => {
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
       const person = await acceptInvitation(db, body.token, body.password, audit);
-      return signedIn(config, person, 'password', { clientAddress, userAgent, overHttps, audit });
+      return signedIn(config, person, { clientAddress, userAgent, overHttps, audit });
     },
   }),
   defineRoute({
@@ -235,17 +264,14 @@ export const routes = [
     response: SignedIn,
     handler: async ({ principal }) => {
       const config = await getConfig();
-      if (principal?.kind !== 'person')
+      if (principal?.kind !== 'person') {
+        const session = principal?.kind === 'admin' ? principal.sessionId : undefined;
         return {
-          kind: 'admin' as const,
-          person: null,
-          role: 'owner' as const,
-          schemas: null,
-          permissions: [...ROLE_PERMISSIONS.owner],
-          via: null,
-          csrfToken: null,
+          ...ADMIN_VIEW,
+          csrfToken: session === undefined ? null : csrfToken(config.DBADMIN_SECRET, session),
           sessionEndsAt: null,
         };
+      }
       const person = await getPerson(await getDatabase(), principal.id);
       const session = principal.sessionId;
       const open =
@@ -271,7 +297,7 @@ export const routes = [
     access: 'person',
     response: Done,
     handler: async ({ principal, overHttps, audit }) => {
-      const session = self(principal).sessionId;
+      const session = principal?.kind === 'key' ? undefined : principal?.sessionId;
       if (session !== undefined) await endSession(await getDatabase(), session, audit);
       return new Reply({ success: true as const }, { 'set-cookie': sessionSetCookie(overHttps) });
     },
@@ -284,10 +310,16 @@ export const routes = [
     access: 'person',
     body: z.strictObject({ currentPassword: password, newPassword }),
     response: Done,
-    errors: [{ status: 403, why: 'the current password is wrong' }],
-    handler: async ({ principal, body, audit }) => {
-      const person = self(principal);
-      await changePassword(await getDatabase(), person, body.currentPassword, body.newPassword, audit);
+    errors: [{ status: 403, why: 'the current password is wrong, or a personal token asked' }],
+    handler: async ({ principal, body, audit, clientAddress }) => {
+      const person = consoleSelf(principal, 'change the password');
+      const [config, db] = await Promise.all([getConfig(), getDatabase()]);
+      // The current password is a guess like any sign-in's: counted before it is checked.
+      const throttle = throttleOf(config, db);
+      const keys = [clientKey(clientAddress), `login:${person.login}`];
+      await throttle.countFailures(keys);
+      await changePassword(db, person, body.currentPassword, body.newPassword, audit);
+      await throttle.forgive(keys);
       return { success: true as const };
     },
   }),
@@ -312,7 +344,7 @@ export const routes = [
     response: Done,
     errors: [{ status: 404, why: 'no such session of yours is open' }],
     handler: async ({ principal, params, audit }) => {
-      await endSessions(await getDatabase(), self(principal).id, params.id, audit);
+      await endSessions(await getDatabase(), consoleSelf(principal, 'end sessions').id, params.id, audit);
       return { success: true as const };
     },
   }),
@@ -345,12 +377,8 @@ export const routes = [
       { status: 403, why: 'a role or schemas beyond one’s own' },
       { status: 409, why: 'a token of that name exists' },
     ],
-    handler: async ({ principal, body, audit }) => {
-      const person = self(principal);
-      if (person.via === 'token')
-        throw new Forbidden('a personal token cannot make another; sign in to the console');
-      return createToken(await getDatabase(), person, body, audit);
-    },
+    handler: async ({ principal, body, audit }) =>
+      createToken(await getDatabase(), consoleSelf(principal, 'make a token'), body, audit),
   }),
   defineRoute({
     method: 'DELETE',
@@ -451,7 +479,8 @@ export const routes = [
     params: z.object({ id }),
     response: Invitation,
     errors: [{ status: 404, why: 'no such person' }],
-    handler: async ({ params, audit }) => resetPerson(await getDatabase(), params.id, audit),
+    handler: async ({ params, principal, audit }) =>
+      resetPerson(await getDatabase(), params.id, asPerson(principal), audit),
   }),
   defineRoute({
     method: 'GET',

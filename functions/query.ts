@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { granted } from '#lib/access';
 import { runQuery } from '#lib/admin/query';
 import { querySchema } from '#lib/admin/query-schema';
 import { describeSql } from '#lib/admin/sql-fingerprint';
@@ -89,6 +90,10 @@ export const routes = [
         });
       }
       const access = adminRights ? await adminAccess(schema, signal, audit) : await accessTo(schema);
+      // A person who may not delete schemas runs as the schema's _exec role all the same (a member
+      // of its owner): one statement, and the schema checked still there before our COMMIT.
+      const keepSchema =
+        principal?.kind === 'person' && !adminRights && !granted(principal, 'schemas.delete');
       // Over its storage quota, a key's SQL may read but not write (the admin's is the way out).
       const over = asKey ? overStorageQuota((await currentQuotas(access.catalog)).get(schema)) : undefined;
       const result = await runQuery(access, {
@@ -98,7 +103,8 @@ export const routes = [
         limits: resultLimits(config),
         // A read-only access (an anon key, a person who may not write) sends one statement, as a key
         // does: a script could end the read-only transaction it runs in and begin another.
-        asKey: asKey || access.readOnly,
+        asKey: asKey || access.readOnly || keepSchema,
+        keepSchema,
         adminRights,
         readOnly: over !== undefined,
       }).catch((error: unknown) => {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { granted } from '#lib/access';
 import { setQuota } from '#lib/admin/quotas';
 import { describeTenant, listTenants, stopTenantSession, TENANT_SORTS } from '#lib/admin/tenants';
 import { getDatabase } from '#lib/db/pool';
@@ -172,7 +173,12 @@ export const routes = [
       ),
     }),
     errors: [NO_SCHEMA],
-    handler: async ({ params }) => describeTenant(await getDatabase(), params.schema),
+    // Its keys' names only to those who may list keys.
+    handler: async ({ params, principal }) => {
+      const tenant = await describeTenant(await getDatabase(), params.schema);
+      if (principal?.kind !== 'person' || granted(principal, 'keys.read')) return tenant;
+      return { ...tenant, keys: [] };
+    },
   }),
   defineRoute({
     method: 'PUT',

@@ -18,7 +18,7 @@ export const PERMISSIONS = {
   'schemas.create': 'create schemas (tenants)',
   'schemas.delete': 'delete schemas',
   'tenants.manage': 'set quotas; cancel and end tenants’ sessions',
-  'sql.admin': 'run SQL with the administrator’s rights (adminRights)',
+  'sql.admin': 'run SQL with the service’s own database rights (runAs admin), which reach dbadmin’s own data',
   'audit.read': 'read the audit log',
   metrics: 'read the Prometheus metrics',
   people: 'add, change and remove people; end anyone’s sessions',
@@ -31,14 +31,15 @@ const EVERYTHING = Object.keys(PERMISSIONS) as Permission[];
 /** Each role's permissions; a role's line reads as what it adds or takes away. */
 export const ROLE_PERMISSIONS: Record<PersonRole, readonly Permission[]> = {
   owner: EVERYTHING,
-  admin: EVERYTHING.filter((p) => p !== 'people' && p !== 'license'),
+  // SQL with the service's rights could rewrite dbadmin's own tables (people among them): an owner's.
+  admin: EVERYTHING.filter((p) => p !== 'people' && p !== 'license' && p !== 'sql.admin'),
   developer: ['read', 'write', 'alter', 'keys.read', 'audit.read'],
   analyst: ['read', 'audit.read'],
 };
 
 export const ROLE_SUMMARIES: Record<PersonRole, string> = {
   owner: 'everything, including people and the license',
-  admin: 'everything but people and the license',
+  admin: 'everything but people, the license and SQL with the service’s rights',
   developer: 'data and structure changes; keys read-only; no schema creation or deletion',
   analyst: 'read-only: reads, exports, read-only SQL',
 };
@@ -52,6 +53,7 @@ export const may = (role: PersonRole, permission: Permission) => ROLE_PERMISSION
  */
 export const UNSCOPED_ONLY: readonly Permission[] = [
   'schemas.create',
+  'schemas.delete',
   'sql.admin',
   'metrics',
   'people',

@@ -10,7 +10,11 @@ export type SignedInVia = 'password' | 'sso' | 'token';
  * one schema.
  */
 export type Principal =
-  | { kind: 'admin' }
+  | {
+      kind: 'admin';
+      /** The console session it signed in with, if not Basic credentials. */
+      sessionId?: number;
+    }
   | ({
       kind: 'person';
       id: number;

@@ -13,34 +13,74 @@ export class ApiError extends Error {
   }
 }
 
-const CREDENTIALS = 'dbadmin.credentials';
-
-/** `user:password` as base64, kept for the tab's life (sessionStorage): a reload stays signed in. */
-export const credentials = signal<string | null>(sessionStorage.getItem(CREDENTIALS));
-
-export function signIn(token: string): void {
-  sessionStorage.setItem(CREDENTIALS, token);
-  credentials.value = token;
+/** Who is signed in, as GET /api/session says (lib/access): their role, scope and permissions. */
+export interface SignedIn {
+  kind: 'admin' | 'person';
+  person: { id: number; login: string; name: string } | null;
+  role: string;
+  schemas: string[] | null;
+  permissions: string[];
+  via: string | null;
+  /** Sent as X-CSRF-Token with every change: the session's cookie alone changes nothing. */
+  csrfToken: string | null;
 }
 
-/** Forgets the credentials and what this browser kept of the admin's work (SQL drafts, history). */
-export function signOut(): void {
-  sessionStorage.removeItem(CREDENTIALS);
+/**
+ * The console's session: the server keeps it, the browser holds only its HttpOnly cookie, which
+ * no script reads (the console never sees a password after the sign-in form). undefined: not
+ * asked yet; null: signed out.
+ */
+export const session = signal<SignedIn | null | undefined>(undefined);
+
+/** Asks the server who the cookie signs in, if anyone (a reload stays signed in). */
+export async function loadSession(): Promise<void> {
+  const response = await send('GET', apiUrl('session'), undefined);
+  if (response.status === 401) session.value = null;
+  else if (response.ok) session.value = (await response.json()) as SignedIn;
+  else throw await failure(response);
+}
+
+/** Signs in with a person's login (or AUTH_USER) and password: the server sets the session's cookie. */
+export async function signIn(login: string, password: string): Promise<void> {
+  const response = await send('POST', apiUrl('session'), { login, password });
+  if (response.status === 401) throw new Error('Wrong user name or password');
+  if (!response.ok) throw await failure(response);
+  session.value = (await response.json()) as SignedIn;
+}
+
+/** Accepts an invitation (or a password reset): the password is set, and the server signs them in. */
+export async function acceptInvitation(token: string, password: string): Promise<void> {
+  const response = await send('POST', apiUrl('session/invitation'), { token, password });
+  if (!response.ok) throw await failure(response);
+  session.value = (await response.json()) as SignedIn;
+}
+
+/** Whether the signed-in person holds a permission (lib/access): what the console offers them. */
+export const may = (permission: string) => session.value?.permissions.includes(permission) ?? false;
+
+/** Forgets what this browser kept of the person's work (SQL drafts, history). */
+function forgetWork(): void {
   for (const key of Object.keys(localStorage))
     if (key.startsWith('dbadmin.sql.')) localStorage.removeItem(key);
-  credentials.value = null;
 }
 
-/** The credentials no longer hold (changed on the server): back to the form, unless already newer. */
-function expired(token: string | null): void {
-  if (token !== null && credentials.value === token) signOut();
+/** Ends the session on the server (its cookie cleared) and forgets this browser's drafts. */
+export async function signOut(): Promise<void> {
+  await send('DELETE', apiUrl('session'), undefined).catch(() => undefined);
+  forgetWork();
+  session.value = null;
+}
+
+/** The session ended on the server (expired, ended by an owner): back to the form. */
+function expired(): void {
+  if (session.value) {
+    forgetWork();
+    session.value = null;
+  }
 }
 
 /** The license state each answer reports (`X-License-Status`): the header's badge follows it. */
 export const reportedLicense = signal<string | null>(null);
-
-export const basicToken = (user: string, password: string) =>
-  btoa(String.fromCharCode(...new TextEncoder().encode(`${user}:${password}`)));
 
 /** A list repeats its parameter (`filter=a.eq.1&filter=b.eq.2`). */
 export type Query = Record<string, string | number | boolean | string[] | undefined>;
@@ -65,15 +105,13 @@ export interface FileBody {
 const isFile = (body: unknown): body is FileBody =>
   typeof body === 'object' && body !== null && 'blob' in body && body.blob instanceof Blob;
 
-async function send(
-  method: string,
-  url: string,
-  body: unknown,
-  token: string | null,
-  signal?: AbortSignal,
-): Promise<Response> {
+const READS = new Set(['GET', 'HEAD']);
+
+/** A request with the session's cookie (same origin) and, for a change, its CSRF token. */
+async function send(method: string, url: string, body: unknown, signal?: AbortSignal): Promise<Response> {
   const headers: Record<string, string> = { 'x-requested-with': 'dbadmin-console' };
-  if (token) headers.authorization = `Basic ${token}`;
+  const csrf = session.peek()?.csrfToken;
+  if (csrf && !READS.has(method)) headers['x-csrf-token'] = csrf;
   if (isFile(body)) {
     headers['content-type'] = body.contentType;
     return fetch(url, { method, headers, body: body.blob, signal });
@@ -99,8 +137,8 @@ async function failure(response: Response): Promise<ApiError> {
 }
 
 /**
- * Calls the API as the signed-in admin. A 401 means the credentials no longer hold (changed on the
- * server): the console signs out, back to the form.
+ * Calls the API as the signed-in person. A 401 means the session ended on the server (expired,
+ * ended by an owner, the person removed): the console goes back to the form.
  */
 export async function api<T>(
   method: string,
@@ -116,10 +154,9 @@ export async function answer(
   path: string,
   options: { query?: Query; body?: unknown | FileBody; signal?: AbortSignal } = {},
 ): Promise<Response> {
-  const token = credentials.value;
   let response: Response;
   try {
-    response = await send(method, apiUrl(path, options.query), options.body, token, options.signal);
+    response = await send(method, apiUrl(path, options.query), options.body, options.signal);
   } catch (error) {
     if ((error as Error).name === 'AbortError') throw error;
     throw new ApiError(0, 'Network error', `the service did not answer (${(error as Error).message})`);
@@ -127,7 +164,7 @@ export async function answer(
   const reported = response.headers.get('x-license-status');
   if (reported) reportedLicense.value = reported;
   if (!response.ok) {
-    if (response.status === 401) expired(token);
+    if (response.status === 401) expired();
     throw await failure(response);
   }
   return response;
@@ -141,13 +178,4 @@ export function saveFile(blob: Blob, filename: string): void {
   link.click();
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
-}
-
-/** Checks credentials without keeping them: true when the API accepts them. */
-export async function checkCredentials(token: string): Promise<boolean> {
-  const response = await send('GET', apiUrl('schemas'), undefined, token);
-  if (response.status === 401) return false;
-  // 402 (strict license) still proves the credentials: the license page is the way back.
-  if (response.ok || response.status === 402) return true;
-  throw await failure(response);
 }

@@ -1,15 +1,18 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
-import { credentials, reportedLicense, signOut } from './api';
+import { loadSession, may, reportedLicense, session, signOut } from './api';
 import { badgeText, license, loadLicense } from './license';
+import { AccountPage } from './pages/account';
 import { AuditPage } from './pages/audit';
 import { KeysPage } from './pages/keys';
 import { LicensePage } from './pages/license';
+import { PeoplePage } from './pages/people';
 import { SchemasPage } from './pages/schemas';
 import { SignIn } from './pages/signin';
 import { SqlPage } from './pages/sql';
 import { TablePage } from './pages/table';
 import { TablesPage } from './pages/tables';
 import { TenantsPage } from './pages/tenants';
+import { WelcomePage } from './pages/welcome';
 import { currentSchema, go, href, type Route, route } from './router';
 import { schemas } from './schemas';
 import { cycleTheme, theme } from './theme';
@@ -128,7 +131,15 @@ function Header({ onHelp }: { onHelp: () => void }) {
       <a href={href({ page: 'audit' })} aria-current={route.value.page === 'audit' ? 'page' : undefined}>
         Audit
       </a>
+      {may('people') && (
+        <a href={href({ page: 'people' })} aria-current={route.value.page === 'people' ? 'page' : undefined}>
+          People
+        </a>
+      )}
       <span class="spacer" />
+      <a href={href({ page: 'account' })} aria-current={route.value.page === 'account' ? 'page' : undefined}>
+        {session.value?.person?.login ?? 'admin'}
+      </a>
       <a
         class={`badge ${status?.status ?? ''}`}
         href={href({ page: 'license' })}
@@ -183,14 +194,22 @@ function Page() {
       return <TenantsPage key={r.schema ?? ''} schema={r.schema} />;
     case 'audit':
       return <AuditPage key={r.schema ?? ''} schema={r.schema} />;
+    case 'people':
+      return <PeoplePage />;
+    case 'account':
+    case 'welcome':
+      return <AccountPage />;
   }
 }
 
 export function App() {
   const [help, setHelp] = useState(false);
-  const signedIn = credentials.value !== null;
+  const signedIn = Boolean(session.value);
   const openHelp = useCallback(() => setHelp(true), []);
   useShortcuts(openHelp);
+  useEffect(() => {
+    if (session.peek() === undefined) loadSession().catch(() => (session.value = null));
+  }, []);
   useEffect(() => {
     if (!signedIn) return;
     loadLicense().catch(() => undefined);
@@ -201,6 +220,9 @@ export function App() {
   useEffect(() => {
     if (signedIn && reported && license.peek()?.status !== reported) loadLicense().catch(() => undefined);
   }, [reported, signedIn]);
+  // Until the server says whether the cookie signs anyone in: nothing, rather than a form that flashes.
+  if (route.value.page === 'welcome' && !signedIn) return <WelcomePage token={route.value.token} />;
+  if (session.value === undefined) return null;
   if (!signedIn) return <SignIn />;
   const blocked = license.value && !license.value.valid && route.value.page !== 'license';
   return (

@@ -3,7 +3,7 @@ import { signal } from '@preact/signals';
 /**
  * Hash routes, so the page works under any path prefix (an API Gateway stage):
  *   #/license  #/schemas  #/tenants[/SCHEMA]  #/audit[/SCHEMA]  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure|/indexes]
- *   #/s/SCHEMA/sql  #/s/SCHEMA/keys
+ *   #/s/SCHEMA/sql  #/s/SCHEMA/keys  #/people  #/account  #/welcome/INVITATION
  * A table's data tab keeps how it is viewed (filters, sort, search, page) in the hash's query:
  *   #/s/SCHEMA/t/TABLE?filter=age.gte.18&order=name.desc (console/src/grid/view.ts reads it).
  */
@@ -17,7 +17,11 @@ export type Route =
   | { page: 'tables'; schema: string }
   | { page: 'table'; schema: string; table: string; tab: TableTab; view?: string }
   | { page: 'sql'; schema: string }
-  | { page: 'keys'; schema: string };
+  | { page: 'keys'; schema: string }
+  | { page: 'people' }
+  | { page: 'account' }
+  /** An invitation's link: the page that sets the password, before anyone is signed in. */
+  | { page: 'welcome'; token: string };
 
 function tableRoute(schema: string, table: string, tab: string | undefined, view: string): Route {
   if (tab === 'structure' || tab === 'indexes') return { page: 'table', schema, table, tab };
@@ -37,15 +41,19 @@ export function parseRoute(hash: string): Route {
   const [path = '', view = ''] = hash.replace(/^#\/?/, '').split(/\?(.*)/s);
   const parts = path.split('/').filter(Boolean).map(decodePart);
   const [first, schema, kind, table, tab] = parts;
-  if (first === 'license') return { page: 'license' };
+  if (first === 'license' || first === 'people' || first === 'account') return { page: first };
+  if (first === 'welcome' && schema) return { page: 'welcome', token: schema };
   if (first === 'tenants' || first === 'audit') return schema ? { page: first, schema } : { page: first };
-  if (first === 's' && schema) {
-    if (kind === 't' && table) return tableRoute(schema, table, tab, view);
-    if (kind === 'sql') return { page: 'sql', schema };
-    if (kind === 'keys') return { page: 'keys', schema };
-    return { page: 'tables', schema };
-  }
+  if (first === 's' && schema) return schemaRoute(schema, kind, table, tab, view);
   return { page: 'schemas' };
+}
+
+/** `#/s/SCHEMA/...`: its tables, a table, its SQL, its keys. */
+function schemaRoute(schema: string, kind?: string, table?: string, tab?: string, view = ''): Route {
+  if (kind === 't' && table) return tableRoute(schema, table, tab, view);
+  if (kind === 'sql') return { page: 'sql', schema };
+  if (kind === 'keys') return { page: 'keys', schema };
+  return { page: 'tables', schema };
 }
 
 export function href(route: Route): string {
@@ -53,7 +61,11 @@ export function href(route: Route): string {
   switch (route.page) {
     case 'license':
     case 'schemas':
+    case 'people':
+    case 'account':
       return `#/${route.page}`;
+    case 'welcome':
+      return `#/welcome/${e(route.token)}`;
     case 'tenants':
     case 'audit':
       return route.schema ? `#/${route.page}/${e(route.schema)}` : `#/${route.page}`;

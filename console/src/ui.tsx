@@ -136,3 +136,36 @@ export function ConfirmByName({
 }
 
 export const formatDate = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '—');
+
+/** The clipboard API needs a secure origin (https or localhost); plain http gets the old way. */
+export async function copy(text: string): Promise<boolean> {
+  try {
+    if (navigator.clipboard) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // fall through to the old way
+  }
+  const area = Object.assign(document.createElement('textarea'), { value: text });
+  document.body.append(area);
+  area.select();
+  const done = document.execCommand('copy');
+  area.remove();
+  return done;
+}
+
+/** A secret shown once (a key, a token, an invitation link), with a Copy button. */
+export function ShownOnce({ text, value, testId }: { text: string; value: string; testId: string }) {
+  const [copied, setCopied] = useState<boolean | undefined>(undefined);
+  return (
+    <div class="card key-shown" role="status">
+      <p>{text}</p>
+      <code data-testid={testId}>{value}</code>
+      <button type="button" onClick={() => copy(value).then(setCopied)}>
+        {copied ? 'Copied' : 'Copy'}
+      </button>
+      {copied === false && <span class="muted"> Select it and copy it by hand.</span>}
+    </div>
+  );
+}

@@ -35,6 +35,11 @@ const nobodysHash = () => {
   return nobody;
 };
 
+/** Made once per process, before its first password check (see personByPassword). */
+export const standInReady = async (): Promise<void> => {
+  await nobodysHash();
+};
+
 /** Whether `password` matches `stored`; a missing hash (no such person, no password yet) takes as long and fails. */
 export async function passwordMatches(stored: string | null | undefined, password: string): Promise<boolean> {
   const [scheme, logN, r, p, salt, key] = (stored ?? (await nobodysHash())).split('$');

@@ -160,15 +160,18 @@ export async function removePerson(
 }
 
 /**
- * A password reset: the person's password and sessions end now, and an invitation to set a new
- * one is answered (to hand over as the owner sees fit).
+ * A password reset: the person's password, sessions and personal tokens end now, and an
+ * invitation to set a new one is answered (to hand over as the owner sees fit).
  */
 export function resetPerson(
   db: pg.Pool,
   id: number,
+  actor: Person | undefined,
   audit: AuditDraft | undefined,
   now = new Date(),
 ): Promise<Invitation> {
+  // Else a token of an owner's could reset its own person and sign in from the invitation.
+  notOneself(actor, id, 'reset the password of');
   return withTransaction(
     db,
     async (client) => {
@@ -177,7 +180,9 @@ export function resetPerson(
         [id],
       );
       if (!rowCount) await getPerson(client, id);
+      // A reset answers a compromise: every way in ends, personal tokens too.
       await client.query('DELETE FROM _dbadmin.person_sessions WHERE person_id = $1', [id]);
+      await client.query('DELETE FROM _dbadmin.person_tokens WHERE person_id = $1', [id]);
       return invite(client, id, now);
     },
     { audit },

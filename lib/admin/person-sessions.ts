@@ -7,6 +7,7 @@ import {
   newSecret,
   passwordMatches,
   secretDigest,
+  standInReady,
 } from '#lib/admin/passwords';
 import { assertSchemasExist, assertWithin } from '#lib/admin/people';
 import type { Config } from '#lib/config';
@@ -47,6 +48,9 @@ export async function personByPassword(
   login: string,
   password: string,
 ): Promise<{ id: number; login: string } | undefined> {
+  // The stand-in hash for an unknown login is made before the first lookup, whoever asks, so no
+  // first sign-in of a container takes longer for an unknown login than for a known one.
+  await standInReady();
   const { rows } = await db.query<{ id: number; login: string; password_hash: string | null }>(
     'SELECT id, login, password_hash FROM _dbadmin.people WHERE login = $1',
     [login.toLowerCase()],
@@ -91,10 +95,16 @@ export async function changePassword(
   );
 }
 
-/** A new console session for the person (a new secret at every sign-in: never one the browser had before). */
+/**
+ * Whose session: a person's, or the AUTH_USER administrator's (bound to the digest of AUTH_USER and
+ * AUTH_PASS as they are at sign-in: changing either ends it).
+ */
+export type SessionOwner = { personId: number } | { adminDigest: Buffer };
+
+/** A new console session (a new secret at every sign-in: never one the browser had before). */
 export async function startSession(
   db: pg.Pool,
-  personId: number,
+  owner: SessionOwner,
   via: 'password' | 'sso',
   config: Config,
   seen: { address: string | undefined; userAgent: string | undefined },
@@ -110,10 +120,10 @@ export async function startSession(
     async (client) => {
       const { rows } = await client.query<{ id: string }>(
         `INSERT INTO _dbadmin.person_sessions
-           (person_id, token_hash, via, created_at, last_seen_at, idle_until, ends_at, address, user_agent)
-         VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8) RETURNING id`,
+           (person_id, admin_digest, token_hash, via, created_at, last_seen_at, idle_until, ends_at, address, user_agent)
+         VALUES ($1, $9, $2, $3, $4, $4, $5, $6, $7, $8) RETURNING id`,
         [
-          personId,
+          'personId' in owner ? owner.personId : null,
           secretDigest(secret),
           via,
           now,
@@ -121,6 +131,7 @@ export async function startSession(
           endsAt,
           seen.address ?? null,
           seen.userAgent?.slice(0, 300) ?? null,
+          'adminDigest' in owner ? owner.adminDigest : null,
         ],
       );
       return Number(rows[0]?.id);

@@ -14,7 +14,7 @@ import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
 import { beginStatements } from '#lib/db/pooler';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
-import { ApiError, BadRequest, QueryTimeout } from '#lib/errors';
+import { ApiError, BadRequest, Forbidden, QueryTimeout } from '#lib/errors';
 
 /**
  * The ad-hoc SQL of POST /api/query: the admin's scripts and a key's one statement, run in one
@@ -37,6 +37,13 @@ export interface RunQueryInput {
   adminRights?: boolean;
   /** A read-only transaction (a key's SQL while its schema is over its storage quota). */
   readOnly?: boolean;
+  /**
+   * The schema must still exist when the statement is done (a person whose role may not delete
+   * schemas; their SQL runs as the schema's `_exec` role, a member of its owner): checked in our
+   * transaction before it commits, so a DROP SCHEMA, however hidden (a DO block, a function), is
+   * rolled back. Needs `asKey`: a statement that could end our transaction first is refused.
+   */
+  keepSchema?: boolean;
 }
 
 export interface QueryResult {
@@ -114,6 +121,7 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
         const ended = results.slice(begin.length).some((r) => TRANSACTION_CONTROL.has(r.command));
         sealFor(access.audit, ended ? undefined : xid);
       }
+      if (input.keepSchema) await assertSchemaKept(client, input.schema);
       // Our transaction is still open unless the admin's script ended it itself.
       await endTransaction(client, access, input.readOnly === true, changedRows(results));
       const last = results.at(-1) as pg.QueryResult;
@@ -159,6 +167,14 @@ async function endTransaction(client: pg.PoolClient, access: SchemaAccess, readO
     if (open) await client.query('ROLLBACK');
   } else if (open) await commitAudited(client, access.audit, rows);
   else describeChange(access.audit, { rows });
+}
+
+/** Refuses (and so rolls back) a statement that deleted its schema, before our COMMIT. */
+async function assertSchemaKept(client: pg.PoolClient, schema: string): Promise<void> {
+  const { rowCount } = await client.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [
+    schema,
+  ]);
+  if (!rowCount) throw new Forbidden(`your role may not delete the schema "${schema}"; nothing was changed`);
 }
 
 const XID = 'SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid';

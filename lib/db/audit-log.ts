@@ -104,14 +104,15 @@ export function describeChange(
   if (auditing(draft)) Object.assign(draft.entry, details);
 }
 
-/** A request that signed someone in acts, from then on, as that person: its entry names them. */
+/** A request that signed someone in acts, from then on, as them: its entry names the person (null: the administrator). */
 export function signedInAs(
   draft: AuditDraft | undefined,
-  person: { id: number; login: string },
+  person: { id: number; login: string } | null,
   via: 'password' | 'sso',
 ): void {
-  if (auditing(draft))
-    Object.assign(draft.entry, { actor: 'person', personId: person.id, personLogin: person.login, via });
+  if (!auditing(draft)) return;
+  if (person === null) draft.entry.actor = 'admin';
+  else Object.assign(draft.entry, { actor: 'person', personId: person.id, personLogin: person.login, via });
 }
 
 export const newEntryId = () => randomUUID();

@@ -374,8 +374,8 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     id: 17,
     name: 'people',
-    // The people who administer dbadmin (lib/admin/people), their console sessions and personal
-    // tokens; secrets are kept only as digests (SHA-256 of 256 random bits; a password as scrypt).
+    // The people who administer dbadmin (lib/admin/people), their console sessions (and the AUTH_USER
+    // administrator's) and personal tokens; secrets are kept only as digests (SHA-256 of 256 random bits; a password as scrypt).
     // A person's role and scope are read with every request, so a change counts on the next one.
     // The audit log names the person: actor 'person', with their id and login as they were then.
     sql: `
@@ -392,9 +392,12 @@ export const MIGRATIONS: readonly Migration[] = [
         updated_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
         UNIQUE (sso_issuer, sso_subject)
       );
+      -- person_id NULL: a session of AUTH_USER's administrator, valid while AUTH_USER and AUTH_PASS
+      -- are the ones it signed in with (admin_digest: SHA-256 of the two, as lib/http/authenticate).
       CREATE TABLE _dbadmin.person_sessions (
         id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        person_id    integer NOT NULL REFERENCES _dbadmin.people ON DELETE CASCADE,
+        person_id    integer REFERENCES _dbadmin.people ON DELETE CASCADE,
+        admin_digest bytea CHECK ((person_id IS NULL) = (admin_digest IS NOT NULL)),
         token_hash   bytea NOT NULL UNIQUE,
         via          text NOT NULL CHECK (via IN ('password', 'sso')),
         created_at   timestamptz NOT NULL,

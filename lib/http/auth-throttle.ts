@@ -63,6 +63,18 @@ export class AuthThrottle {
     for (const row of rows) if (row.failures > this.limit) throw tooMany(row.window_ends, now);
   }
 
+  /**
+   * Takes back one failure of each of `clients`: an attempt reserved with countFailures before a
+   * slow check (a password's scrypt) that then succeeded. Reserving first means guesses sent at
+   * once are each counted before any is checked, so a burst gets no more than the limit.
+   */
+  async forgive(clients: readonly string[]): Promise<void> {
+    await this.db.query(
+      'UPDATE _dbadmin.sign_in_failures SET failures = GREATEST(failures - 1, 0) WHERE client = ANY ($1::text[])',
+      [clients],
+    );
+  }
+
   /** Refuses when any of `clients` has used up its failures (a read of their counts: one round trip). */
   async refuseIfAnyBlocked(clients: readonly string[], now = new Date()): Promise<void> {
     const { rows } = await this.db.query<{ failures: number; window_ends: Date }>(

@@ -97,8 +97,14 @@ function checksFor(config: Config, db: pg.Pool): Checks {
 interface FoundPerson extends Grant {
   id: number;
   login: string;
-  session?: { id: number; via: 'password' | 'sso' };
-  token?: { id: number } & Grant;
+}
+
+/** A console session still open: a person's, or (no person) the AUTH_USER administrator's. */
+interface FoundSession {
+  id: number;
+  via: 'password' | 'sso';
+  /** The administrator's session: SHA-256 of the AUTH_USER and AUTH_PASS it signed in with. */
+  adminDigest: Buffer | null;
 }
 
 /** What the request's sign-in read found: the address's failures, the Bearer token's active key, the person. */
@@ -106,6 +112,8 @@ interface SignInRead {
   failures?: FailureCount;
   key?: { id: number; name: string; schema: string; keyType: KeyType };
   person?: FoundPerson;
+  session?: FoundSession;
+  token?: { id: number } & Grant;
   /** The catalog read it carried, when PostgreSQL ran it (see Carry). */
   carried?: Carried;
 }
@@ -139,6 +147,8 @@ type SignInRow = {
   person_schemas: string[] | null;
   session_id: string | null;
   session_via: 'password' | 'sso' | null;
+  /** Hex: text whatever type parsers the pool has. */
+  session_admin: string | null;
   token_id: number | null;
   token_role: PersonRole | null;
   token_schemas: string[] | null;
@@ -152,7 +162,8 @@ type SignInRow = {
  */
 const SIGN_IN_COLUMNS = `failed.failures, failed.window_ends, api_key.id, api_key.schema_name, api_key.key_type,
        api_key.key_name, person.id AS person_id, person.login AS person_login, person.role AS person_role,
-       person.schemas AS person_schemas, sess.id AS session_id, sess.via AS session_via, tok.id AS token_id,
+       person.schemas AS person_schemas, sess.id AS session_id, sess.via AS session_via,
+       pg_catalog.encode(sess.admin_digest, 'hex') AS session_admin, tok.id AS token_id,
        tok.role AS token_role, tok.schemas AS token_schemas`;
 const signInFrom = (n: number) => `
     FROM (VALUES (1)) AS sign_in (one)
@@ -223,7 +234,7 @@ export async function signInRead(
   const query = signInQuery([clientKey(address), ...secretDigests(presented), now], carry);
   const row = (await db.query<SignInRow>(query)).rows[0];
   return {
-    person: row ? foundPerson(row) : undefined,
+    ...(row ? found(row) : {}),
     failures:
       row?.failures != null && row.window_ends
         ? { failures: row.failures, windowEnds: row.window_ends }
@@ -251,20 +262,25 @@ function secretDigests(presented: Presented): [Buffer | null, Buffer | null, Buf
 
 const isSecret = (value: string, prefix: string) => value.startsWith(prefix) && SECRET_PATTERN.test(value);
 
-function foundPerson(row: SignInRow): FoundPerson | undefined {
-  if (row.person_id === null || row.person_login === null || row.person_role === null) return undefined;
-  return {
-    id: row.person_id,
-    login: row.person_login,
-    role: row.person_role,
-    schemas: row.person_schemas,
-    ...(row.session_id !== null && row.session_via
-      ? { session: { id: Number(row.session_id), via: row.session_via } }
-      : {}),
-    ...(row.token_id !== null && row.token_role
-      ? { token: { id: row.token_id, role: row.token_role, schemas: row.token_schemas } }
-      : {}),
-  };
+/** The person, session and personal token the sign-in read found, as they stand now. */
+function found(row: SignInRow): Pick<SignInRead, 'person' | 'session' | 'token'> {
+  const person =
+    row.person_id !== null && row.person_login !== null && row.person_role !== null
+      ? { id: row.person_id, login: row.person_login, role: row.person_role, schemas: row.person_schemas }
+      : undefined;
+  const session =
+    row.session_id !== null && row.session_via !== null
+      ? {
+          id: Number(row.session_id),
+          via: row.session_via,
+          adminDigest: row.session_admin === null ? null : Buffer.from(row.session_admin, 'hex'),
+        }
+      : undefined;
+  const token =
+    row.token_id !== null && row.token_role !== null
+      ? { id: row.token_id, role: row.token_role, schemas: row.token_schemas }
+      : undefined;
+  return { person, session, token };
 }
 
 /** METRICS_TOKEN, compared as digests; never matches when the setting is unset. */
@@ -277,11 +293,15 @@ const sameToken = (sent: string | undefined, expected: string) =>
 /** The state-changing requests a session's cookie carries must also carry its X-CSRF-Token. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** A console session's person; a change it carries must bring the session's CSRF token. */
-function sessionPrincipal(read: SignInRead, { db, config }: Checks, event: HttpEvent): Principal {
-  const session = read.person?.session;
+/**
+ * A console session's person, or the administrator's session while AUTH_USER and AUTH_PASS are
+ * still the ones it signed in with; a change it carries must bring the session's CSRF token.
+ */
+function sessionPrincipal(read: SignInRead, { db, config, admin }: Checks, event: HttpEvent): Principal {
+  const { session, person } = read;
+  const ofAdmin = session?.adminDigest != null && timingSafeEqual(session.adminDigest, adminDigest(admin));
   // A session that ended is not a guess (its secret was ours): a 401, not counted.
-  if (!read.person || !session)
+  if (!session || !(person || ofAdmin))
     throw new Unauthorized(
       'your session has ended (signed out, expired or ended by an owner); sign in again',
     );
@@ -291,17 +311,21 @@ function sessionPrincipal(read: SignInRead, { db, config }: Checks, event: HttpE
       'a change made with the console session needs its X-CSRF-Token header (GET /api/session)',
     );
   touchSession(db, session.id, sessionLifetimes(config));
-  const { id, login, role, schemas } = read.person;
+  if (!person) return { kind: 'admin', sessionId: session.id };
+  const { id, login, role, schemas } = person;
   return { kind: 'person', id, login, role, schemas, via: session.via, sessionId: session.id };
 }
 
+/** What an administrator's session is bound to: AUTH_USER and AUTH_PASS as they are now. */
+export const adminDigest = ({ user, pass }: Credentials) =>
+  digest(Buffer.concat([user, pass]).toString('base64'));
+
 /** A personal token's person, with the lower of the token's grant and theirs as they stand now. */
-function tokenPrincipal(read: SignInRead, db: pg.Pool): Principal {
-  const token = read.person?.token;
-  if (!read.person || !token) throw new WrongCredentials('Invalid personal token');
+function tokenPrincipal({ person, token }: SignInRead, db: pg.Pool): Principal {
+  if (!person || !token) throw new WrongCredentials('Invalid personal token');
   touchToken(db, token.id);
-  const { id, login } = read.person;
-  return { kind: 'person', id, login, ...narrowed(token, read.person), via: 'token', tokenId: token.id };
+  const { id, login } = person;
+  return { kind: 'person', id, login, ...narrowed(token, person), via: 'token', tokenId: token.id };
 }
 
 function principalOf(

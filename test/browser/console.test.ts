@@ -28,7 +28,7 @@ describeInBrowser('the web console', () => {
     await h.screenshot(page, 'sign-in');
     await page.getByLabel('User name').fill('test-admin');
     await page.getByLabel('Password').fill('not the password');
-    const refused = page.waitForResponse((r) => r.url().includes('/api/schemas') && r.status() === 401);
+    const refused = page.waitForResponse((r) => r.url().includes('/api/session') && r.status() === 401);
     await page.getByRole('button', { name: 'Sign in' }).click();
 
     expect((await refused).headers()['www-authenticate']).toBeUndefined();

@@ -7,10 +7,11 @@ import { handler as rows } from '#functions/rows';
 import { handler as schemas } from '#functions/schemas';
 import { handler as tables } from '#functions/tables';
 import { handler as tenants } from '#functions/tenants';
+import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
-import { type Call, call } from '#test/support/http';
+import { ADMIN, type Call, call } from '#test/support/http';
 import { withSetting } from '#test/support/settings';
 
 /**
@@ -249,6 +250,47 @@ describe('a developer', () => {
   });
 });
 
+describe('SQL a role may not run', () => {
+  it('an admin cannot run SQL with the service’s rights, which reach dbadmin’s own tables', async () => {
+    const admin = await person('admin', null);
+    const promote = await admin.as(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { runAs: 'admin', sql: `UPDATE _dbadmin.people SET role = 'owner' WHERE id = ${admin.id}` },
+    });
+    const role = await withAdminClient(
+      async (c) => (await c.query('SELECT role FROM _dbadmin.people WHERE id = $1', [admin.id])).rows[0].role,
+    );
+
+    expect(promote.status).toBe(403);
+    expect(role).toBe('admin');
+  });
+
+  it('a developer cannot delete the schema, however the statement hides it', async () => {
+    const schema = await tenantSchema('nodrop');
+    const developer = await person('developer', null);
+    const attempts = [
+      `DROP SCHEMA "${schema}" CASCADE`,
+      `DO $$ BEGIN EXECUTE 'DROP SCHEMA "${schema}" CASCADE'; END $$`,
+      `DROP TABLE items; DROP SCHEMA "${schema}" CASCADE`,
+    ];
+    const statuses = [];
+    for (const sql of attempts)
+      statuses.push(
+        (await developer.as(query, { method: 'POST', path: '/api/query', body: { sql, schema } })).status,
+      );
+    const alter = await developer.as(query, {
+      method: 'POST',
+      path: '/api/query',
+      body: { sql: 'ALTER TABLE items ADD COLUMN note text', schema },
+    });
+
+    expect(statuses).toEqual([403, 403, 400]);
+    expect(await itemNames(schema)).toEqual(['first']);
+    expect(alter.status).toBe(200);
+  });
+});
+
 describe('console sessions', () => {
   it('keeps the password out of the answer and the database, and the cookie out of scripts and other sites', async () => {
     const { login } = await addPerson('analyst', null);
@@ -314,6 +356,36 @@ describe('console sessions', () => {
       else process.env.TRUSTED_PROXIES = before;
       (await import('#lib/config')).resetConfig();
     }
+  });
+
+  it('signs AUTH_USER in to a session of its own, which ends when AUTH_PASS changes', async () => {
+    const reply = await call(people, {
+      method: 'POST',
+      path: '/api/session',
+      auth: null,
+      body: { login: ADMIN.user, password: ADMIN.pass },
+    });
+    const cookie = String(reply.headers['set-cookie']).split(';')[0] as string;
+    const withCookie = { auth: null, headers: { cookie } };
+
+    const who = await call(people, { path: '/api/session', ...withCookie });
+    const list = await call(schemas, { path: '/api/schemas', ...withCookie });
+    const before = process.env.AUTH_PASS;
+    process.env.AUTH_PASS = 'a-new-admin-password';
+    resetConfig();
+    let after: Awaited<ReturnType<typeof call>>;
+    try {
+      after = await call(schemas, { path: '/api/schemas', ...withCookie });
+    } finally {
+      process.env.AUTH_PASS = before;
+      resetConfig();
+    }
+
+    expect(reply.status).toBe(200);
+    expect(reply.text).not.toContain(ADMIN.pass);
+    expect(who.body).toMatchObject({ kind: 'admin', role: 'owner', csrfToken: reply.body.csrfToken });
+    expect(list.status).toBe(200);
+    expect(after.status).toBe(401);
   });
 
   it('refuses a change carried by the cookie without its CSRF token', async () => {
@@ -414,6 +486,44 @@ describe('console sessions', () => {
       expect(statuses.slice(10)).toEqual([429, 429]);
       expect(right.status).toBe(429);
     });
+
+    it('gives a burst of guesses sent at once no more than the limit', async () => {
+      const { login } = await addPerson('analyst', null);
+      const guesses = await Promise.all(
+        Array.from({ length: 25 }, (_, i) =>
+          call(people, {
+            method: 'POST',
+            path: '/api/session',
+            auth: null,
+            sourceIp: `203.0.113.${i + 1}`,
+            body: { login, password: `burst guess ${i}` },
+          }),
+        ),
+      );
+      const checked = guesses.filter((reply) => reply.status === 401).length;
+
+      expect(checked).toBeLessThanOrEqual(10);
+      expect(guesses.filter((reply) => reply.status === 429).length).toBe(25 - checked);
+    });
+
+    it('counts wrong current passwords of a password change as failed sign-ins', async () => {
+      const signed = await person('analyst', null);
+      const statuses: number[] = [];
+      for (let i = 0; i < 12; i++)
+        statuses.push(
+          (
+            await signed.as(people, {
+              method: 'POST',
+              path: '/api/me/password',
+              body: { currentPassword: `guess ${i}`, newPassword: 'a brand new password' },
+              sourceIp: `192.0.2.${i + 1}`,
+            })
+          ).status,
+        );
+
+      expect(statuses.slice(0, 10)).toEqual(Array(10).fill(403));
+      expect(statuses.slice(10)).toEqual([429, 429]);
+    });
   });
 });
 
@@ -453,6 +563,30 @@ describe('personal tokens', () => {
     expect([before.status, peopleList.status, mint.status]).toEqual([201, 403, 403]);
     expect(afterDemotion.status).toBe(403);
     expect(afterRevoke.status).toBe(401);
+  });
+
+  it('cannot change their person’s password or sessions, nor reset their own person; a reset ends them', async () => {
+    const owner = await person('owner', null);
+    const made = await owner.as(people, { method: 'POST', path: '/api/me/tokens', body: { name: 'ci' } });
+    const token = bearer(made.body.token);
+
+    const password = await call(people, {
+      method: 'POST',
+      path: '/api/me/password',
+      body: { currentPassword: PASSWORD, newPassword: 'taken over by a token' },
+      ...token,
+    });
+    const reset = await call(people, {
+      method: 'POST',
+      path: `/api/people/${owner.id}/reset`,
+      body: {},
+      ...token,
+    });
+    const byOther = await call(people, { method: 'POST', path: `/api/people/${owner.id}/reset`, body: {} });
+    const after = await call(people, { path: '/api/session', ...token });
+
+    expect([password.status, reset.status, byOther.status]).toEqual([403, 403, 200]);
+    expect(after.status).toBe(401);
   });
 
   it('are audited as their person', async () => {

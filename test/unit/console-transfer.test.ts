@@ -11,16 +11,14 @@ interface Sent {
 }
 
 // The signals the page shares (ESM only, which Jest does not load here): plain boxes do.
-jest.mock('@preact/signals', () => ({ signal: <T>(value: T) => ({ value }) }));
-// api.ts keeps the credentials in sessionStorage, read as it loads.
-const kept = new Map<string, string>();
-Object.assign(globalThis, {
-  sessionStorage: {
-    getItem: (key: string) => kept.get(key) ?? null,
-    setItem: (key: string, value: string) => kept.set(key, value),
-    removeItem: (key: string) => kept.delete(key),
-  },
-});
+jest.mock('@preact/signals', () => ({
+  signal: <T>(value: T) => ({
+    value,
+    peek() {
+      return this.value;
+    },
+  }),
+}));
 // Its signature, not its type: the console's modules are checked with the DOM (console/tsconfig).
 type ImportFile = (
   file: Blob,

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { ErrorText, formatDate, useAction, useLoad } from '../ui';
+import { ErrorText, formatDate, ShownOnce, useAction, useLoad } from '../ui';
 
 /**
  * A schema's API keys: listed, made (the key shown once) and deleted.
@@ -16,36 +16,16 @@ interface KeyRow {
   is_active: boolean;
 }
 
-/** The clipboard API needs a secure origin (https or localhost); plain http gets the old way. */
-async function copy(text: string): Promise<boolean> {
-  try {
-    if (navigator.clipboard) {
-      await navigator.clipboard.writeText(text);
-      return true;
-    }
-  } catch {
-    // fall through to the old way
-  }
-  const area = Object.assign(document.createElement('textarea'), { value: text });
-  document.body.append(area);
-  area.select();
-  const done = document.execCommand('copy');
-  area.remove();
-  return done;
-}
-
 export function KeysPage({ schema }: { schema: string }) {
   const keys = useLoad(() => api<KeyRow[]>('GET', `project/${encodeURIComponent(schema)}/keys`), [schema]);
   const [name, setName] = useState('');
   const [type, setType] = useState<'anon' | 'service_role'>('anon');
   const [shown, setShown] = useState<string | undefined>(undefined);
-  const [copied, setCopied] = useState<boolean | undefined>(undefined);
   const create = useAction(async () => {
     const answer = await api<{ key: string }>('POST', `project/${encodeURIComponent(schema)}/keys`, {
       body: { keyName: name, keyType: type },
     });
     setShown(answer.key);
-    setCopied(undefined);
     setName('');
     await keys.reload();
   });
@@ -63,14 +43,12 @@ export function KeysPage({ schema }: { schema: string }) {
         <code>service_role</code> keys also write. Neither reaches outside this schema.
       </p>
       {shown && (
-        <div class="card key-shown" role="status">
-          <p>Copy the key now: it is shown only once.</p>
-          <code data-testid="new-key">{shown}</code>
-          <button type="button" onClick={() => copy(shown).then(setCopied)}>
-            {copied ? 'Copied' : 'Copy'}
-          </button>
-          {copied === false && <span class="muted"> Select the key and copy it by hand.</span>}
-        </div>
+        <ShownOnce
+          key={shown}
+          text="Copy the key now: it is shown only once."
+          value={shown}
+          testId="new-key"
+        />
       )}
       <ErrorText error={keys.error ?? remove.error} />
       <table class="grid" aria-label="API keys">

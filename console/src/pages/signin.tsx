@@ -1,16 +1,15 @@
 import { useState } from 'preact/hooks';
-import { basicToken, checkCredentials, signIn } from '../api';
+import { signIn } from '../api';
 import { ErrorText, useAction } from '../ui';
 
-/** The admin's credentials (AUTH_USER / AUTH_PASS), checked against the API before they are kept. */
+/**
+ * A person's login and password (or AUTH_USER / AUTH_PASS): the server answers a session cookie,
+ * and the browser keeps nothing else.
+ */
 export function SignIn() {
   const [user, setUser] = useState('');
   const [password, setPassword] = useState('');
-  const action = useAction(async () => {
-    const token = basicToken(user, password);
-    if (!(await checkCredentials(token))) throw new Error('Wrong user name or password');
-    signIn(token);
-  });
+  const action = useAction(() => signIn(user, password));
   return (
     <main class="signin">
       <form
