@@ -469,7 +469,7 @@ describe('console sessions', () => {
           method: 'POST',
           path: '/api/session',
           auth: null,
-          sourceIp: `198.51.100.${i + 1}`,
+          sourceIp: `100.64.37.${i + 1}`,
           body: { login, password: `wrong guess ${i}` },
         });
         statuses.push(reply.status);
@@ -478,7 +478,7 @@ describe('console sessions', () => {
         method: 'POST',
         path: '/api/session',
         auth: null,
-        sourceIp: '198.51.100.99',
+        sourceIp: '100.64.37.200',
         body: { login, password: PASSWORD },
       });
 
@@ -495,7 +495,7 @@ describe('console sessions', () => {
             method: 'POST',
             path: '/api/session',
             auth: null,
-            sourceIp: `203.0.113.${i + 1}`,
+            sourceIp: `100.64.38.${i + 1}`,
             body: { login, password: `burst guess ${i}` },
           }),
         ),
@@ -516,7 +516,7 @@ describe('console sessions', () => {
               method: 'POST',
               path: '/api/me/password',
               body: { currentPassword: `guess ${i}`, newPassword: 'a brand new password' },
-              sourceIp: `192.0.2.${i + 1}`,
+              sourceIp: `100.64.39.${i + 1}`,
             })
           ).status,
         );
