@@ -28,8 +28,8 @@ import { type Config, getConfig } from '#lib/config';
 import { type AuditDraft, signedInAs } from '#lib/db/audit-log';
 import { getDatabase } from '#lib/db/pool';
 import { Forbidden, Unauthorized } from '#lib/errors';
-import { AuthThrottle, clientKey } from '#lib/http/auth-throttle';
-import { adminCredentials, adminDigest, adminMatches } from '#lib/http/authenticate';
+import { clientKey } from '#lib/http/auth-throttle';
+import { adminCredentials, adminDigest, adminMatches, signInThrottle } from '#lib/http/authenticate';
 import { httpHandler } from '#lib/http/handler';
 import { Reply } from '#lib/http/respond';
 import { defineRoute } from '#lib/http/route';
@@ -66,6 +66,8 @@ const scope = z
   .nullable()
   .meta({ description: 'the schemas they may reach; null: every schema' });
 const id = queryInt('id', 1, 2_147_483_647);
+/** Sessions are numbered as bigint: any id a session may have. */
+const sessionId = queryInt('id', 1, Number.MAX_SAFE_INTEGER);
 
 const PersonOut = z.object({
   id: z.number(),
@@ -184,16 +186,6 @@ async function signedIn(
   );
 }
 
-const throttles = new WeakMap<Config, AuthThrottle>();
-function throttleOf(config: Config, db: Awaited<ReturnType<typeof getDatabase>>) {
-  let throttle = throttles.get(config);
-  if (!throttle) {
-    throttle = new AuthThrottle(db, config.AUTH_MAX_FAILURES, config.AUTH_FAILURE_WINDOW_S);
-    throttles.set(config, throttle);
-  }
-  return throttle;
-}
-
 export const routes = [
   defineRoute({
     method: 'POST',
@@ -220,7 +212,7 @@ export const routes = [
     ],
     handler: async ({ body, clientAddress, userAgent, overHttps, audit }) => {
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
-      const throttle = throttleOf(config, db);
+      const throttle = signInThrottle(config, db);
       const keys = [clientKey(clientAddress), `login:${body.login.toLowerCase()}`];
       // The attempt counts as a failure before it is checked (429 past the limit), and is taken
       // back if it succeeds: a burst of guesses sent at once gets no more than the limit.
@@ -315,7 +307,7 @@ export const routes = [
       const person = consoleSelf(principal, 'change the password');
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
       // The current password is a guess like any sign-in's: counted before it is checked.
-      const throttle = throttleOf(config, db);
+      const throttle = signInThrottle(config, db);
       const keys = [clientKey(clientAddress), `login:${person.login}`];
       await throttle.countFailures(keys);
       await changePassword(db, person, body.currentPassword, body.newPassword, audit);
@@ -340,7 +332,7 @@ export const routes = [
     audit: { action: 'session.end', target: ({ params }) => `session ${params.id}` },
     summary: 'End one of one’s own sessions (another browser, a lost laptop)',
     access: 'person',
-    params: z.object({ id }),
+    params: z.object({ id: sessionId }),
     response: Done,
     errors: [{ status: 404, why: 'no such session of yours is open' }],
     handler: async ({ principal, params, audit }) => {

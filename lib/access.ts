@@ -5,6 +5,8 @@
  * (`npm run docs:roles`), so the three cannot drift apart.
  */
 
+import { Forbidden } from '#lib/errors';
+
 export const PERSON_ROLES = ['owner', 'admin', 'developer', 'analyst'] as const;
 export type PersonRole = (typeof PERSON_ROLES)[number];
 
@@ -37,13 +39,6 @@ export const ROLE_PERMISSIONS: Record<PersonRole, readonly Permission[]> = {
   analyst: ['read', 'audit.read'],
 };
 
-export const ROLE_SUMMARIES: Record<PersonRole, string> = {
-  owner: 'everything, including people and the license',
-  admin: 'everything but people, the license and SQL with the service’s rights',
-  developer: 'data and structure changes; keys read-only; no schema creation or deletion',
-  analyst: 'read-only: reads, exports, read-only SQL',
-};
-
 export const may = (role: PersonRole, permission: Permission) => ROLE_PERMISSIONS[role].includes(permission);
 
 /**
@@ -73,6 +68,12 @@ export function granted({ role, schemas }: Grant, permission: Permission): boole
 
 export const inScope = (grant: Grant, schema: string) =>
   grant.schemas === null || grant.schemas.includes(schema);
+
+/** A person asked about a schema outside their scope: what to fix. */
+export const outsideScope = (grant: Grant, schema: string) =>
+  new Forbidden(
+    `you may reach only the schemas ${grant.schemas?.map((s) => `"${s}"`).join(', ')}, not "${schema}"; name one of yours`,
+  );
 
 /** Roles go from most to least: each holds every permission of those after it. */
 const rank = (role: PersonRole) => PERSON_ROLES.indexOf(role);

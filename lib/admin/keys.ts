@@ -1,5 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
+import { secretDigest } from '#lib/admin/passwords';
 import { type AuditDraft, describeChange } from '#lib/db/audit-log';
 import { assertSchemaExists } from '#lib/db/catalog';
 import { dropRolePool, isSystemSchema } from '#lib/db/executor';
@@ -13,7 +14,8 @@ import { prepareSchemaRole, resetKeyRole } from '#lib/db/schema-roles';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /** SHA-256 suffices: keys are 256 random bits, so there is nothing to guess or stretch. */
-export const hashKey = (key: string) => createHash('sha256').update(key).digest();
+/** Keys are kept as their SHA-256 digest, as every secret of 256 random bits is (lib/admin/passwords). */
+export const hashKey = secretDigest;
 
 export const KEY_PATTERN = /^[0-9a-f]{64}$/;
 

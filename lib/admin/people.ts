@@ -125,7 +125,7 @@ export async function updatePerson(
   return withTransaction(
     db,
     async (client) => {
-      const { rowCount } = await client.query(
+      await client.query(
         `UPDATE _dbadmin.people SET
            display_name = coalesce($2, display_name),
            role = coalesce($3, role),
@@ -134,7 +134,7 @@ export async function updatePerson(
          WHERE id = $1`,
         [id, change.name ?? null, change.role ?? null, change.schemas !== undefined, change.schemas ?? null],
       );
-      if (!rowCount) await getPerson(client, id);
+      // No such person: getPerson answers 404.
       return getPerson(client, id);
     },
     { audit },

@@ -95,6 +95,8 @@ export async function changePassword(
   );
 }
 
+let lastSweep = Number.NEGATIVE_INFINITY;
+
 /**
  * Whose session: a person's, or the AUTH_USER administrator's (bound to the digest of AUTH_USER and
  * AUTH_PASS as they are at sign-in: changing either ends it).
@@ -118,6 +120,13 @@ export async function startSession(
   const id = await withTransaction(
     db,
     async (client) => {
+      // Sessions that ended unused (nobody signed out) go with a sign-in, at most hourly per process.
+      if (now.getTime() - lastSweep >= 3_600_000) {
+        lastSweep = now.getTime();
+        await client.query('DELETE FROM _dbadmin.person_sessions WHERE LEAST(idle_until, ends_at) < $1', [
+          now,
+        ]);
+      }
       const { rows } = await client.query<{ id: string }>(
         `INSERT INTO _dbadmin.person_sessions
            (person_id, admin_digest, token_hash, via, created_at, last_seen_at, idle_until, ends_at, address, user_agent)
@@ -141,16 +150,22 @@ export async function startSession(
   return { secret, csrfToken: csrfToken(config.DBADMIN_SECRET, id), id, endsAt };
 }
 
-const lastTouched = new Map<number, number>();
-
 /**
- * A session in use stays open another idle period: written at most once a minute per session and
- * container, off the request's path (a lost write only ends the session up to a minute early).
+ * A use to write off the request's path, at most once a minute per id and container: whether
+ * this one is due (`seen` keeps the last write of each id, forgotten wholesale past 10,000 ids).
  */
+function due(seen: Map<number, number>, id: number, now: number): boolean {
+  if (now - (seen.get(id) ?? 0) < 60_000) return false;
+  if (seen.size >= 10_000) seen.clear();
+  seen.set(id, now);
+  return true;
+}
+
+const sessionsSeen = new Map<number, number>();
+
+/** A session in use stays open another idle period (a lost write only ends it up to a minute early). */
 export function touchSession(db: pg.Pool, id: number, lifetimes: SessionLifetimes, now = Date.now()): void {
-  if (now - (lastTouched.get(id) ?? 0) < 60_000) return;
-  lastTouched.set(id, now);
-  if (lastTouched.size > 10_000) lastTouched.clear();
+  if (!due(sessionsSeen, id, now)) return;
   db.query(
     `UPDATE _dbadmin.person_sessions
         SET last_seen_at = $2, idle_until = LEAST(ends_at, $2::timestamptz + $3 * interval '1 minute')
@@ -176,7 +191,7 @@ const iso = (column: string) =>
 /** The person's sessions still open, newest first. */
 export async function listSessions(db: pg.Pool, personId: number, current?: number, now = new Date()) {
   const { rows } = await db.query<SessionView>(
-    `SELECT id::int4 AS id, via, ${iso('created_at')} AS "createdAt", ${iso('last_seen_at')} AS "lastSeenAt",
+    `SELECT id, via, ${iso('created_at')} AS "createdAt", ${iso('last_seen_at')} AS "lastSeenAt",
             ${iso('LEAST(idle_until, ends_at)')} AS "endsAt", address, user_agent AS "userAgent",
             coalesce(id = $2, false) AS current
        FROM _dbadmin.person_sessions
@@ -319,13 +334,11 @@ export async function deleteToken(
   );
 }
 
-const tokenTouched = new Map<number, number>();
+const tokensSeen = new Map<number, number>();
 
-/** When a token was last used: written at most once a minute per token and container, off the request's path. */
+/** When a token was last used. */
 export function touchToken(db: pg.Pool, id: number, now = Date.now()): void {
-  if (now - (tokenTouched.get(id) ?? 0) < 60_000) return;
-  tokenTouched.set(id, now);
-  if (tokenTouched.size > 10_000) tokenTouched.clear();
+  if (!due(tokensSeen, id, now)) return;
   db.query('UPDATE _dbadmin.person_tokens SET last_used_at = $2 WHERE id = $1', [id, new Date(now)]).catch(
     () => undefined,
   );

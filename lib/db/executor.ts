@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { granted, inScope } from '#lib/access';
+import { granted, inScope, outsideScope } from '#lib/access';
 import { type Config, getConfig, resultLimits } from '#lib/config';
 import type { AuditDraft } from '#lib/db/audit-log';
 import { quoteIdent } from '#lib/db/identifiers';
@@ -249,8 +249,7 @@ export async function schemaAccess(
   audit?: AuditDraft,
 ): Promise<SchemaAccess> {
   assertTenantSchema(schema);
-  if (principal?.kind === 'person' && !inScope(principal, schema))
-    throw new Forbidden(`you may reach only the schemas ${principal.schemas?.join(', ')}, not "${schema}"`);
+  if (principal?.kind === 'person' && !inScope(principal, schema)) throw outsideScope(principal, schema);
   const kind: RoleKind = principal?.kind === 'key' ? kindOfKey(principal.keyType) : 'exec';
   // A person who may not write works as an anon key does: read-only, always rolled back.
   const readOnly = kind === 'anon' || (principal?.kind === 'person' && !granted(principal, 'write'));

@@ -75,16 +75,6 @@ export class AuthThrottle {
     );
   }
 
-  /** Refuses when any of `clients` has used up its failures (a read of their counts: one round trip). */
-  async refuseIfAnyBlocked(clients: readonly string[], now = new Date()): Promise<void> {
-    const { rows } = await this.db.query<{ failures: number; window_ends: Date }>(
-      'SELECT failures, window_ends FROM _dbadmin.sign_in_failures WHERE client = ANY ($1::text[])',
-      [clients],
-    );
-    for (const row of rows)
-      this.refuseIfBlocked({ failures: row.failures, windowEnds: row.window_ends }, now);
-  }
-
   /** Addresses whose window ended long ago are forgotten now and then, so the table stays small. */
   private sweep(now: Date): void {
     if (++this.failuresSinceSweep < 100) return;

@@ -13,6 +13,7 @@ import type { KeyType } from '#lib/db/role-names';
 import { Forbidden, Unauthorized } from '#lib/errors';
 import type { AuthContext, Carried } from '#lib/http/auth-context';
 import { AuthThrottle, clientKey, type FailureCount } from '#lib/http/auth-throttle';
+import { READS, trustedProxies } from '#lib/http/cross-site';
 import { clientAddress, type HttpEvent, header, queryInput, requestMethod } from '#lib/http/event';
 import { keyTypesFor } from '#lib/http/key-scope';
 import type { AnyRoute } from '#lib/http/route';
@@ -106,6 +107,9 @@ interface FoundSession {
   /** The administrator's session: SHA-256 of the AUTH_USER and AUTH_PASS it signed in with. */
   adminDigest: Buffer | null;
 }
+
+/** The failed sign-in counts every sign-in shares (Basic, keys, tokens, the console's form, a password change). */
+export const signInThrottle = (config: Config, db: pg.Pool): AuthThrottle => checksFor(config, db).throttle;
 
 /** What the request's sign-in read found: the address's failures, the Bearer token's active key, the person. */
 interface SignInRead {
@@ -290,9 +294,6 @@ const metricsTokenMatches = (token: string, config: Config) =>
 const sameToken = (sent: string | undefined, expected: string) =>
   sent !== undefined && timingSafeEqual(digest(sent), digest(expected));
 
-/** The state-changing requests a session's cookie carries must also carry its X-CSRF-Token. */
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
 /**
  * A console session's person, or the administrator's session while AUTH_USER and AUTH_PASS are
  * still the ones it signed in with; a change it carries must bring the session's CSRF token.
@@ -305,8 +306,8 @@ function sessionPrincipal(read: SignInRead, { db, config, admin }: Checks, event
     throw new Unauthorized(
       'your session has ended (signed out, expired or ended by an owner); sign in again',
     );
-  const csrf = csrfToken(config.DBADMIN_SECRET, session.id);
-  if (!SAFE_METHODS.has(requestMethod(event)) && !sameToken(header(event, 'x-csrf-token'), csrf))
+  const changes = !READS.has(requestMethod(event));
+  if (changes && !sameToken(header(event, 'x-csrf-token'), csrfToken(config.DBADMIN_SECRET, session.id)))
     throw new Forbidden(
       'a change made with the console session needs its X-CSRF-Token header (GET /api/session)',
     );
@@ -385,12 +386,12 @@ export const authenticate = (
     const config = await getConfig();
     const presented = presentedCredentials(
       header(request.event, 'authorization'),
-      sessionCookie(request.event, config.TRUSTED_PROXIES),
+      sessionCookie(request.event),
     );
     const db = await getDatabase();
     const current = checksFor(config, db);
     const { throttle } = current;
-    const address = clientAddress(request.event, config.TRUSTED_PROXIES);
+    const address = clientAddress(request.event, trustedProxies());
     const now = new Date();
     const adminOk = presented.kind === 'basic' && adminMatches(presented, current.admin);
     const read = readAhead(route, request.event);

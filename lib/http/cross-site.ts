@@ -2,7 +2,14 @@ import { isIP } from 'node:net';
 import type { MiddlewareObj } from '@middy/core';
 import { commaSeparated, isLambda } from '#lib/config';
 import { ApiError } from '#lib/errors';
-import { fromTrustedProxy, type HttpEvent, header, requestMethod } from '#lib/http/event';
+import {
+  forwardedScheme,
+  fromTrustedProxy,
+  gatewayDomain,
+  type HttpEvent,
+  header,
+  requestMethod,
+} from '#lib/http/event';
 
 /**
  * What a page on another site may do with the admin's browser: nothing. Any page can make a
@@ -23,7 +30,8 @@ export class CrossSiteRefused extends ApiError {
   }
 }
 
-const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** Methods that change nothing: no cross-site refusal, and no CSRF token asked (lib/http/authenticate). */
+export const READS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 const listed = new Map<string, { setting: string | undefined; entries: readonly string[] }>();
 
@@ -69,12 +77,10 @@ function ownOrigin(origin: string, event: HttpEvent): boolean {
   }
   if (!host || url.host !== host) return false;
   if (fromTrustedProxy(event, trustedProxies())) {
-    const scheme = header(event, 'x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase();
+    const scheme = forwardedScheme(event);
     return !scheme || url.protocol === `${scheme}:`;
   }
-  const gateway = (event as { requestContext?: { domainName?: unknown } }).requestContext?.domainName;
-  if (typeof gateway === 'string' && gateway.toLowerCase() === url.hostname && isLambda())
-    return url.protocol === 'https:';
+  if (gatewayDomain(event) === url.hostname && isLambda()) return url.protocol === 'https:';
   return loopbackOrAddress(url.hostname);
 }
 

@@ -76,6 +76,16 @@ function trustList(trusted: readonly string[]): BlockList {
 const isTrusted = (address: string, trusted: readonly string[]) =>
   isIP(address) !== 0 && trustList(trusted).check(address, isIPv6(address) ? 'ipv6' : 'ipv4');
 
+/** The scheme a proxy says the client used (its first X-Forwarded-Proto), lower case. */
+export const forwardedScheme = (event: HttpEvent) =>
+  header(event, 'x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase();
+
+/** API Gateway's own domain name for the request, when it came through API Gateway. */
+export function gatewayDomain(event: HttpEvent): string | undefined {
+  const domain = (event as { requestContext?: { domainName?: unknown } }).requestContext?.domainName;
+  return typeof domain === 'string' ? domain.toLowerCase() : undefined;
+}
+
 /** Whether the request came through a proxy in `trusted` (TRUSTED_PROXIES), which vouches for its headers. */
 export function fromTrustedProxy(event: HttpEvent, trusted: readonly string[]): boolean {
   const peer = peerAddress(event);

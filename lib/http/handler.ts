@@ -108,7 +108,7 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
             principal,
             signal,
             clientAddress: clientAddress(event, trustedProxies()),
-            overHttps: overHttps(event, trustedProxies()),
+            overHttps: overHttps(event),
             userAgent: header(event, 'user-agent'),
             upload: route.upload ? (event.body as Upload) : undefined,
             audit,

@@ -1,6 +1,6 @@
 import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { granted, inScope, PERMISSIONS, type Permission } from '#lib/access';
+import { granted, inScope, outsideScope, PERMISSIONS, type Permission } from '#lib/access';
 import { Forbidden } from '#lib/errors';
 import type { AuthContext } from '#lib/http/auth-context';
 import type { HttpEvent } from '#lib/http/event';
@@ -15,14 +15,9 @@ import type { Person, Principal } from '#lib/principal';
  * rest: a person without `write` runs as an anon key does (read-only, rolled back).
  */
 
-export const lacking = (person: Person, permission: Permission) =>
+const lacking = (person: Person, permission: Permission) =>
   new Forbidden(
     `your role (${person.role}${person.schemas ? `, scoped to ${person.schemas.length} schema(s)` : ''}) may not ${PERMISSIONS[permission].split(';')[0]}; ask an owner`,
-  );
-
-export const outsideScope = (person: Person, schema: string) =>
-  new Forbidden(
-    `you may reach only the schemas ${person.schemas?.map((s) => `"${s}"`).join(', ')}, not "${schema}"; name one of yours`,
   );
 
 /** Refuses a person whose role lacks `permission`; anyone else passes (keys have their own scope). */

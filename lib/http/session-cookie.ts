@@ -1,5 +1,6 @@
 import { isLambda } from '#lib/config';
-import { fromTrustedProxy, type HttpEvent, header } from '#lib/http/event';
+import { trustedProxies } from '#lib/http/cross-site';
+import { forwardedScheme, fromTrustedProxy, gatewayDomain, type HttpEvent, header } from '#lib/http/event';
 
 /**
  * The console session's cookie: HttpOnly (no script reads it), SameSite=Strict (no other site's
@@ -12,12 +13,13 @@ import { fromTrustedProxy, type HttpEvent, header } from '#lib/http/event';
 const SECURE_NAME = '__Host-dbadmin_session';
 const PLAIN_NAME = 'dbadmin_session';
 
-/** Whether the browser reached us over HTTPS: API Gateway always; a trusted proxy (Caddy) that says so. */
-export function overHttps(event: HttpEvent, trustedProxies: readonly string[]): boolean {
-  if (isLambda() && (event as { requestContext?: { domainName?: unknown } }).requestContext?.domainName)
-    return true;
-  if (!fromTrustedProxy(event, trustedProxies)) return false;
-  return header(event, 'x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase() === 'https';
+/**
+ * Whether the browser reached us over HTTPS: API Gateway always; a proxy of TRUSTED_PROXIES (the
+ * container's Caddy) that says so. The same trust as the cross-site check's (lib/http/cross-site).
+ */
+export function overHttps(event: HttpEvent): boolean {
+  if (isLambda() && gatewayDomain(event)) return true;
+  return fromTrustedProxy(event, trustedProxies()) && forwardedScheme(event) === 'https';
 }
 
 /** Every `name=value` the request's cookies carry (payload 2.0's `cookies`, or the Cookie header). */
@@ -28,8 +30,8 @@ function cookies(event: HttpEvent): string[] {
 }
 
 /** The session secret the request carries in the cookie its scheme allows, if any. */
-export function sessionCookie(event: HttpEvent, trustedProxies: readonly string[]): string | undefined {
-  const name = overHttps(event, trustedProxies) ? SECURE_NAME : PLAIN_NAME;
+export function sessionCookie(event: HttpEvent): string | undefined {
+  const name = overHttps(event) ? SECURE_NAME : PLAIN_NAME;
   for (const cookie of cookies(event)) {
     const at = cookie.indexOf('=');
     if (at > 0 && cookie.slice(0, at).trim() === name) return cookie.slice(at + 1).trim();

@@ -7,8 +7,9 @@ import { handler as rows } from '#functions/rows';
 import { handler as schemas } from '#functions/schemas';
 import { handler as tables } from '#functions/tables';
 import { handler as tenants } from '#functions/tenants';
-import { resetConfig } from '#lib/config';
-import { closePool } from '#lib/db/pool';
+import { startSession } from '#lib/admin/person-sessions';
+import { getConfig, resetConfig } from '#lib/config';
+import { closePool, getDatabase } from '#lib/db/pool';
 import { bearer, createKey, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { ADMIN, type Call, call } from '#test/support/http';
@@ -443,6 +444,38 @@ describe('console sessions', () => {
 
     expect((await idle.as(people, { path: '/api/session' })).status).toBe(401);
     expect((await old.as(people, { path: '/api/session' })).status).toBe(401);
+  });
+
+  it('sweeps sessions that ended unused when someone signs in later', async () => {
+    const idle = await person('analyst', null);
+    await withAdminClient((c) =>
+      c.query(
+        `UPDATE _dbadmin.person_sessions SET idle_until = now() - interval '1 minute' WHERE person_id = $1`,
+        [idle.id],
+      ),
+    );
+    const later = new Date(Date.now() + 2 * 3_600_000);
+    const seen = { address: undefined, userAgent: undefined };
+    await startSession(
+      await getDatabase(),
+      { personId: idle.id },
+      'password',
+      await getConfig(),
+      seen,
+      undefined,
+      later,
+    );
+
+    const ended = await withAdminClient(
+      async (c) =>
+        (
+          await c.query(
+            'SELECT count(*)::int AS n FROM _dbadmin.person_sessions WHERE person_id = $1 AND idle_until < now()',
+            [idle.id],
+          )
+        ).rows[0].n,
+    );
+    expect(ended).toBe(0);
   });
 
   it('gives a new secret at every sign-in, and an owner ends anyone’s sessions', async () => {
