@@ -13,6 +13,7 @@ import { dropRole, dropSchemaRoles, revoking, shutOutSchema } from '#lib/db/role
 import { lockSchema, roleExists } from '#lib/db/schema-locks';
 import { prepareSchemaRole, schemaOwner, unprepareRoles, workAsOwner } from '#lib/db/schema-roles';
 import { scramVerifier } from '#lib/db/scram';
+import { searchPathNaming } from '#lib/db/search-paths';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /**
@@ -67,17 +68,9 @@ async function assertOffSearchPaths(client: pg.ClientBase, schemaName: string): 
       `a database role named "${schemaName}" exists, and "$user" in the default search path would put this schema on it; choose another name`,
     );
   }
-  const { rows: paths } = await client.query<{ role: string | null }>(
-    `SELECT r.rolname AS role FROM pg_db_role_setting s LEFT JOIN pg_roles r ON r.oid = s.setrole,
-            unnest(s.setconfig) AS setting
-      -- A cheap look at each row first: every tenant's login sets its search path to its own schema.
-      WHERE strpos(array_to_string(s.setconfig, E'\\n'), $1) > 0
-        AND setting LIKE 'search\\_path=%'
-        AND $1 = ANY (SELECT trim(both ' "' FROM part) FROM unnest(string_to_array(substr(setting, 13), ',')) AS part)`,
-    [schemaName],
-  );
-  if (paths.length > 0) {
-    const who = paths[0]?.role ? `role "${paths[0].role}"` : 'the database';
+  const naming = await searchPathNaming(client, schemaName);
+  if (naming) {
+    const who = naming.role ? `role "${naming.role}"` : 'the database';
     throw new BadRequest(
       'Invalid schema name',
       `schema "${schemaName}" is named in the search path setting of ${who}; choose another name`,

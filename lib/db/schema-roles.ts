@@ -271,7 +271,7 @@ export async function prepareSchemaRole(
                               THEN pg_catalog.array_append(pg_catalog.array_remove(l.prepared, $2), $2)
                               ELSE ARRAY[$2] END,
               prepared_for = f.prepared_for
-         FROM (SELECT $3 || ':' || n.oid AS prepared_for FROM pg_catalog.pg_namespace n WHERE n.nspname = $1) f
+         FROM (SELECT $3 || ':' || n.oid AS prepared_for FROM pg_catalog.pg_namespace n WHERE n.nspname = $1::text) f
         WHERE l.schema_name = $1`,
       [schema, kind, preparedWith(secret)],
     );

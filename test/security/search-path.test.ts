@@ -96,6 +96,15 @@ describe('the service resolves no tenant-made operator or function', () => {
   });
 });
 
+async function createSchemaAs(schemaName: string): Promise<{ status: number; message?: string }> {
+  const reply = await call(schemas, {
+    method: 'POST',
+    path: '/api/schema/create',
+    body: { schemaName, password: 'long-enough-1' },
+  });
+  return { status: reply.status, message: reply.body.message };
+}
+
 describe('schema names that would land on a search path', () => {
   it('refuses a schema named like an existing role, the service role included', async () => {
     const other = uniqueName('someone');
@@ -127,6 +136,39 @@ describe('schema names that would land on a search path', () => {
 
     expect(reply.status).toBe(400);
     expect(reply.body.message).toMatch(/search path/);
+  });
+
+  // The service remembers the settings it has read and reads only those written since (lib/db/search-paths).
+  it('refuses a schema named in a search path set after the service last read them, in any way it is written', async () => {
+    await freshSchema('seen_first');
+    const role = uniqueName('later');
+    const [quoted, listed] = [uniqueName('quoted'), uniqueName('listed')];
+    await withAdminClient((c) => c.query(`CREATE ROLE "${role}"`));
+    await createSchemaAs(uniqueName('between'));
+    await withAdminClient((c) => c.query(`ALTER ROLE "${role}" SET search_path = public, "${quoted}"`));
+    expect(await createSchemaAs(quoted)).toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/search path/),
+    });
+
+    await withAdminClient((c) => c.query(`ALTER ROLE "${role}" SET search_path = pg_catalog,${listed}`));
+    expect(await createSchemaAs(quoted)).toMatchObject({ status: 201 });
+    expect(await createSchemaAs(listed)).toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/search path/),
+    });
+  });
+
+  it('forgets a search path once its role is dropped', async () => {
+    const role = uniqueName('gone');
+    const target = uniqueName('freed');
+    await withAdminClient((c) =>
+      c.query(`CREATE ROLE "${role}"; ALTER ROLE "${role}" SET search_path = "${target}"`),
+    );
+    expect(await createSchemaAs(target)).toMatchObject({ status: 400 });
+
+    await withAdminClient((c) => c.query(`DROP ROLE "${role}"`));
+    expect(await createSchemaAs(target)).toMatchObject({ status: 201 });
   });
 
   it('refuses a schema whose roles would be named like another schema', async () => {
