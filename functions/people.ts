@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { routes as ssoRoutes } from '#functions/sso';
 import { granted, PERMISSIONS, PERSON_ROLES, type Permission, ROLE_PERMISSIONS } from '#lib/access';
 import { csrfToken, PASSWORD_MAX, PASSWORD_MIN, SECRET_PATTERN } from '#lib/admin/passwords';
 import {
@@ -21,11 +22,10 @@ import {
   listSessions,
   listTokens,
   personByPassword,
-  startSession,
   TOKEN_MAX_DAYS,
 } from '#lib/admin/person-sessions';
 import { type Config, getConfig } from '#lib/config';
-import { type AuditDraft, signedInAs } from '#lib/db/audit-log';
+import { signedInAs } from '#lib/db/audit-log';
 import { getDatabase } from '#lib/db/pool';
 import { Forbidden, Unauthorized } from '#lib/errors';
 import { clientKey } from '#lib/http/auth-throttle';
@@ -33,7 +33,7 @@ import { adminCredentials, adminDigest, adminMatches, signInThrottle } from '#li
 import { httpHandler } from '#lib/http/handler';
 import { Reply } from '#lib/http/respond';
 import { defineRoute } from '#lib/http/route';
-import { sessionSetCookie } from '#lib/http/session-cookie';
+import { openConsoleSession, type SignInInput, sessionSetCookie } from '#lib/http/session-cookie';
 import type { Person, Principal } from '#lib/principal';
 import { queryInt, schemaRef } from '#lib/validation';
 
@@ -146,30 +146,18 @@ const ADMIN_VIEW = {
 };
 
 /** Signed in: the session's cookie, and who it is for (a person, or null: the administrator). */
-async function signedIn(
-  config: Config,
-  person: PersonView | null,
-  input: {
-    clientAddress: string | undefined;
-    userAgent: string | undefined;
-    overHttps: boolean;
-    audit: AuditDraft | undefined;
-  },
-) {
-  const db = await getDatabase();
+async function signedIn(config: Config, person: PersonView | null, input: SignInInput) {
   signedInAs(input.audit, person, 'password');
   const owner = person
     ? { personId: person.id }
     : { adminDigest: adminDigest(adminCredentials(config.AUTH_USER, config.AUTH_PASS)) };
-  const session = await startSession(
-    db,
+  const { session, setCookie } = await openConsoleSession(
+    await getDatabase(),
+    config,
     owner,
     'password',
-    config,
-    { address: input.clientAddress, userAgent: input.userAgent },
-    input.audit,
+    input,
   );
-  const maxAge = Math.floor((session.endsAt.getTime() - Date.now()) / 1000);
   const who = person
     ? {
         kind: 'person' as const,
@@ -182,11 +170,19 @@ async function signedIn(
     : ADMIN_VIEW;
   return new Reply(
     { ...who, csrfToken: session.csrfToken, sessionEndsAt: session.endsAt.toISOString() },
-    { 'set-cookie': sessionSetCookie(input.overHttps, session.secret, maxAge) },
+    { 'set-cookie': setCookie },
   );
 }
 
-export const routes = [
+/** SSO_ONLY: people sign in through the provider, and have no password here to set or use. */
+function refuseIfSsoOnly(config: Config): void {
+  if (config.SSO_ONLY)
+    throw new Forbidden(
+      'people sign in with single sign-on here (SSO_ONLY): use “Sign in with single sign-on”',
+    );
+}
+
+const personRoutes = [
   defineRoute({
     method: 'POST',
     path: '/api/session',
@@ -209,6 +205,7 @@ export const routes = [
     errors: [
       { status: 401, why: 'the login or password is wrong (counted against the address and the login)' },
       { status: 429, why: 'too many failed sign-ins from this address or for this login' },
+      { status: 403, why: 'SSO_ONLY: people sign in with single sign-on (AUTH_USER still may)' },
     ],
     handler: async ({ body, clientAddress, userAgent, overHttps, audit }) => {
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
@@ -221,6 +218,7 @@ export const routes = [
       // AUTH_USER and AUTH_PASS (compared as digests, in constant time) sign the administrator in.
       const admin = adminCredentials(config.AUTH_USER, config.AUTH_PASS);
       const isAdmin = adminMatches({ user: body.login, pass: body.password }, admin);
+      if (!isAdmin) refuseIfSsoOnly(config);
       const found = isAdmin ? undefined : await personByPassword(db, body.login, body.password);
       if (!isAdmin && !found) throw new Unauthorized('wrong login or password');
       await throttle.forgive(keys);
@@ -241,9 +239,11 @@ export const routes = [
     response: SignedIn,
     errors: [
       { status: 400, why: 'the invitation was used, replaced or expired; or the password is too weak' },
+      { status: 403, why: 'SSO_ONLY: people sign in with single sign-on and set no password' },
     ],
     handler: async ({ body, clientAddress, userAgent, overHttps, audit }) => {
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
+      refuseIfSsoOnly(config);
       const person = await acceptInvitation(db, body.token, body.password, audit);
       return signedIn(config, person, { clientAddress, userAgent, overHttps, audit });
     },
@@ -302,10 +302,13 @@ export const routes = [
     access: 'person',
     body: z.strictObject({ currentPassword: password, newPassword }),
     response: Done,
-    errors: [{ status: 403, why: 'the current password is wrong, or a personal token asked' }],
+    errors: [
+      { status: 403, why: 'the current password is wrong, or a personal token asked, or SSO_ONLY is set' },
+    ],
     handler: async ({ principal, body, audit, clientAddress }) => {
       const person = consoleSelf(principal, 'change the password');
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
+      refuseIfSsoOnly(config);
       // The current password is a guess like any sign-in's: counted before it is checked.
       const throttle = signInThrottle(config, db);
       const keys = [clientKey(clientAddress), `login:${person.login}`];
@@ -508,5 +511,7 @@ export const routes = [
 ];
 
 const asPerson = (principal: Principal | undefined) => (principal?.kind === 'person' ? principal : undefined);
+
+export const routes = [...personRoutes, ...ssoRoutes];
 
 export const handler = httpHandler(routes);

@@ -1,11 +1,12 @@
 import type { SSMClient } from '@aws-sdk/client-ssm';
 import { z } from 'zod';
+import { PERSON_ROLES, type PersonRole } from '#lib/access';
 import { ConfigError } from '#lib/errors';
 
 /** Settings that are secrets: on Lambda they may come from SSM Parameter Store under SSM_PREFIX. */
 export const SECRET_SETTINGS = ['DATABASE_URL', 'AUTH_USER', 'AUTH_PASS', 'DBADMIN_SECRET'] as const;
 /** Secrets read from SSM too when they are there, but not required to be. */
-export const OPTIONAL_SECRET_SETTINGS = ['METRICS_TOKEN'] as const;
+export const OPTIONAL_SECRET_SETTINGS = ['METRICS_TOKEN', 'OIDC_CLIENT_SECRET'] as const;
 
 type Env = Record<string, string | undefined>;
 
@@ -114,6 +115,53 @@ const allowedOriginsSetting = z.string().superRefine((setting, context) => {
   }
 });
 
+/** One entry of OIDC_ROLE_MAP: people in `group` at the provider get `role` over `schemas` (null: all). */
+export interface GroupGrant {
+  group: string;
+  role: PersonRole;
+  schemas: string[] | null;
+}
+
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/**
+ * OIDC_ROLE_MAP: `group=role` or `group=role:schema,schema`, entries apart by `;` or new lines,
+ * the first whose group a person is in deciding (so name the most powerful first).
+ */
+const roleMapSetting = z.string().transform((setting, context): GroupGrant[] => {
+  const grants: GroupGrant[] = [];
+  for (const entry of setting
+    .split(/[;\n]/)
+    .map((part) => part.trim())
+    .filter(Boolean)) {
+    const grant = groupGrantOf(entry);
+    if (typeof grant === 'string') context.addIssue({ code: 'custom', message: grant });
+    else grants.push(grant);
+  }
+  return grants;
+});
+
+/** One OIDC_ROLE_MAP entry, or why it is not one. */
+function groupGrantOf(entry: string): GroupGrant | string {
+  const match = /^([^=]+)=\s*([a-z]+)\s*(?::(.*))?$/.exec(entry);
+  if (!match) return `"${entry}" is not group=role or group=role:schema,schema`;
+  const [, group = '', role = '', listed] = match;
+  if (!PERSON_ROLES.includes(role as PersonRole))
+    return `"${entry}": the role is one of ${PERSON_ROLES.join(', ')}`;
+  const schemas =
+    listed === undefined
+      ? null
+      : listed
+          .split(',')
+          .map((name) => name.trim())
+          .filter(Boolean);
+  if (schemas && (schemas.length === 0 || schemas.some((name) => !SCHEMA_NAME.test(name))))
+    return `"${entry}": after the colon, schema names apart by commas`;
+  return { group: group.trim(), role: role as PersonRole, schemas };
+}
+
+const switchSetting = z.enum(['true', 'false']).transform((value) => value === 'true');
+
 const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
   z
     .object({
@@ -145,6 +193,28 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // Other origins whose pages may use the API with the admin's credentials (a front end served
       // elsewhere); none by default (lib/http/cross-site, deploy/cors-plugin.cjs).
       CORS_ALLOWED_ORIGINS: allowedOriginsSetting.optional(),
+      // Single sign-on with an OpenID Connect provider (lib/sso): on when OIDC_ISSUER is set. The
+      // redirect URI is this service's /api/sso/callback, as registered with the provider.
+      OIDC_ISSUER: z
+        .url({ protocol: /^https$/, error: 'expected the provider’s https:// issuer URL' })
+        .optional(),
+      OIDC_CLIENT_ID: z.string().min(1).optional(),
+      OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+      OIDC_REDIRECT_URI: z
+        .url({ protocol: /^https?$/, error: 'expected this service’s URL of /api/sso/callback' })
+        .refine((url) => new URL(url).pathname.endsWith('/api/sso/callback'), 'must end in /api/sso/callback')
+        .optional(),
+      OIDC_SCOPES: z
+        .string()
+        .regex(/(^|\s)openid(\s|$)/, 'must include openid')
+        .default('openid email profile'),
+      // The claim listing a person's groups, and which group gives which role and scope.
+      OIDC_GROUPS_CLAIM: z.string().min(1).default('groups'),
+      OIDC_ROLE_MAP: roleMapSetting.default([]),
+      // An extra CA (PEM) for a provider with a private certificate; NODE_EXTRA_CA_CERTS works too.
+      OIDC_CA_FILE: z.string().min(1).optional(),
+      // People sign in only through the provider (no passwords); AUTH_USER's stay, for break-glass.
+      SSO_ONLY: switchSetting.default(false),
       // Derives the passwords of the roles API keys run as (and, later, license file keys).
       DBADMIN_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)'),
       QUERY_TIMEOUT_MS: positiveInt.default(lambda ? 25_000 : 30_000),
@@ -196,6 +266,14 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // Startup activation: used once at cold start, then removed from the environment.
       LICENSE_KEY: z.string().min(1).optional(),
       LICENSE_EMAIL: z.string().min(1).optional(),
+    })
+    .refine((s) => !s.OIDC_ISSUER || (s.OIDC_CLIENT_ID && s.OIDC_REDIRECT_URI), {
+      path: ['OIDC_ISSUER'],
+      message: 'single sign-on needs OIDC_CLIENT_ID and OIDC_REDIRECT_URI too',
+    })
+    .refine((s) => !s.SSO_ONLY || s.OIDC_ISSUER, {
+      path: ['SSO_ONLY'],
+      message: 'SSO_ONLY needs single sign-on set up (OIDC_ISSUER)',
     })
     .refine((s) => s.DB_PROCESS_CONNECTIONS > s.DB_POOL_MAX, {
       path: ['DB_PROCESS_CONNECTIONS'],

@@ -48,6 +48,30 @@ export async function signIn(login: string, password: string): Promise<void> {
   session.value = (await response.json()) as SignedIn;
 }
 
+/** Whether single sign-on is set up here (GET /api/sso): the sign-in page offers it. */
+export interface SsoSetting {
+  enabled: boolean;
+  ssoOnly: boolean;
+  startUrl: string | null;
+}
+
+export async function loadSso(): Promise<SsoSetting> {
+  const response = await send('GET', apiUrl('sso'), undefined);
+  if (!response.ok) throw await failure(response);
+  return (await response.json()) as SsoSetting;
+}
+
+/**
+ * What a failed single sign-on said (the service sends the browser back with `?sso_error=`), once:
+ * the address is cleaned so a reload does not say it again.
+ */
+export function takeSsoError(): string | null {
+  const params = new URLSearchParams(location.search);
+  const error = params.get('sso_error');
+  if (error !== null) history.replaceState(null, '', `${location.pathname}${location.hash}`);
+  return error;
+}
+
 /** Accepts an invitation (or a password reset): the password is set, and the server signs them in. */
 export async function acceptInvitation(token: string, password: string): Promise<void> {
   const response = await send('POST', apiUrl('session/invitation'), { token, password });

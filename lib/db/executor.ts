@@ -29,7 +29,7 @@ import {
 } from '#lib/db/role-names';
 import { prepareSchemaRole, roleReady, sessionSettings } from '#lib/db/schema-roles';
 import { isNoSession, type SessionPool } from '#lib/db/session-pool';
-import { BadRequest, Busy, Forbidden, QueryTimeout, ServiceUnavailable } from '#lib/errors';
+import { BadRequest, Busy, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 import type { Principal } from '#lib/principal';
 
 /**

@@ -40,10 +40,16 @@ const READ = `
 function pathNames(config: string[] | null): string[] {
   const setting = config?.find((entry) => entry.startsWith('search_path='));
   if (setting === undefined) return [];
-  return setting
-    .slice('search_path='.length)
-    .split(',')
-    .map((part) => part.replace(/^[ "]+|[ "]+$/g, ''));
+  return setting.slice('search_path='.length).split(',').map(unquoted);
+}
+
+/** `part` without the spaces and double quotes at its ends (SQL's trim(both ' "' FROM part)). */
+function unquoted(part: string): string {
+  const trimmed = (c: string | undefined) => c === ' ' || c === '"';
+  let [start, end] = [0, part.length];
+  while (start < end && trimmed(part[start])) start++;
+  while (end > start && trimmed(part[end - 1])) end--;
+  return part.slice(start, end);
 }
 
 async function readSince(client: pg.ClientBase, since: Remembered | undefined): Promise<Remembered> {

@@ -5,7 +5,7 @@ import { LAMBDA_RESPONSE_LIMIT } from '#lib/http/response-limit';
  * lib/http/openapi adds those of the chain (authentication, license gate, body, key scope).
  */
 export interface Answer {
-  status: 400 | 401 | 403 | 404 | 409 | 413 | 429 | 503 | 507;
+  status: 400 | 401 | 403 | 404 | 409 | 413 | 429 | 502 | 503 | 507;
   why: string;
 }
 

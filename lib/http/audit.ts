@@ -43,7 +43,8 @@ const previewOnly = ({ query, body }: AuditInput) =>
 
 /** Whether the request gets an entry at all. */
 function audits(route: AnyRoute, input: AuditInput, config: Config): boolean {
-  if (config.AUDIT_LOG === 'off' || route.method === 'GET' || route.audit === false) return false;
+  if (config.AUDIT_LOG === 'off' || (route.method === 'GET' && !route.audit) || route.audit === false)
+    return false;
   if (input.principal?.kind === 'key' && input.principal.keyType === 'anon') return false;
   return !previewOnly(input);
 }

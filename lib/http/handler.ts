@@ -20,10 +20,10 @@ import { keyScope, outsideItsSchema } from '#lib/http/key-scope';
 import { licenseGate } from '#lib/http/license-gate';
 import { assertInScope, assertRequestInScope, personScope } from '#lib/http/person-scope';
 import { type RouteContext, requestLog } from '#lib/http/request-log';
-import { download, type HttpResponse, json, jsonText, Reply } from '#lib/http/respond';
+import { download, type HttpResponse, json, jsonText, Redirect, Reply, redirect } from '#lib/http/respond';
 import { responseLimit } from '#lib/http/response-limit';
 import { type AnyRoute, behindLicenseGate, type Method, requiresJsonContentType } from '#lib/http/route';
-import { overHttps } from '#lib/http/session-cookie';
+import { cookieNamed, overHttps } from '#lib/http/session-cookie';
 import { refuseOverQuota } from '#lib/http/storage-quota';
 import { type Upload, uploadBody } from '#lib/http/upload';
 import { JsonText } from '#lib/json-text';
@@ -110,6 +110,8 @@ function routeHandler(route: AnyRoute, { licenseGate: gated = true, audit = true
             clientAddress: clientAddress(event, trustedProxies()),
             overHttps: overHttps(event),
             userAgent: header(event, 'user-agent'),
+            cookie: (name) => cookieNamed(event, name),
+            navigating: /\btext\/html\b/.test(header(event, 'accept') ?? ''),
             upload: route.upload ? (event.body as Upload) : undefined,
             audit,
             accessTo: (schema) => schemaAccess(principal, schema, signal, audit),
@@ -127,6 +129,7 @@ function responseOf(route: AnyRoute, event: HttpEvent, result: unknown): HttpRes
   if (result instanceof JsonText) return jsonText(route.status ?? 200, result.body);
   if (result instanceof Asset) return assetResponse(result, header(event, 'accept-encoding'));
   if (result instanceof Reply) return json(route.status ?? 200, result.body, result.headers);
+  if (result instanceof Redirect) return redirect(route.status ?? 303, result);
   return json(route.status ?? 200, result);
 }
 

@@ -51,6 +51,7 @@ const TITLES: Record<number, string> = {
   415: 'Unsupported media type',
   429: 'Too many requests',
   500: 'Internal error',
+  502: 'Bad gateway',
   503: 'Unavailable',
   507: 'Insufficient storage',
 };
@@ -209,6 +210,23 @@ function errorResponse(route: AnyRoute, status: number, reasons: string[]) {
 }
 
 function successResponse(route: AnyRoute) {
+  if (route.status === 303)
+    return {
+      description: 'See Other: the browser goes on to Location',
+      headers: {
+        Location: { description: 'where to go next', required: true, schema: { type: 'string' } },
+        ...(route.setsCookie
+          ? {
+              'Set-Cookie': {
+                description:
+                  'On the way to the provider, the attempt’s cookie (dbadmin_sso: HttpOnly, SameSite=Lax, Path=/api/sso/callback, 10 minutes; over HTTPS Secure and named __Secure-dbadmin_sso); back from it, the console session’s (see POST /api/session).',
+                required: true,
+                schema: { type: 'string' },
+              },
+            }
+          : {}),
+      },
+    };
   const headers = {
     ...(behindLicenseGate(route) ? LICENSE_HEADERS : {}),
     ...(route.alsoProduces

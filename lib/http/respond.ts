@@ -50,6 +50,18 @@ export function download(file: Download): HttpResponse {
 }
 
 /** A route's JSON answer with headers of its own (a session's Set-Cookie). */
+/** A redirect (303 See Other unless the route says) to `location`, with these headers too. */
+export class Redirect {
+  constructor(
+    readonly location: string,
+    readonly headers: Record<string, string> = {},
+  ) {}
+}
+
+export function redirect(statusCode: number, { location, headers }: Redirect): HttpResponse {
+  return { statusCode, headers: { location, 'cache-control': 'no-store', ...headers }, body: '' };
+}
+
 export class Reply<T = unknown> {
   constructor(
     readonly body: T,

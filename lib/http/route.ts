@@ -6,7 +6,7 @@ import type { SchemaAccess } from '#lib/db/executor';
 import type { Download } from '#lib/download';
 import type { Answer } from '#lib/http/answers';
 import type { Asset } from '#lib/http/asset';
-import type { Reply } from '#lib/http/respond';
+import type { Redirect, Reply } from '#lib/http/respond';
 import type { Upload, UploadRule } from '#lib/http/upload';
 import type { JsonText } from '#lib/json-text';
 import type { Principal } from '#lib/principal';
@@ -41,6 +41,10 @@ export interface RouteInput<P, Q, B, C = undefined> {
   overHttps: boolean;
   /** The User-Agent header, for a person's list of their sessions. */
   userAgent: string | undefined;
+  /** The request's cookie of this name, if it carries one. */
+  cookie(name: string): string | undefined;
+  /** The browser navigated here (it accepts HTML): a route may answer it with a page to go to. */
+  navigating: boolean;
   /** The file a route with `upload` was sent. */
   upload: Upload | undefined;
   /**
@@ -122,7 +126,7 @@ export interface RouteAudit<P, Q, B, R = unknown> {
  * What lib/http sends as it is, in place of the response schema's JSON: a file, JSON PostgreSQL
  * rendered (lib/json-text), an asset.
  */
-export type Rendered = Download | JsonText | Asset | Reply;
+export type Rendered = Download | JsonText | Asset | Reply | Redirect;
 
 // biome-ignore lint/suspicious/noExplicitAny: a table of routes holds routes of every input type.
 export type AnyRoute = Route<any, any, any, any, any>;

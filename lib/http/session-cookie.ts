@@ -1,4 +1,6 @@
-import { isLambda } from '#lib/config';
+import { type SessionOwner, type StartedSession, startSession } from '#lib/admin/person-sessions';
+import { type Config, isLambda } from '#lib/config';
+import type { AuditDraft } from '#lib/db/audit-log';
 import { trustedProxies } from '#lib/http/cross-site';
 import { forwardedScheme, fromTrustedProxy, gatewayDomain, type HttpEvent, header } from '#lib/http/event';
 
@@ -29,15 +31,18 @@ function cookies(event: HttpEvent): string[] {
   return (header(event, 'cookie') ?? '').split(';').map((c) => c.trim());
 }
 
-/** The session secret the request carries in the cookie its scheme allows, if any. */
-export function sessionCookie(event: HttpEvent): string | undefined {
-  const name = overHttps(event) ? SECURE_NAME : PLAIN_NAME;
+/** The value of the request's cookie `name`, if it carries one. */
+export function cookieNamed(event: HttpEvent, name: string): string | undefined {
   for (const cookie of cookies(event)) {
     const at = cookie.indexOf('=');
     if (at > 0 && cookie.slice(0, at).trim() === name) return cookie.slice(at + 1).trim();
   }
   return undefined;
 }
+
+/** The session secret the request carries in the cookie its scheme allows, if any. */
+export const sessionCookie = (event: HttpEvent): string | undefined =>
+  cookieNamed(event, overHttps(event) ? SECURE_NAME : PLAIN_NAME);
 
 /** The Set-Cookie that starts a session (`secret`, for `maxAgeS`) or ends it (no secret). */
 export function sessionSetCookie(secure: boolean, secret?: string, maxAgeS = 0): string {
@@ -50,4 +55,44 @@ export function sessionSetCookie(secure: boolean, secret?: string, maxAgeS = 0):
     ...(secure ? ['Secure'] : []),
   ];
   return parts.join('; ');
+}
+
+/** Where a sign-in came from, for the session's record and its cookie. */
+export interface SignInInput {
+  clientAddress: string | undefined;
+  userAgent: string | undefined;
+  overHttps: boolean;
+  audit: AuditDraft | undefined;
+}
+
+/** A new console session for `owner`, and the Set-Cookie that hands it to the browser. */
+export async function openConsoleSession(
+  db: Parameters<typeof startSession>[0],
+  config: Config,
+  owner: SessionOwner,
+  via: 'password' | 'sso',
+  input: SignInInput,
+): Promise<{ session: StartedSession; setCookie: string }> {
+  const seen = { address: input.clientAddress, userAgent: input.userAgent };
+  const session = await startSession(db, owner, via, config, seen, input.audit);
+  const maxAge = Math.floor((session.endsAt.getTime() - Date.now()) / 1000);
+  return { session, setCookie: sessionSetCookie(input.overHttps, session.secret, maxAge) };
+}
+
+/**
+ * The cookie that binds a single sign-on attempt to the browser that started it (lib/admin/sso):
+ * sent back only to the callback, and SameSite=Lax, since the provider's redirect to the callback
+ * is a navigation from another site. It holds the attempt's state, never a session.
+ */
+export const SSO_COOKIE = (secure: boolean) => (secure ? '__Secure-dbadmin_sso' : 'dbadmin_sso');
+
+export function ssoSetCookie(secure: boolean, state: string, maxAgeS: number): string {
+  return [
+    `${SSO_COOKIE(secure)}=${state}`,
+    'Path=/api/sso/callback',
+    'HttpOnly',
+    'SameSite=Lax',
+    `Max-Age=${maxAgeS}`,
+    ...(secure ? ['Secure'] : []),
+  ].join('; ');
 }

@@ -98,6 +98,7 @@ describe('serverless package', () => {
       'NODE_ENV',
       'LICENSE_DATA_DIR',
       'LICENSE_SERVER_CA_FILE',
+      'OIDC_CA_FILE',
       'TRUSTED_PROXIES',
       'LICENSE_KEY',
       'LICENSE_EMAIL',

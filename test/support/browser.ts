@@ -58,19 +58,23 @@ export class ConsoleHarness {
   private database: Awaited<ReturnType<typeof licenseTestDatabase>> | undefined;
   private buildDir = `.esbuild-browser-${process.pid}`;
 
-  /** `env`: settings of the host beyond the harness's own. */
-  async start(env: NodeJS.ProcessEnv = {}): Promise<void> {
+  /** `env`: settings of the host beyond the harness's own; `port`: where it serves, when chosen ahead. */
+  async start(env: NodeJS.ProcessEnv = {}, port?: number): Promise<void> {
     this.licenseServer.sign(false);
     await this.licenseServer.start();
     this.database = await licenseTestDatabase();
-    this.host = await startHost({
-      ...process.env,
-      DATABASE_URL: this.database.url,
-      LICENSE_SERVER_URL: this.licenseServer.url,
-      LICENSE_SERVER_CA_FILE: this.licenseServer.tls.caFile,
-      DBADMIN_BUILD_DIR: this.buildDir,
-      ...env,
-    });
+    this.host = await startHost(
+      {
+        ...process.env,
+        DATABASE_URL: this.database.url,
+        LICENSE_SERVER_URL: this.licenseServer.url,
+        LICENSE_SERVER_CA_FILE: this.licenseServer.tls.caFile,
+        DBADMIN_BUILD_DIR: this.buildDir,
+        ...env,
+      },
+      undefined,
+      { port },
+    );
     this.browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
   }
 

@@ -24,14 +24,17 @@ export async function startHost(
   {
     cwd,
     supervised = false,
+    port: wanted,
   }: {
+    /** The port to serve on (one chosen ahead, for a URL another party must know); a free one otherwise. */
+    port?: number;
     /** Where it is started from (the repository by default): relative settings resolve against it. */
     cwd?: string;
     /** Under npm start's supervisor (bin/supervise.sh), which starts it again after a crash. */
     supervised?: boolean;
   } = {},
 ): Promise<Host> {
-  const port = await freePort();
+  const port = wanted ?? (await freePort());
   const entry = prebuilt ? [join(prebuilt, 'bin', 'start.js')] : [require.resolve('tsx/cli'), 'bin/start.ts'];
   const [command, args] = supervised
     ? ['sh', [join(__dirname, '..', '..', 'bin', 'supervise.sh'), process.execPath, ...entry]]

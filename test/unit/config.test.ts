@@ -95,6 +95,38 @@ describe('parseConfig', () => {
     expect(() => parseConfig({ ...complete, TRUSTED_PROXIES: 'caddy' })).toThrow(/TRUSTED_PROXIES/);
   });
 
+  it('reads OIDC_ROLE_MAP as groups mapped to a role and, after a colon, schemas, first match first', () => {
+    const sso = {
+      ...complete,
+      OIDC_ISSUER: 'https://idp.example.com/realms/acme',
+      OIDC_CLIENT_ID: 'dbadmin',
+      OIDC_REDIRECT_URI: 'https://admin.example.com/api/sso/callback',
+    };
+    expect(
+      parseConfig({ ...sso, OIDC_ROLE_MAP: 'dbadmin owners=owner;\n support-acme = analyst:acme, acme_eu ;' })
+        .OIDC_ROLE_MAP,
+    ).toEqual([
+      { group: 'dbadmin owners', role: 'owner', schemas: null },
+      { group: 'support-acme', role: 'analyst', schemas: ['acme', 'acme_eu'] },
+    ]);
+    expect(() => parseConfig({ ...sso, OIDC_ROLE_MAP: 'ops=root' })).toThrow(
+      /OIDC_ROLE_MAP \("ops=root": the role is one of owner, admin, developer, analyst\)/,
+    );
+    expect(() => parseConfig({ ...sso, OIDC_ROLE_MAP: 'ops=admin:' })).toThrow(
+      /after the colon, schema names/,
+    );
+    expect(() => parseConfig({ ...sso, OIDC_ISSUER: 'http://idp.example.com' })).toThrow(/OIDC_ISSUER/);
+    expect(() => parseConfig({ ...complete, OIDC_ISSUER: sso.OIDC_ISSUER })).toThrow(
+      /OIDC_ISSUER \(single sign-on needs OIDC_CLIENT_ID and OIDC_REDIRECT_URI too\)/,
+    );
+    expect(() => parseConfig({ ...complete, SSO_ONLY: 'true' })).toThrow(/SSO_ONLY \(SSO_ONLY needs/);
+    expect(parseConfig(complete)).toMatchObject({
+      SSO_ONLY: false,
+      OIDC_ROLE_MAP: [],
+      OIDC_GROUPS_CLAIM: 'groups',
+    });
+  });
+
   it('names every missing setting in one line', () => {
     expect(() => parseConfig({ AUTH_USER: 'admin' })).toThrow(
       'missing settings: DATABASE_URL, AUTH_PASS, DBADMIN_SECRET',
@@ -146,6 +178,7 @@ describe('loadConfig with SSM_PREFIX', () => {
         '/dbadmin/prod/AUTH_PASS',
         '/dbadmin/prod/DBADMIN_SECRET',
         '/dbadmin/prod/METRICS_TOKEN',
+        '/dbadmin/prod/OIDC_CLIENT_SECRET',
       ],
       WithDecryption: true,
     });

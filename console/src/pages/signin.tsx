@@ -1,15 +1,24 @@
-import { useState } from 'preact/hooks';
-import { signIn } from '../api';
+import { useEffect, useState } from 'preact/hooks';
+import { loadSso, type SsoSetting, signIn, takeSsoError } from '../api';
 import { ErrorText, useAction } from '../ui';
 
+/** The console page a sign-in through the provider comes back to: this one. */
+const returnTo = () => (/^#\/[A-Za-z0-9_\-./%]{0,200}$/.test(location.hash) ? location.hash : '#/');
+
 /**
- * A person's login and password (or AUTH_USER / AUTH_PASS): the server answers a session cookie,
- * and the browser keeps nothing else.
+ * A person's login and password (or AUTH_USER / AUTH_PASS), or single sign-on when it is set up:
+ * the server answers a session cookie, and the browser keeps nothing else.
  */
 export function SignIn() {
   const [user, setUser] = useState('');
   const [password, setPassword] = useState('');
+  const [sso, setSso] = useState<SsoSetting | null>(null);
+  const [ssoError] = useState(takeSsoError);
   const action = useAction(() => signIn(user, password));
+  useEffect(() => {
+    loadSso().then(setSso, () => setSso(null));
+  }, []);
+  const start = sso?.startUrl && `${sso.startUrl}?${new URLSearchParams({ returnTo: returnTo() })}`;
   return (
     <main class="signin">
       <form
@@ -20,6 +29,23 @@ export function SignIn() {
         }}
       >
         <h1>dbadmin</h1>
+        {ssoError && (
+          <p class="error" role="alert">
+            Single sign-on failed: {ssoError}
+          </p>
+        )}
+        {start && (
+          <>
+            <a class="button primary" href={start}>
+              Sign in with single sign-on
+            </a>
+            <p class="muted">
+              {sso?.ssoOnly
+                ? 'People sign in with single sign-on here. The administrator (AUTH_USER) may still sign in below.'
+                : 'Or with a login and password:'}
+            </p>
+          </>
+        )}
         <label>
           User name
           <input
@@ -43,7 +69,7 @@ export function SignIn() {
           />
         </label>
         <ErrorText error={action.error} />
-        <button type="submit" class="primary" disabled={action.busy}>
+        <button type="submit" class={start ? '' : 'primary'} disabled={action.busy}>
           Sign in
         </button>
       </form>
