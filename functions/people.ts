@@ -418,8 +418,12 @@ const personRoutes = [
     errors: [
       { status: 400, why: 'a schema in the scope does not exist, or the password is too weak' },
       { status: 409, why: 'someone already signs in with that login' },
+      { status: 403, why: 'a password under SSO_ONLY' },
     ],
-    handler: async ({ body, audit }) => createPerson(await getDatabase(), body, audit),
+    handler: async ({ body, audit }) => {
+      if (body.password !== undefined) refuseIfSsoOnly(await getConfig());
+      return createPerson(await getDatabase(), body, audit);
+    },
   }),
   defineRoute({
     method: 'PATCH',

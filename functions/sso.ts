@@ -5,6 +5,8 @@ import { getConfig } from '#lib/config';
 import { signedInAs } from '#lib/db/audit-log';
 import { getDatabase } from '#lib/db/pool';
 import { ApiError } from '#lib/errors';
+import { clientKey } from '#lib/http/auth-throttle';
+import { signInThrottle } from '#lib/http/authenticate';
 import { Redirect } from '#lib/http/respond';
 import { defineRoute } from '#lib/http/route';
 import { openConsoleSession, SSO_COOKIE, ssoSetCookie } from '#lib/http/session-cookie';
@@ -18,11 +20,16 @@ import { ssoEnabled } from '#lib/sso';
 
 const Redirected = z.null().meta({ description: 'no body: see Location' });
 
-/** Back at the console, with what went wrong for its sign-in page to say. */
-const toConsoleWith = (error: unknown) =>
-  new Redirect(
-    `/?sso_error=${encodeURIComponent(error instanceof ApiError ? error.message : 'the sign-in failed; try again')}#/`,
-  );
+/**
+ * Why a browser's sign-in was refused, as the console's sign-in page words it (a code, never
+ * text of the request's making on that page).
+ */
+const REFUSALS: Record<number, string> = { 400: 'refused', 403: 'no-role', 409: 'taken', 429: 'too-many' };
+
+const refusal = (result: unknown) => result instanceof Redirect && result.refused;
+
+const toSignInPage = (error: ApiError) =>
+  new Redirect(`/?sso_error=${REFUSALS[error.status] ?? 'refused'}#/`, {}, true);
 
 export const routes = [
   defineRoute({
@@ -47,7 +54,7 @@ export const routes = [
     path: '/api/sso/start',
     status: 303,
     setsCookie: true,
-    summary: `Sign in with the single sign-on provider: to the provider, with this browser’s attempt in a cookie (${ATTEMPT_MINUTES} minutes)`,
+    summary: `Sign in with the single sign-on provider: to the provider, with this browser’s attempt sealed in a cookie (${ATTEMPT_MINUTES} minutes)`,
     access: 'public',
     ungated: true,
     query: z.strictObject({
@@ -61,12 +68,10 @@ export const routes = [
     errors: [
       { status: 404, why: 'single sign-on is not set up' },
       { status: 502, why: 'the provider did not answer its discovery document' },
-      { status: 503, why: 'too many sign-ins are under way' },
     ],
     handler: async ({ query, overHttps }) => {
-      const config = await getConfig();
-      const { url, state } = await startSignIn(await getDatabase(), config, query.returnTo);
-      return new Redirect(url, { 'set-cookie': ssoSetCookie(overHttps, state, ATTEMPT_MINUTES * 60) });
+      const { url, cookie } = await startSignIn(await getConfig(), query.returnTo);
+      return new Redirect(url, { 'set-cookie': ssoSetCookie(overHttps, cookie, ATTEMPT_MINUTES * 60) });
     },
   }),
   defineRoute({
@@ -74,7 +79,10 @@ export const routes = [
     path: '/api/sso/callback',
     status: 303,
     setsCookie: true,
-    audit: { action: 'session.start' },
+    // Written with the session it opens, naming how the person came to be (target); a refusal
+    // sent back to the sign-in page changed nothing, but for a person whose groups no longer give
+    // a role (person.revoke, written with what it ended).
+    audit: { action: 'session.start', changed: (result) => !refusal(result) },
     summary:
       'Where the provider sends the browser back: the answer checked, the person found (or made from their groups), and a console session opened',
     access: 'public',
@@ -89,20 +97,22 @@ export const routes = [
         why: 'the answer does not check out: another browser’s or a used attempt, a wrong state, nonce or issuer, a refused code',
       },
       { status: 403, why: 'no group of theirs gives a role here, and no owner added them' },
-      { status: 409, why: 'their login here belongs to another account at the provider' },
+      { status: 409, why: 'their login here is another person’s' },
+      { status: 429, why: 'too many refused sign-ins from this address' },
       { status: 502, why: 'the provider did not answer' },
     ],
     handler: async ({ query, overHttps, cookie, navigating, clientAddress, userAgent, audit }) => {
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
+      // A refused answer counts against the address as a wrong password does.
+      const throttle = signInThrottle(config, db);
+      const keys = [clientKey(clientAddress)];
       try {
+        await throttle.countFailures(keys);
         const callback = new URL(config.OIDC_REDIRECT_URI ?? 'https://unset.invalid/api/sso/callback');
         for (const [name, value] of Object.entries(query)) callback.searchParams.set(name, value);
-        const { personId, returnTo } = await finishSignIn(
-          db,
-          config,
-          callback,
-          cookie(SSO_COOKIE(overHttps)),
-        );
+        const sealed = cookie(SSO_COOKIE(overHttps));
+        const { personId, returnTo } = await finishSignIn(db, config, callback, sealed, audit);
+        await throttle.forgive(keys);
         const person = await getPerson(db, personId);
         signedInAs(audit, person, 'sso');
         const input = { clientAddress, userAgent, overHttps, audit };
@@ -110,7 +120,7 @@ export const routes = [
         return new Redirect(`/${returnTo}`, { 'set-cookie': setCookie });
       } catch (error) {
         // A browser lands on the sign-in page, which says why; an API client gets the error itself.
-        if (navigating && error instanceof ApiError && error.status < 500) return toConsoleWith(error);
+        if (navigating && error instanceof ApiError && error.status < 500) return toSignInPage(error);
         throw error;
       }
     },

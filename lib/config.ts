@@ -124,6 +124,11 @@ export interface GroupGrant {
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** Entra ID's issuers for any organisation's (or any personal) accounts, not one tenant's. */
+const MANY_TENANTS =
+  /^https:\/\/login\.microsoftonline\.com\/(common|organizations|consumers|\{tenantid\})(\/|$)/i;
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
+
 /**
  * OIDC_ROLE_MAP: `group=role` or `group=role:schema,schema`, entries apart by `;` or new lines,
  * the first whose group a person is in deciding (so name the most powerful first).
@@ -197,12 +202,26 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // redirect URI is this service's /api/sso/callback, as registered with the provider.
       OIDC_ISSUER: z
         .url({ protocol: /^https$/, error: 'expected the provider’s https:// issuer URL' })
+        .refine(
+          (url) => !MANY_TENANTS.test(url),
+          'names every organisation’s accounts: name your own tenant’s issuer',
+        )
         .optional(),
       OIDC_CLIENT_ID: z.string().min(1).optional(),
       OIDC_CLIENT_SECRET: z.string().min(1).optional(),
       OIDC_REDIRECT_URI: z
         .url({ protocol: /^https?$/, error: 'expected this service’s URL of /api/sso/callback' })
-        .refine((url) => new URL(url).pathname.endsWith('/api/sso/callback'), 'must end in /api/sso/callback')
+        .superRefine((value, context) => {
+          const url = new URL(value);
+          const problem = !url.pathname.endsWith('/api/sso/callback')
+            ? 'must end in /api/sso/callback'
+            : url.search || url.hash
+              ? 'takes no query or fragment'
+              : url.protocol === 'http:' && !LOOPBACK.has(url.hostname)
+                ? 'must be https:// but on this machine (localhost)'
+                : undefined;
+          if (problem) context.addIssue({ code: 'custom', message: problem });
+        })
         .optional(),
       OIDC_SCOPES: z
         .string()

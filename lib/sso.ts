@@ -2,14 +2,14 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { rootCertificates } from 'node:tls';
 import * as oidc from 'openid-client';
-
 import type { Config, GroupGrant } from '#lib/config';
-import { ApiError, BadRequest } from '#lib/errors';
+import { ApiError, BadRequest, ConfigError } from '#lib/errors';
+import { logger } from '#lib/log';
 
 /**
  * Single sign-on with an OpenID Connect provider, through openid-client (the certified relying
  * party): the provider's metadata and keys, the authorization code flow with PKCE, `state` and
- * `nonce`, and what its claims say about a person. Who that person is here, and the attempts a
+ * `nonce`, and what its claims say about a person. Who that person is here, and the attempt a
  * browser has under way, are lib/admin/sso.
  */
 
@@ -42,25 +42,41 @@ function httpsFetch(ca: string[]): oidc.CustomFetch {
     });
 }
 
-let discovered: { key: string; configuration: Promise<oidc.Configuration> } | undefined;
+function extraCa(file: string): string[] {
+  try {
+    return [...rootCertificates, readFileSync(file, 'utf8')];
+  } catch (error) {
+    throw new ConfigError(
+      `OIDC_CA_FILE could not be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
+  }
+}
 
-const unreachable = (why: string) =>
-  new ApiError(
+/** The provider did not answer as expected: said in general to the caller, in full in the log. */
+function unreachable(error: unknown): ApiError {
+  const detail = error instanceof Error ? error.message : String(error);
+  const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : '';
+  logger.warn('single sign-on: the provider did not answer as expected', { error: `${detail}${cause}` });
+  return new ApiError(
     502,
     'Sign-in provider unavailable',
-    `the single sign-on provider did not answer as expected: ${why}`,
+    'the single sign-on provider did not answer; try again later',
   );
+}
 
-/** The provider's configuration, discovered once per process (and again after a failure). */
+let discovered: { key: string; configuration: Promise<oidc.Configuration> } | undefined;
+
+/**
+ * The provider's configuration, discovered once per process (and again after a failure). An
+ * issuer that stands for many (Entra ID's `{tenantid}`: any organisation's accounts) is refused.
+ */
 export function providerOf(config: Config): Promise<oidc.Configuration> {
   const { OIDC_ISSUER: issuer, OIDC_CLIENT_ID: clientId, OIDC_CLIENT_SECRET: secret } = config;
   if (!issuer || !clientId)
     throw new ApiError(404, 'Not found', 'single sign-on is not set up (OIDC_ISSUER)');
   const key = JSON.stringify([issuer, clientId, secret, config.OIDC_CA_FILE]);
   if (discovered?.key !== key) {
-    const fetcher = config.OIDC_CA_FILE
-      ? httpsFetch([...rootCertificates, readFileSync(config.OIDC_CA_FILE, 'utf8')])
-      : undefined;
+    const fetcher = config.OIDC_CA_FILE ? httpsFetch(extraCa(config.OIDC_CA_FILE)) : undefined;
     const configuration = oidc
       .discovery(
         new URL(issuer),
@@ -70,6 +86,10 @@ export function providerOf(config: Config): Promise<oidc.Configuration> {
         fetcher ? { [oidc.customFetch]: fetcher, timeout: 10 } : { timeout: 10 },
       )
       .then((found) => {
+        if (found.serverMetadata().issuer.includes('{'))
+          throw new ConfigError(
+            'OIDC_ISSUER stands for many organisations (its issuer is a template): name your own tenant’s issuer',
+          );
         if (fetcher) found[oidc.customFetch] = fetcher;
         return found;
       });
@@ -79,7 +99,7 @@ export function providerOf(config: Config): Promise<oidc.Configuration> {
     discovered = { key, configuration };
   }
   return discovered.configuration.catch((error: unknown) => {
-    throw unreachable(error instanceof Error ? error.message : String(error));
+    throw error instanceof ConfigError ? error : unreachable(error);
   });
 }
 
@@ -132,57 +152,78 @@ export async function identityAt(config: Config, callback: URL, attempt: Attempt
       idTokenExpected: true,
     });
   } catch (error) {
-    if (error instanceof TypeError && !(error instanceof oidc.ClientError)) throw unreachable(error.message);
-    throw new BadRequest('Sign-in refused', `the provider's answer did not check out: ${reason(error)}`);
+    throw refusalOf(error);
   }
   const idToken = tokens.claims();
   if (!idToken) throw new BadRequest('Sign-in refused', 'the provider sent no ID token');
   let claims: Record<string, unknown> = { ...idToken };
-  const wanted = ['email', 'name', config.OIDC_GROUPS_CLAIM];
+  const wanted = ['email', 'email_verified', 'name', config.OIDC_GROUPS_CLAIM];
   if (wanted.some((claim) => claims[claim] === undefined) && provider.serverMetadata().userinfo_endpoint) {
     const more = await oidc
       .fetchUserInfo(provider, tokens.access_token, idToken.sub)
       .catch((error: unknown) => {
-        throw new BadRequest(
-          'Sign-in refused',
-          `the provider's userinfo did not check out: ${reason(error)}`,
-        );
+        throw refusalOf(error);
       });
     claims = { ...more, ...claims };
   }
   return { issuer: idToken.iss, subject: idToken.sub, claims };
 }
 
-function reason(error: unknown): string {
+/** Failures of the answer's own checks (the caller's: 400); anything else is the provider's (502). */
+const ANSWER_CHECKS = new Set([
+  'OAUTH_JWT_CLAIM_COMPARISON_FAILED',
+  'OAUTH_JSON_ATTRIBUTE_COMPARISON_FAILED',
+  'OAUTH_JWT_TIMESTAMP_CHECK_FAILED',
+  'OAUTH_INVALID_RESPONSE',
+  'OAUTH_PARSE_ERROR',
+]);
+
+function refusalOf(error: unknown): ApiError {
   if (error instanceof oidc.AuthorizationResponseError || error instanceof oidc.ResponseBodyError)
-    return `${error.error}${error.error_description ? ` (${error.error_description})` : ''}`;
-  if (!(error instanceof Error)) return String(error);
-  // openid-client says what kind of check failed; the oauth4webapi error it wraps says which.
-  return error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message;
+    return new BadRequest('Sign-in refused', `the provider refused: ${error.error}`);
+  if (error instanceof oidc.ClientError && error.code && ANSWER_CHECKS.has(error.code)) {
+    // openid-client says what kind of check failed; the oauth4webapi error it wraps says which.
+    const which = error.cause instanceof Error ? ` (${error.cause.message})` : '';
+    return new BadRequest(
+      'Sign-in refused',
+      `the provider's answer did not check out: ${error.message}${which}`,
+    );
+  }
+  return unreachable(error);
 }
 
-/** The login a person has here: their e-mail address (when verified), else their username there. */
-export function loginOf({ claims }: Identity): string {
-  const email =
-    typeof claims.email === 'string' && claims.email_verified !== false ? claims.email : undefined;
-  const login = (email ?? (typeof claims.preferred_username === 'string' ? claims.preferred_username : ''))
-    .trim()
-    .toLowerCase();
-  if (!/^[a-z0-9][a-z0-9._@+-]{0,99}$/.test(login))
-    throw new ApiError(
-      403,
-      'Forbidden',
-      'the provider gave no verified e-mail address or username that can be a login here (letters, digits and . _ @ + -)',
-    );
-  return login;
+/** A login as the provider gave it: ASCII only, checked before it is lowercased (no Unicode folding). */
+const LOGIN = /^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$/;
+
+/**
+ * The login a person has here: their e-mail address when the provider says it is verified
+ * (`email_verified: true`; a provider that does not say is not taken at its word), which may be
+ * a person an owner added; else their username there, without `@` (it may not pass for an
+ * address), which only ever makes a new person.
+ */
+export function loginOf({ claims }: Identity): { login: string; verified: boolean } {
+  const { email, email_verified: verified, preferred_username: username } = claims;
+  if (typeof email === 'string' && verified === true && LOGIN.test(email))
+    return { login: email.toLowerCase(), verified: true };
+  if (typeof username === 'string' && LOGIN.test(username) && !username.includes('@'))
+    return { login: username.toLowerCase(), verified: false };
+  throw new ApiError(
+    403,
+    'No role here',
+    'the provider gave neither a verified e-mail address nor a username (letters, digits and . _ + -) to sign in as; ask an owner of dbadmin',
+  );
 }
 
 export const displayNameOf = ({ claims }: Identity, login: string): string =>
   (typeof claims.name === 'string' && claims.name.trim() ? claims.name.trim() : login).slice(0, 200);
 
-/** The role and scope the person's groups give (OIDC_ROLE_MAP's first match), if any. */
-export function groupGrant(config: Config, { claims }: Identity): GroupGrant | undefined {
+/**
+ * The role and scope the person's groups give (OIDC_ROLE_MAP's first match), null for none, or
+ * 'unknown' when the provider sent no groups claim at all (Entra ID leaves it out past 200 groups).
+ */
+export function groupGrant(config: Config, { claims }: Identity): GroupGrant | null | 'unknown' {
   const value = claims[config.OIDC_GROUPS_CLAIM];
+  if (value === undefined) return 'unknown';
   const groups = new Set((Array.isArray(value) ? value : [value]).filter((g) => typeof g === 'string'));
-  return config.OIDC_ROLE_MAP.find(({ group }) => groups.has(group));
+  return config.OIDC_ROLE_MAP.find(({ group }) => groups.has(group)) ?? null;
 }

@@ -460,16 +460,13 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     id: 18,
     name: 'single sign-on',
-    // An attempt lives from the redirect to the provider until the browser comes back (or ten
-    // minutes): its state, as a digest, is the key; the nonce and PKCE verifier are kept here, not
-    // in the browser. sso_managed: the person's role and scope come from their groups at the
-    // provider (OIDC_ROLE_MAP), checked again at every sign-in.
+    // A sign-in attempt lives in its browser's cookie (sealed, lib/admin/sso); the digest of each
+    // state used is kept until the attempt would have expired, so no answer is taken twice.
+    // sso_managed: the person's role and scope come from their groups at the provider
+    // (OIDC_ROLE_MAP), checked again at every sign-in.
     sql: `
-      CREATE TABLE _dbadmin.sso_attempts (
+      CREATE TABLE _dbadmin.sso_used (
         state_hash bytea PRIMARY KEY,
-        nonce      text NOT NULL,
-        verifier   text NOT NULL,
-        return_to  text NOT NULL,
         expires_at timestamptz NOT NULL
       );
       ALTER TABLE _dbadmin.people ADD COLUMN sso_managed boolean NOT NULL DEFAULT false`,

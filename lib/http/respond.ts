@@ -1,8 +1,8 @@
 import type { Download } from '#lib/download';
 
 /**
- * The HTTP answers a handler gives: JSON, JSON text already rendered, and downloads with their
- * file name; none of them cached or sniffed (no-store, nosniff).
+ * The HTTP answers a handler gives: JSON, JSON text already rendered, downloads with their file
+ * name, and redirects (single sign-on's); none of them cached or sniffed (no-store, nosniff).
  */
 
 export interface HttpResponse {
@@ -50,21 +50,25 @@ export function download(file: Download): HttpResponse {
 }
 
 /** A route's JSON answer with headers of its own (a session's Set-Cookie). */
-/** A redirect (303 See Other unless the route says) to `location`, with these headers too. */
-export class Redirect {
-  constructor(
-    readonly location: string,
-    readonly headers: Record<string, string> = {},
-  ) {}
-}
-
-export function redirect(statusCode: number, { location, headers }: Redirect): HttpResponse {
-  return { statusCode, headers: { location, 'cache-control': 'no-store', ...headers }, body: '' };
-}
-
 export class Reply<T = unknown> {
   constructor(
     readonly body: T,
     readonly headers: Record<string, string>,
   ) {}
+}
+
+/**
+ * A redirect (303 See Other unless the route says) to `location`, with these headers too;
+ * `refused`: it only carries a refusal to a page that shows it (nothing changed).
+ */
+export class Redirect {
+  constructor(
+    readonly location: string,
+    readonly headers: Record<string, string> = {},
+    readonly refused = false,
+  ) {}
+}
+
+export function redirect(statusCode: number, { location, headers }: Redirect): HttpResponse {
+  return { statusCode, headers: { location, 'cache-control': 'no-store', ...headers }, body: '' };
 }

@@ -80,16 +80,16 @@ export async function openConsoleSession(
 }
 
 /**
- * The cookie that binds a single sign-on attempt to the browser that started it (lib/admin/sso):
- * sent back only to the callback, and SameSite=Lax, since the provider's redirect to the callback
- * is a navigation from another site. It holds the attempt's state, never a session.
+ * The cookie that holds a single sign-on attempt, sealed (lib/admin/sso), in the browser that
+ * started it: SameSite=Lax, since the provider's redirect back is a navigation from another site;
+ * over HTTPS named `__Host-dbadmin_sso`, which no sibling subdomain can plant.
  */
-export const SSO_COOKIE = (secure: boolean) => (secure ? '__Secure-dbadmin_sso' : 'dbadmin_sso');
+export const SSO_COOKIE = (secure: boolean) => (secure ? '__Host-dbadmin_sso' : 'dbadmin_sso');
 
-export function ssoSetCookie(secure: boolean, state: string, maxAgeS: number): string {
+export function ssoSetCookie(secure: boolean, sealed: string, maxAgeS: number): string {
   return [
-    `${SSO_COOKIE(secure)}=${state}`,
-    'Path=/api/sso/callback',
+    `${SSO_COOKIE(secure)}=${sealed}`,
+    'Path=/',
     'HttpOnly',
     'SameSite=Lax',
     `Max-Age=${maxAgeS}`,

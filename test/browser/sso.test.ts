@@ -73,7 +73,7 @@ describeInBrowser('single sign-on in the console', () => {
     const page = await context.newPage();
     // Another browser's answer: the provider's redirect back, without this browser's attempt.
     await page.goto(`${h.host.base}/api/sso/callback?code=forged&state=forged`);
-    await expectText(page.getByRole('alert'), 'did not start this sign-in');
+    await expectText(page.getByRole('alert'), 'started in another browser');
     expect(await page.evaluate(async () => (await fetch('api/session')).status)).toBe(401);
     expect(new URL(page.url()).search).toBe('');
     await context.close();

@@ -2033,6 +2033,18 @@ describe('single sign-on, with its provider', () => {
     expectDocumented(route, 403, await callback(stranger.query, stranger.cookie));
   });
 
+  it('GET /api/sso/callback: 429 for an address whose answers keep being refused', async () => {
+    set({ AUTH_MAX_FAILURES: '1' });
+    try {
+      const refused = (query: Record<string, string>) =>
+        call(people.handler, { path: '/api/sso/callback', auth: null, sourceIp: '100.64.42.9', query });
+      await refused({ state: 'x' });
+      expectDocumented(routeOf('GET /api/sso/callback'), 429, await refused({ state: 'y' }));
+    } finally {
+      set({ AUTH_MAX_FAILURES: saved.AUTH_MAX_FAILURES ?? '100000' });
+    }
+  });
+
   it('POST /api/session and /api/session/invitation: 403 for a person under SSO_ONLY', async () => {
     const person = await newPerson();
     const invited = await newPerson('analyst', { invited: true });

@@ -1,5 +1,6 @@
 import { handler as audit } from '#functions/audit';
 import { handler as people } from '#functions/people';
+import { seal, unseal } from '#lib/admin/sso';
 import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
 import { tenantSchema } from '#test/security/tenant';
@@ -22,6 +23,10 @@ const accountsAt = (supportGroups: string[]): Accounts => ({
   ana: { email: 'ana@example.test', email_verified: true, name: 'Ana Analyst', groups: supportGroups },
   nobody: { email: 'nobody@example.test', email_verified: true, groups: ['elsewhere'] },
   unverified: { email: 'olga@example.test', email_verified: false, preferred_username: 'olga-look-alike' },
+  unsaid: { email: 'taken@example.test', groups: ['dbadmin-owners'] },
+  posing: { preferred_username: 'taken@example.test', groups: ['dbadmin-owners'] },
+  claimant: { email: 'taken@example.test', email_verified: true, groups: ['dbadmin-owners'] },
+  kelvin: { preferred_username: '\u212Aate', groups: ['dbadmin-owners'] },
 });
 
 let provider: TestOidcProvider;
@@ -94,7 +99,7 @@ async function signedInAs(login: string) {
 }
 
 describe('single sign-on', () => {
-  it('sends the browser to the provider with PKCE, state and nonce, bound to this browser by a Lax cookie', async () => {
+  it('sends the browser to the provider with PKCE, state and nonce, sealed in this browser’s Lax cookie', async () => {
     const reply = await call(people, { path: '/api/sso/start', auth: null });
 
     expect(reply.status).toBe(303);
@@ -103,10 +108,20 @@ describe('single sign-on', () => {
     expect(to.searchParams.get('code_challenge_method')).toBe('S256');
     for (const name of ['code_challenge', 'state', 'nonce']) expect(to.searchParams.get(name)).toBeTruthy();
     expect(reply.headers['set-cookie']).toMatch(
-      new RegExp(
-        `^dbadmin_sso=${to.searchParams.get('state')}; Path=/api/sso/callback; HttpOnly; SameSite=Lax`,
-      ),
+      /^dbadmin_sso=[\w-]+; Path=\/; HttpOnly; SameSite=Lax; Max-Age=600$/,
     );
+    const sealed = (reply.headers['set-cookie'] ?? '').split(';')[0]?.split('=')[1];
+    expect(sealed).not.toContain(to.searchParams.get('state'));
+    expect(unseal(process.env.DBADMIN_SECRET as string, sealed)).toMatchObject({
+      state: to.searchParams.get('state'),
+      nonce: to.searchParams.get('nonce'),
+    });
+    const { rows } = await withAdminClient((c) =>
+      c.query('SELECT count(*)::int AS n FROM _dbadmin.sso_used'),
+    );
+    await call(people, { path: '/api/sso/start', auth: null });
+    const after = await withAdminClient((c) => c.query('SELECT count(*)::int AS n FROM _dbadmin.sso_used'));
+    expect(after.rows[0].n).toBe(rows[0].n);
   });
 
   it('signs in a person whose group is mapped, with that role and scope, and audits it as SSO', async () => {
@@ -154,18 +169,48 @@ describe('single sign-on', () => {
     expect(who.body).toMatchObject({ role: 'developer', via: 'sso', person: { signsInWith: ['sso'] } });
   });
 
-  it('never takes an unverified e-mail address as a login', async () => {
-    const { query, cookie } = await answerFor('unverified');
-    const reply = await callback(query, cookie);
-    expect(reply.status).toBe(403);
+  it('never takes an unverified e-mail address, a username posing as one or a folded one for a login', async () => {
+    for (const login of ['unverified', 'unsaid', 'posing', 'kelvin']) {
+      const { query, cookie } = await answerFor(login);
+      const reply = await callback(query, cookie);
+      expect({ login, status: reply.status }).toEqual({ login, status: 403 });
+    }
     const { rows } = await withAdminClient((c) =>
-      c.query(`SELECT login FROM _dbadmin.people WHERE sso_subject = 'unverified'`),
+      c.query(
+        `SELECT login FROM _dbadmin.people WHERE sso_subject IN ('unverified', 'unsaid', 'posing', 'kelvin') OR login = 'kate'`,
+      ),
     );
     expect(rows).toEqual([]);
   });
 
-  it('ends the sessions of a person whose groups no longer give a role, and refuses them', async () => {
-    const { session } = await signedInAs('ana');
+  it('takes over no person who signs in with a password, even from a verified address', async () => {
+    const added = await call(people, {
+      method: 'POST',
+      path: '/api/people',
+      body: {
+        login: 'taken@example.test',
+        role: 'owner',
+        schemas: null,
+        password: 'correct horse battery staple',
+      },
+    });
+    expect(added.status).toBe(201);
+    const { query, cookie } = await answerFor('claimant');
+    const reply = await callback(query, cookie);
+    expect(reply.status).toBe(409);
+    expect(reply.body.message).toMatch(/signs in with a password/);
+    const { rows } = await withAdminClient((c) =>
+      c.query(`SELECT sso_subject FROM _dbadmin.people WHERE login = 'taken@example.test'`),
+    );
+    expect(rows).toEqual([{ sso_subject: null }]);
+  });
+
+  it('ends everything a person whose groups no longer give a role signs in with, and says so in the audit log', async () => {
+    const { session, who } = await signedInAs('ana');
+    const id = who.body.person.id as number;
+    await withAdminClient((c) =>
+      c.query(`UPDATE _dbadmin.people SET password_hash = 'scrypt$kept' WHERE id = $1`, [id]),
+    );
     provider.setAccounts(accountsAt(['moved-on']));
     try {
       const { query, cookie } = await answerFor('ana');
@@ -173,6 +218,32 @@ describe('single sign-on', () => {
       expect(reply.status).toBe(403);
       const before = await call(people, { path: '/api/session', auth: null, headers: { cookie: session } });
       expect(before.status).toBe(401);
+      const { rows } = await withAdminClient((c) =>
+        c.query('SELECT password_hash FROM _dbadmin.people WHERE id = $1', [id]),
+      );
+      expect(rows).toEqual([{ password_hash: null }]);
+      const entries = await call(audit, {
+        path: '/api/audit',
+        query: { action: 'person.revoke', limit: '1' },
+      });
+      expect(entries.body.entries[0]).toMatchObject({ target: 'ana@example.test', status: 403 });
+    } finally {
+      provider.setAccounts(accountsAt(['support']));
+    }
+  });
+
+  it('keeps a person whose provider sent no groups claim at all, refusing only the sign-in', async () => {
+    const { session } = await signedInAs('ana');
+    const accounts = accountsAt(['support']);
+    delete accounts.ana?.groups;
+    provider.setAccounts(accounts);
+    try {
+      const { query, cookie } = await answerFor('ana');
+      const reply = await callback(query, cookie);
+      expect(reply.status).toBe(403);
+      expect(reply.body.message).toMatch(/no groups claim/);
+      const still = await call(people, { path: '/api/session', auth: null, headers: { cookie: session } });
+      expect(still.status).toBe(200);
     } finally {
       provider.setAccounts(accountsAt(['support']));
     }
@@ -216,10 +287,22 @@ describe('a forged or replayed answer at the callback', () => {
 
   it('refuses an ID token whose nonce is not the attempt’s', async () => {
     const { query, cookie } = await answerFor('olga');
-    await withAdminClient((c) => c.query(`UPDATE _dbadmin.sso_attempts SET nonce = 'not-the-one-sent'`));
-    const reply = await callback(query, cookie);
+    const secret = process.env.DBADMIN_SECRET as string;
+    const attempt = unseal(secret, cookie.split('=')[1]);
+    if (!attempt) throw new Error('the attempt does not unseal');
+    const forged = `dbadmin_sso=${seal(secret, { ...attempt, nonce: 'not-the-one-sent' })}`;
+    const reply = await callback(query, forged);
     expect(reply.status).toBe(400);
     expect(reply.body.message).toMatch(/nonce/);
+    noSession(reply);
+  });
+
+  it('refuses an attempt this service did not seal', async () => {
+    const { query, cookie } = await answerFor('olga');
+    const value = cookie.split('=')[1] as string;
+    const flipped = `${value.slice(0, 20)}${value[20] === 'A' ? 'B' : 'A'}${value.slice(21)}`;
+    const reply = await callback(query, `dbadmin_sso=${flipped}`);
+    expect(reply.status).toBe(400);
     noSession(reply);
   });
 
@@ -231,12 +314,38 @@ describe('a forged or replayed answer at the callback', () => {
     noSession(reply);
   });
 
-  it('sends a browser back to the sign-in page with why, and no session', async () => {
+  it('sends a browser back to the sign-in page with why (a code, no text of the request’s), and writes nothing', async () => {
     const { query } = await answerFor('olga');
-    const reply = await callback(query, undefined, { accept: 'text/html,application/xhtml+xml' });
+    const reply = await callback({ ...query, note: 'call 555-0100' }, undefined, {
+      accept: 'text/html,application/xhtml+xml',
+    });
     expect(reply.status).toBe(303);
-    expect(reply.headers.location).toMatch(/^\/\?sso_error=.*did%20not%20start/);
+    expect(reply.headers.location).toBe('/?sso_error=refused#/');
     noSession(reply);
+    const { rows } = await withAdminClient((c) =>
+      c.query('SELECT count(*)::int AS n FROM _dbadmin.audit_log WHERE request_id = $1', [
+        reply.headers['x-request-id'],
+      ]),
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('answers 429 to an address whose answers keep being refused', async () => {
+    const sourceIp = '100.64.41.7';
+    const statuses: number[] = [];
+    setSettings({ AUTH_MAX_FAILURES: '10' });
+    try {
+      for (let i = 0; i < 12; i++) {
+        const query = { state: 'x', code: 'y' };
+        statuses.push(
+          (await call(people, { path: '/api/sso/callback', auth: null, sourceIp, query })).status,
+        );
+      }
+    } finally {
+      setSettings({ AUTH_MAX_FAILURES: '100000' });
+    }
+    expect(statuses.slice(0, 10)).toEqual(Array(10).fill(400));
+    expect(statuses.slice(10)).toEqual([429, 429]);
   });
 });
 

@@ -120,6 +120,28 @@ describe('parseConfig', () => {
       /OIDC_ISSUER \(single sign-on needs OIDC_CLIENT_ID and OIDC_REDIRECT_URI too\)/,
     );
     expect(() => parseConfig({ ...complete, SSO_ONLY: 'true' })).toThrow(/SSO_ONLY \(SSO_ONLY needs/);
+    for (const issuer of [
+      'https://login.microsoftonline.com/common/v2.0',
+      'https://login.microsoftonline.com/organizations',
+    ])
+      expect(() => parseConfig({ ...sso, OIDC_ISSUER: issuer })).toThrow(
+        /OIDC_ISSUER \(names every organisation/,
+      );
+    expect(
+      parseConfig({
+        ...sso,
+        OIDC_ISSUER: 'https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0',
+      }).OIDC_ISSUER,
+    ).toBeTruthy();
+    expect(() => parseConfig({ ...sso, OIDC_REDIRECT_URI: `${sso.OIDC_REDIRECT_URI}?next=x` })).toThrow(
+      /no query/,
+    );
+    expect(() =>
+      parseConfig({ ...sso, OIDC_REDIRECT_URI: 'http://admin.example.com/api/sso/callback' }),
+    ).toThrow(/must be https/);
+    expect(
+      parseConfig({ ...sso, OIDC_REDIRECT_URI: 'http://localhost:3000/api/sso/callback' }).OIDC_REDIRECT_URI,
+    ).toBe('http://localhost:3000/api/sso/callback');
     expect(parseConfig(complete)).toMatchObject({
       SSO_ONLY: false,
       OIDC_ROLE_MAP: [],

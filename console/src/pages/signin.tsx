@@ -2,6 +2,15 @@ import { useEffect, useState } from 'preact/hooks';
 import { loadSso, type SsoSetting, signIn, takeSsoError } from '../api';
 import { ErrorText, useAction } from '../ui';
 
+/** Why a sign-in through the provider was refused, by the code the service sends the browser back with. */
+const SSO_REFUSALS: Record<string, string> = {
+  refused:
+    'the answer from the provider did not check out (the sign-in was started in another browser, used already, or took too long). Try again.',
+  'no-role': 'you signed in at the provider, but have no role here. Ask an owner of dbadmin.',
+  taken: 'your login here belongs to another person or account. Ask an owner of dbadmin.',
+  'too-many': 'too many refused sign-ins from this address. Wait a minute, then try again.',
+};
+
 /** The console page a sign-in through the provider comes back to: this one. */
 const returnTo = () => (/^#\/[A-Za-z0-9_\-./%]{0,200}$/.test(location.hash) ? location.hash : '#/');
 
@@ -31,7 +40,7 @@ export function SignIn() {
         <h1>dbadmin</h1>
         {ssoError && (
           <p class="error" role="alert">
-            Single sign-on failed: {ssoError}
+            Single sign-on failed: {SSO_REFUSALS[ssoError] ?? SSO_REFUSALS.refused}
           </p>
         )}
         {start && (
