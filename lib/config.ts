@@ -269,7 +269,10 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // checks Σ reservedConcurrency × DB_PROCESS_CONNECTIONS against (bin/lambda-connections).
       DB_PROCESS_CONNECTIONS: positiveInt.default(lambda ? LAMBDA_PROCESS_CONNECTIONS : 60),
       DATABASE_MAX_CONNECTIONS: positiveInt.optional(),
-      DB_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
+      // How long a request waits for a connection (a slot of the budget, and the login). Through a
+      // pooler in transaction mode a login queues in the pooler behind its max_db_connections (its
+      // auth_query needs a server connection too), which bounds that wait itself: longer there.
+      DB_CONNECT_TIMEOUT_MS: positiveInt.optional(),
       // `transaction` when DATABASE_URL is a pooler in transaction mode (PgBouncer's
       // pool_mode = transaction): nothing then relies on a session outliving its transaction
       // (lib/db/pooler). `session` for PostgreSQL itself, RDS Proxy or a pooler in session mode.
@@ -309,10 +312,15 @@ export const resultLimits = (config: Config) => ({
   maxBytes: config.QUERY_MAX_BYTES,
 });
 
-export type Config = z.infer<ReturnType<typeof settingsSchema>> & {
+export type Config = Omit<z.infer<ReturnType<typeof settingsSchema>>, 'DB_CONNECT_TIMEOUT_MS'> & {
+  DB_CONNECT_TIMEOUT_MS: number;
   /** On AWS Lambda, where a container serves one request at a time (not the local host). */
   lambda: boolean;
 };
+
+/** DB_CONNECT_TIMEOUT_MS when unset: 5 s to PostgreSQL itself, 15 s through a pooler in transaction mode. */
+export const connectTimeoutMs = (poolMode: 'session' | 'transaction') =>
+  poolMode === 'transaction' ? 15_000 : 5_000;
 
 /** Every setting the service reads (the container must pass each one through). */
 export const SETTING_NAMES = Object.keys(settingsSchema(false).shape);
@@ -333,7 +341,11 @@ export function parseConfig(given: Env): Config {
   const env = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== ''));
   const lambda = isLambda(env);
   const result = settingsSchema(lambda, defaultSslMode(env)).safeParse(env);
-  if (result.success) return { ...withDatabasePassword(result.data), lambda };
+  if (result.success) {
+    const settings = withDatabasePassword(result.data);
+    const { DB_CONNECT_TIMEOUT_MS = connectTimeoutMs(settings.DATABASE_POOL_MODE) } = settings;
+    return { ...settings, DB_CONNECT_TIMEOUT_MS, lambda };
+  }
 
   const missing: string[] = [];
   const invalid: string[] = [];

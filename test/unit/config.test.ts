@@ -22,6 +22,17 @@ describe('parseConfig', () => {
     });
   });
 
+  it('waits longer for a connection through a pooler in transaction mode, unless told', () => {
+    expect(parseConfig(complete).DB_CONNECT_TIMEOUT_MS).toBe(5_000);
+    expect(parseConfig({ ...complete, DATABASE_POOL_MODE: 'transaction' }).DB_CONNECT_TIMEOUT_MS).toBe(
+      15_000,
+    );
+    expect(
+      parseConfig({ ...complete, DATABASE_POOL_MODE: 'transaction', DB_CONNECT_TIMEOUT_MS: '2000' })
+        .DB_CONNECT_TIMEOUT_MS,
+    ).toBe(2_000);
+  });
+
   it('uses a small pool and a query timeout below API Gateway’s 30 s on Lambda', () => {
     const config = parseConfig({ ...complete, AWS_LAMBDA_FUNCTION_NAME: 'dbadmin-dev-schemas' });
 
