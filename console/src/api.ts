@@ -79,8 +79,27 @@ export async function acceptInvitation(token: string, password: string): Promise
   session.value = (await response.json()) as SignedIn;
 }
 
-/** Whether the signed-in person holds a permission (lib/access): what the console offers them. */
-export const may = (permission: string) => session.value?.permissions.includes(permission) ?? false;
+/** The permissions lib/access names (GET /api/session lists those the person holds). */
+export type Permission =
+  | 'read'
+  | 'write'
+  | 'alter'
+  | 'keys.read'
+  | 'keys.manage'
+  | 'schemas.create'
+  | 'schemas.delete'
+  | 'tenants.manage'
+  | 'sql.admin'
+  | 'audit.read'
+  | 'metrics'
+  | 'people'
+  | 'license';
+
+/**
+ * Whether the signed-in person holds a permission (lib/access): the console leaves out, rather
+ * than disables, every control for what they may not do (the server refuses it all the same, 403).
+ */
+export const may = (permission: Permission) => session.value?.permissions.includes(permission) ?? false;
 
 /** Forgets what this browser kept of the person's work (SQL drafts, history). */
 function forgetWork(): void {

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
-import { loadSession, may, reportedLicense, session, signOut } from './api';
+import { loadSession, may, type Permission, reportedLicense, session, signOut } from './api';
 import { badgeText, license, loadLicense } from './license';
 import { AccountPage } from './pages/account';
 import { AuditPage } from './pages/audit';
@@ -23,15 +23,16 @@ import { Dialog } from './ui';
  * keyboard shortcuts, and the page the route in the URL names.
  */
 
-const SHORTCUTS: [string, string][] = [
+/** Keys, what they do, and the permission it needs: the list shows only the person's own. */
+const SHORTCUTS: [string, string, Permission?][] = [
   ['?', 'this list'],
   ['g s', 'schemas'],
   ['g t', "the schema's tables"],
   ['g q', 'SQL editor'],
-  ['g k', 'API keys'],
+  ['g k', 'API keys', 'keys.read'],
   ['g l', 'license'],
   ['Ctrl/Cmd + Enter', 'run the SQL'],
-  ['Enter', 'edit the focused cell; in an editor, save that cell'],
+  ['Enter', 'edit the focused cell; in an editor, save that cell', 'write'],
   ['Esc', 'leave an editor or a dialog without saving'],
   ['Shift + click a header', 'add its column to the sort'],
 ];
@@ -44,7 +45,7 @@ function jumpTarget(key: string): Route | undefined {
   if (!schema) return undefined;
   if (key === 't') return { page: 'tables', schema };
   if (key === 'q') return { page: 'sql', schema };
-  if (key === 'k') return { page: 'keys', schema };
+  if (key === 'k' && may('keys.read')) return { page: 'keys', schema };
   return undefined;
 }
 
@@ -106,9 +107,11 @@ function Sections({ schema }: { schema: string }) {
       <a href={href({ page: 'sql', schema })} aria-current={current(page === 'sql')}>
         SQL
       </a>
-      <a href={href({ page: 'keys', schema })} aria-current={current(page === 'keys')}>
-        API keys
-      </a>
+      {may('keys.read') && (
+        <a href={href({ page: 'keys', schema })} aria-current={current(page === 'keys')}>
+          API keys
+        </a>
+      )}
     </nav>
   );
 }
@@ -128,9 +131,11 @@ function Header({ onHelp }: { onHelp: () => void }) {
       <a href={href({ page: 'tenants' })} aria-current={route.value.page === 'tenants' ? 'page' : undefined}>
         Tenants
       </a>
-      <a href={href({ page: 'audit' })} aria-current={route.value.page === 'audit' ? 'page' : undefined}>
-        Audit
-      </a>
+      {may('audit.read') && (
+        <a href={href({ page: 'audit' })} aria-current={route.value.page === 'audit' ? 'page' : undefined}>
+          Audit
+        </a>
+      )}
       {may('people') && (
         <a href={href({ page: 'people' })} aria-current={route.value.page === 'people' ? 'page' : undefined}>
           People
@@ -238,7 +243,7 @@ export function App() {
       {help && (
         <Dialog title="Keyboard shortcuts" onClose={() => setHelp(false)}>
           <dl class="facts">
-            {SHORTCUTS.map(([keys, what]) => (
+            {SHORTCUTS.filter(([, , needs]) => !needs || may(needs)).map(([keys, what]) => (
               <>
                 <dt>
                   <kbd>{keys}</kbd>

@@ -28,6 +28,13 @@ describe('roles', () => {
     }
   });
 
+  it('are the permissions the console knows by name (console/src/api.ts Permission)', () => {
+    const source = readFileSync(join(__dirname, '..', '..', 'console', 'src', 'api.ts'), 'utf8');
+    const union = /export type Permission =([^;]+);/.exec(source)?.[1] ?? '';
+    const named = [...union.matchAll(/'([a-z.]+)'/g)].map((m) => m[1]);
+    expect(named.sort()).toEqual(Object.keys(PERMISSIONS).sort());
+  });
+
   it('keep whole-database permissions from anyone scoped to some schemas', () => {
     const scopedOwner = { role: 'owner' as const, schemas: ['shop'] };
     expect(granted(scopedOwner, 'read')).toBe(true);

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, may } from '../api';
 import { go } from '../router';
 import { DropZone, ExportButtons, FileButton, useImport } from '../transfer/transfer-buttons';
 import { Dialog, ErrorText, useAction } from '../ui';
@@ -19,7 +19,8 @@ import { firstPage, type GridView, nextSort, PAGE_SIZES, readView, rowsQuery, wr
  * The rows of a table as the view in the URL asks (console/src/grid/view.ts): filtered, searched,
  * sorted, some columns hidden, paged by the answer's cursor; cells edit in place (json, jsonb and
  * arrays in a multi-line editor, foreign keys by a picker), and the selected rows are edited or
- * deleted together, each after saying how many rows it touches.
+ * deleted together, each after saying how many rows it touches. A person who may not write gets
+ * the reading and the exports only.
  */
 export function Grid({
   schema,
@@ -69,6 +70,9 @@ export function Grid({
     await recount();
   });
   const reason = readOnlyReason(structure);
+  // Without write the grid only reads: no inserts, imports or edits, and no selection (it serves
+  // only the bulk edit and delete; exports follow the view).
+  const writes = may('write');
   const key = primaryKeyOf(structure);
   const idOf = (row: Row) => (key ? cellText(row[key.name]) : '');
   const data = page.data;
@@ -88,27 +92,31 @@ export function Grid({
   };
   const turn = (to: number) => show(page.turn(to));
   const onSearch = useCallback((q: string) => show(firstPage(view, { q }), { replace: true }), [show, view]);
-  return (
-    <DropZone label={`Drop a file to import into ${table}`} onFile={importing.open}>
+  const body = (
+    <>
       <div class="toolbar">
-        <button type="button" class="primary" disabled={!structure} onClick={() => setDialog('insert')}>
-          Insert row
-        </button>
-        <button type="button" disabled={!structure} onClick={() => setDialog('paste')}>
-          Paste rows
-        </button>
-        <button type="button" disabled={selected.size === 0} onClick={() => setDialog('edit')}>
-          Edit selected ({selected.size})
-        </button>
-        <button
-          type="button"
-          class="danger"
-          disabled={selected.size === 0}
-          onClick={() => setDialog('delete')}
-        >
-          Delete selected ({selected.size})
-        </button>
-        <FileButton label="Import a file" onFile={importing.open} />
+        {writes && (
+          <>
+            <button type="button" class="primary" disabled={!structure} onClick={() => setDialog('insert')}>
+              Insert row
+            </button>
+            <button type="button" disabled={!structure} onClick={() => setDialog('paste')}>
+              Paste rows
+            </button>
+            <button type="button" disabled={selected.size === 0} onClick={() => setDialog('edit')}>
+              Edit selected ({selected.size})
+            </button>
+            <button
+              type="button"
+              class="danger"
+              disabled={selected.size === 0}
+              onClick={() => setDialog('delete')}
+            >
+              Delete selected ({selected.size})
+            </button>
+            <FileButton label="Import a file" onFile={importing.open} />
+          </>
+        )}
         <ExportButtons
           schema={schema}
           table={table}
@@ -141,7 +149,7 @@ export function Grid({
         filters={view.filters}
         onChange={(filters) => show(firstPage(view, { filters }))}
       />
-      {reason && <p class="warning">Read-only: {reason}.</p>}
+      {writes && reason && <p class="warning">Read-only: {reason}.</p>}
       <ErrorText error={page.error} />
       {data && (
         <RowsTable
@@ -154,7 +162,7 @@ export function Grid({
           columns={columns}
           sort={view.sort}
           keyColumn={key?.name}
-          readOnly={!!reason}
+          readOnly={!writes || !!reason}
           selected={selected}
           onSort={(column, adding) => show(firstPage(view, { sort: nextSort(view.sort, column, adding) }))}
           onToggle={toggle}
@@ -219,6 +227,14 @@ export function Grid({
         </Dialog>
       )}
       {importing.dialog}
+    </>
+  );
+  // Dropping a file imports it: a drop zone only for someone who may write.
+  return writes ? (
+    <DropZone label={`Drop a file to import into ${table}`} onFile={importing.open}>
+      {body}
     </DropZone>
+  ) : (
+    body
   );
 }

@@ -1,9 +1,9 @@
 import { useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, may } from '../api';
 import { ErrorText, formatDate, ShownOnce, useAction, useLoad } from '../ui';
 
 /**
- * A schema's API keys: listed, made (the key shown once) and deleted.
+ * A schema's API keys: listed (keys.read), made (the key shown once) and deleted (keys.manage).
  */
 
 interface KeyRow {
@@ -33,6 +33,7 @@ export function KeysPage({ schema }: { schema: string }) {
     await api('DELETE', `project/${encodeURIComponent(schema)}/keys/${id}`);
     await keys.reload();
   });
+  const manages = may('keys.manage');
   return (
     <section class="page">
       <h1>
@@ -59,7 +60,7 @@ export function KeysPage({ schema }: { schema: string }) {
             <th>Prefix</th>
             <th>Created</th>
             <th>Last used</th>
-            <th />
+            {manages && <th />}
           </tr>
         </thead>
         <tbody>
@@ -70,51 +71,55 @@ export function KeysPage({ schema }: { schema: string }) {
               <td class="mono">{key.key_prefix}…</td>
               <td>{formatDate(key.created_at)}</td>
               <td>{formatDate(key.last_used_at)}</td>
-              <td>
-                <button
-                  type="button"
-                  class="danger small"
-                  onClick={() =>
-                    confirm(`Delete the key ${key.key_name}? Callers using it fail at once.`) &&
-                    remove.run(key.id)
-                  }
-                >
-                  Delete
-                </button>
-              </td>
+              {manages && (
+                <td>
+                  <button
+                    type="button"
+                    class="danger small"
+                    onClick={() =>
+                      confirm(`Delete the key ${key.key_name}? Callers using it fail at once.`) &&
+                      remove.run(key.id)
+                    }
+                  >
+                    Delete
+                  </button>
+                </td>
+              )}
             </tr>
           ))}
         </tbody>
       </table>
-      <form
-        class="card"
-        aria-label="Create an API key"
-        onSubmit={(event) => {
-          event.preventDefault();
-          create.run();
-        }}
-      >
-        <h2>Create a key</h2>
-        <label>
-          Name
-          <input name="keyName" value={name} onInput={(e) => setName(e.currentTarget.value)} required />
-        </label>
-        <label>
-          Type
-          <select
-            name="keyType"
-            value={type}
-            onChange={(e) => setType(e.currentTarget.value as 'anon' | 'service_role')}
-          >
-            <option value="anon">anon (read-only)</option>
-            <option value="service_role">service_role (read and write)</option>
-          </select>
-        </label>
-        <ErrorText error={create.error} />
-        <button type="submit" class="primary" disabled={create.busy}>
-          Create key
-        </button>
-      </form>
+      {manages && (
+        <form
+          class="card"
+          aria-label="Create an API key"
+          onSubmit={(event) => {
+            event.preventDefault();
+            create.run();
+          }}
+        >
+          <h2>Create a key</h2>
+          <label>
+            Name
+            <input name="keyName" value={name} onInput={(e) => setName(e.currentTarget.value)} required />
+          </label>
+          <label>
+            Type
+            <select
+              name="keyType"
+              value={type}
+              onChange={(e) => setType(e.currentTarget.value as 'anon' | 'service_role')}
+            >
+              <option value="anon">anon (read-only)</option>
+              <option value="service_role">service_role (read and write)</option>
+            </select>
+          </label>
+          <ErrorText error={create.error} />
+          <button type="submit" class="primary" disabled={create.busy}>
+            Create key
+          </button>
+        </form>
+      )}
     </section>
   );
 }

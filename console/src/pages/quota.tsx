@@ -1,12 +1,12 @@
 import { useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, may } from '../api';
 import { formatBytes } from '../changes/preview';
 import { ErrorText, formatDate, useAction } from '../ui';
 
 /**
  * A tenant's quotas on its page (PUT /api/tenants/{schema}/quota): what it uses of its storage
  * and whether it is over, and a form for the statement timeout, the login's connection limit and
- * the storage quota. A field left empty is no quota.
+ * the storage quota (tenants.manage; anyone else reads them). A field left empty is no quota.
  */
 
 export interface Quota {
@@ -19,6 +19,8 @@ export interface Quota {
 }
 
 const MIB = 1024 * 1024;
+/** A tenant login's connections without a quota (lib/db/role-names TENANT_CONNECTION_LIMIT). */
+const DEFAULT_CONNECTIONS = 10;
 
 /** `12.5 MB of 100 MB` for the tenants' list. */
 export const storageText = (quota: Quota | null) =>
@@ -86,38 +88,49 @@ export function QuotaSection({
           {quota.measuredAt ? ` (measured ${formatDate(quota.measuredAt)})` : ''}.
         </p>
       )}
-      <form
-        class="filters"
-        onSubmit={(e) => {
-          e.preventDefault();
-          save.run();
-        }}
-      >
-        <QuotaField
-          label="Statement timeout (ms)"
-          placeholder="none"
-          value={timeout}
-          onInput={setTimeoutText}
-        />
-        <QuotaField
-          label="Connections of its login"
-          name="Connection limit"
-          placeholder="10"
-          value={connections}
-          onInput={setConnections}
-        />
-        <QuotaField
-          label="Storage (MiB)"
-          name="Storage quota (MiB)"
-          placeholder="none"
-          decimal
-          value={storage}
-          onInput={setStorage}
-        />
-        <button type="submit" disabled={save.busy}>
-          Save quotas
-        </button>
-      </form>
+      {may('tenants.manage') ? (
+        <form
+          class="filters"
+          onSubmit={(e) => {
+            e.preventDefault();
+            save.run();
+          }}
+        >
+          <QuotaField
+            label="Statement timeout (ms)"
+            placeholder="none"
+            value={timeout}
+            onInput={setTimeoutText}
+          />
+          <QuotaField
+            label="Connections of its login"
+            name="Connection limit"
+            placeholder={String(DEFAULT_CONNECTIONS)}
+            value={connections}
+            onInput={setConnections}
+          />
+          <QuotaField
+            label="Storage (MiB)"
+            name="Storage quota (MiB)"
+            placeholder="none"
+            decimal
+            value={storage}
+            onInput={setStorage}
+          />
+          <button type="submit" disabled={save.busy}>
+            Save quotas
+          </button>
+        </form>
+      ) : (
+        <dl class="facts" aria-label="Quotas">
+          <dt>Statement timeout</dt>
+          <dd>{quota?.statementTimeoutMs ? `${quota.statementTimeoutMs} ms` : 'none'}</dd>
+          <dt>Connections of its login</dt>
+          <dd>{quota?.connectionLimit ?? DEFAULT_CONNECTIONS}</dd>
+          <dt>Storage</dt>
+          <dd>{quota?.storageBytes ? formatBytes(quota.storageBytes) : 'none'}</dd>
+        </dl>
+      )}
       <ErrorText error={save.error} />
     </>
   );

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, may } from '../api';
 import { ChangeDialog } from '../changes/preview';
 import { ErrorText, useLoad } from '../ui';
 
@@ -111,6 +111,7 @@ export function EnumTypes({ schema }: { schema: string }) {
   const list = useLoad(() => api<{ types: EnumType[] }>('GET', 'types', { query: { schema } }), [schema]);
   const [dialog, setDialog] = useState<EnumType | 'create' | undefined>(undefined);
   const close = () => setDialog(undefined);
+  const alters = may('alter');
   return (
     <section aria-label="Enum types">
       <h2>Enum types</h2>
@@ -122,22 +123,26 @@ export function EnumTypes({ schema }: { schema: string }) {
               <strong class="mono">{type.name}</strong>{' '}
               <span class="muted">{type.values.map((v) => JSON.stringify(v)).join(', ')}</span>
             </span>
-            <span class="row-actions">
-              <button
-                type="button"
-                aria-label={`Add a value to ${type.name}`}
-                onClick={() => setDialog(type)}
-              >
-                Add a value
-              </button>
-            </span>
+            {alters && (
+              <span class="row-actions">
+                <button
+                  type="button"
+                  aria-label={`Add a value to ${type.name}`}
+                  onClick={() => setDialog(type)}
+                >
+                  Add a value
+                </button>
+              </span>
+            )}
           </li>
         ))}
         {list.data?.types.length === 0 && <li class="muted">No enum types.</li>}
       </ul>
-      <button type="button" onClick={() => setDialog('create')}>
-        Create an enum type
-      </button>
+      {alters && (
+        <button type="button" onClick={() => setDialog('create')}>
+          Create an enum type
+        </button>
+      )}
       {dialog === 'create' && <CreateType schema={schema} onClose={close} onDone={list.reload} />}
       {dialog && dialog !== 'create' && (
         <AddValue schema={schema} type={dialog} onClose={close} onDone={list.reload} />

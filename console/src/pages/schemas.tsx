@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, may } from '../api';
 import { go, href } from '../router';
 import { schemas } from '../schemas';
 import { ConfirmByName, ErrorText, useAction, useLoad } from '../ui';
@@ -33,50 +33,56 @@ export function SchemasPage() {
             <a href={href({ page: 'tables', schema })}>{schema}</a>
             <span class="row-actions">
               <a href={href({ page: 'sql', schema })}>SQL</a>
-              <a href={href({ page: 'keys', schema })}>API keys</a>
-              <button type="button" class="danger small" onClick={() => setDeleting(schema)}>
-                Delete
-              </button>
+              {may('keys.read') && <a href={href({ page: 'keys', schema })}>API keys</a>}
+              {may('schemas.delete') && (
+                <button type="button" class="danger small" onClick={() => setDeleting(schema)}>
+                  Delete
+                </button>
+              )}
             </span>
           </li>
         ))}
-        {list.data?.length === 0 && <li class="muted">No schemas yet: create one below.</li>}
-      </ul>
-      <form
-        class="card"
-        aria-label="Create a schema"
-        onSubmit={(event) => {
-          event.preventDefault();
-          create.run();
-        }}
-      >
-        <h2>Create a schema</h2>
-        <p class="muted">A schema gets its own database user, &lt;name&gt;_user, with this password.</p>
-        <label>
-          Name
-          <input name="schemaName" value={name} onInput={(e) => setName(e.currentTarget.value)} required />
-        </label>
-        <label>
-          Password for its database user
-          <input
-            name="password"
-            type="password"
-            autoComplete="new-password"
-            value={password}
-            onInput={(e) => setPassword(e.currentTarget.value)}
-            required
-          />
-        </label>
-        <ErrorText error={create.error} />
-        {created && (
-          <p class="success" role="status">
-            {created}
-          </p>
+        {list.data?.length === 0 && (
+          <li class="muted">No schemas yet{may('schemas.create') ? ': create one below' : ''}.</li>
         )}
-        <button type="submit" class="primary" disabled={create.busy}>
-          Create schema
-        </button>
-      </form>
+      </ul>
+      {may('schemas.create') && (
+        <form
+          class="card"
+          aria-label="Create a schema"
+          onSubmit={(event) => {
+            event.preventDefault();
+            create.run();
+          }}
+        >
+          <h2>Create a schema</h2>
+          <p class="muted">A schema gets its own database user, &lt;name&gt;_user, with this password.</p>
+          <label>
+            Name
+            <input name="schemaName" value={name} onInput={(e) => setName(e.currentTarget.value)} required />
+          </label>
+          <label>
+            Password for its database user
+            <input
+              name="password"
+              type="password"
+              autoComplete="new-password"
+              value={password}
+              onInput={(e) => setPassword(e.currentTarget.value)}
+              required
+            />
+          </label>
+          <ErrorText error={create.error} />
+          {created && (
+            <p class="success" role="status">
+              {created}
+            </p>
+          )}
+          <button type="submit" class="primary" disabled={create.busy}>
+            Create schema
+          </button>
+        </form>
+      )}
       {deleting && (
         <ConfirmByName
           what="schema"

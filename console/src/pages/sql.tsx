@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, api } from '../api';
+import { ApiError, api, may } from '../api';
 import type { SqlEditor } from '../sql-editor';
 import { loadStructure } from '../structure';
 import { ErrorText, useAction } from '../ui';
@@ -62,6 +62,8 @@ export function SqlPage({ schema }: { schema: string }) {
   const [runAs, setRunAs] = useState<'schema' | 'admin'>('schema');
   const runAsRef = useRef(runAs);
   runAsRef.current = runAs;
+  // Only a person with sql.admin is offered the choice: anyone else's SQL runs as the schema's role.
+  const choosesRunAs = may('sql.admin');
   const [runIn, setRunIn] = useState<RunIn>('page');
   const runInRef = useRef(runIn);
   runInRef.current = runIn;
@@ -164,17 +166,19 @@ export function SqlPage({ schema }: { schema: string }) {
             <option value="named">the schema the SQL names (else public)</option>
           </select>
         </label>
-        <label class="inline">
-          Run as
-          <select
-            aria-label="Run as"
-            value={runAs}
-            onChange={(e) => setRunAs(e.currentTarget.value as 'schema' | 'admin')}
-          >
-            <option value="schema">the schema's role</option>
-            <option value="admin">admin (the service's rights)</option>
-          </select>
-        </label>
+        {choosesRunAs && (
+          <label class="inline">
+            Run as
+            <select
+              aria-label="Run as"
+              value={runAs}
+              onChange={(e) => setRunAs(e.currentTarget.value as 'schema' | 'admin')}
+            >
+              <option value="schema">the schema's role</option>
+              <option value="admin">admin (the service's rights)</option>
+            </select>
+          </label>
+        )}
       </div>
       <ErrorText error={loadError} />
       <ErrorText error={execute.error} />

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, may } from '../api';
 import { href } from '../router';
 import { NewTableFromFile } from '../transfer/new-table';
 import { DropZone, FileButton } from '../transfer/transfer-buttons';
@@ -263,6 +263,9 @@ export function TablesPage({ schema }: { schema: string }) {
   const [deleting, setDeleting] = useState<string | undefined>(undefined);
   const [cascade, setCascade] = useState(false);
   const [fromFile, setFromFile] = useState<File | undefined>(undefined);
+  const alters = may('alter');
+  // A new table from a file is made, then filled with the file's rows.
+  const imports = alters && may('write');
   return (
     <section class="page">
       <h1>
@@ -275,23 +278,29 @@ export function TablesPage({ schema }: { schema: string }) {
             <a href={href({ page: 'table', schema, table, tab: 'data' })}>{table}</a>
             <span class="row-actions">
               <a href={href({ page: 'table', schema, table, tab: 'structure' })}>Structure</a>
-              <button type="button" class="small" onClick={() => setCloning(table)}>
-                Clone
-              </button>
-              <button type="button" class="danger small" onClick={() => setDeleting(table)}>
-                Delete
-              </button>
+              {alters && (
+                <>
+                  <button type="button" class="small" onClick={() => setCloning(table)}>
+                    Clone
+                  </button>
+                  <button type="button" class="danger small" onClick={() => setDeleting(table)}>
+                    Delete
+                  </button>
+                </>
+              )}
             </span>
           </li>
         ))}
         {tables.data?.length === 0 && <li class="muted">No tables yet.</li>}
       </ul>
-      <DropZone label="Drop a file to make a new table of it" onFile={setFromFile}>
-        <p class="muted drop-hint">
-          New table from a file: drop a CSV, JSON or NDJSON file here, or{' '}
-          <FileButton label="New table from a file" onFile={setFromFile} />
-        </p>
-      </DropZone>
+      {imports && (
+        <DropZone label="Drop a file to make a new table of it" onFile={setFromFile}>
+          <p class="muted drop-hint">
+            New table from a file: drop a CSV, JSON or NDJSON file here, or{' '}
+            <FileButton label="New table from a file" onFile={setFromFile} />
+          </p>
+        </DropZone>
+      )}
       {fromFile && (
         <NewTableFromFile
           schema={schema}
@@ -302,7 +311,7 @@ export function TablesPage({ schema }: { schema: string }) {
           }}
         />
       )}
-      <CreateTable schema={schema} onCreated={tables.reload} />
+      {alters && <CreateTable schema={schema} onCreated={tables.reload} />}
       <EnumTypes schema={schema} />
       <Views key={tables.data?.join('\u0000')} schema={schema} />
       {cloning && (

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, may } from '../api';
 import { formatBytes } from '../changes/preview';
 import { href } from '../router';
 import { Dialog, ErrorText, formatDate, useAction, useLoad } from '../ui';
@@ -8,7 +8,7 @@ import { type Quota, QuotaSection, storageText } from './quota';
 /**
  * The tenants side by side (GET /api/tenants, read again every 5 s), and one tenant's sessions:
  * what each runs and for how long, what it waits for, holds and is blocked by, with Cancel (its
- * statement) and End (the tenant's own logins only).
+ * statement) and End (the tenant's own logins only) for a person with tenants.manage.
  */
 
 const REFRESH_MS = 5000;
@@ -129,6 +129,7 @@ function SessionRow({ schema, session, onStop }: { schema: string; session: Sess
     onStop();
   });
   const own = session.role === `${schema}_user`;
+  const manages = may('tenants.manage');
   return (
     <tr>
       <td class="mono">{session.pid}</td>
@@ -149,45 +150,52 @@ function SessionRow({ schema, session, onStop }: { schema: string; session: Sess
           <span class="warning"> blocked by {session.blockedBy.join(', ')}</span>
         )}
       </td>
-      <td>
-        <button
-          type="button"
-          disabled={session.state !== 'active' || stop.busy}
-          onClick={() => stop.run('cancel')}
-        >
-          Cancel
-        </button>
-        {own && (
+      {manages && (
+        <td>
           <button
             type="button"
-            class="danger"
-            onClick={() => {
-              stop.setError(undefined);
-              setEnding(true);
-            }}
+            disabled={session.state !== 'active' || stop.busy}
+            onClick={() => stop.run('cancel')}
           >
-            End
+            Cancel
           </button>
-        )}
-        {!ending && <ErrorText error={stop.error} />}
-        {ending && (
-          <Dialog title={`End session ${session.pid}`} onClose={() => setEnding(false)}>
-            <p>
-              End {session.role}'s session {session.pid}? Its open transaction is rolled back and its client
-              is disconnected.
-            </p>
-            <ErrorText error={stop.error} />
-            <div class="actions">
-              <button type="button" onClick={() => setEnding(false)}>
-                Keep it
-              </button>
-              <button type="button" class="danger" disabled={stop.busy} onClick={() => stop.run('terminate')}>
-                End session
-              </button>
-            </div>
-          </Dialog>
-        )}
-      </td>
+          {own && (
+            <button
+              type="button"
+              class="danger"
+              onClick={() => {
+                stop.setError(undefined);
+                setEnding(true);
+              }}
+            >
+              End
+            </button>
+          )}
+          {!ending && <ErrorText error={stop.error} />}
+          {ending && (
+            <Dialog title={`End session ${session.pid}`} onClose={() => setEnding(false)}>
+              <p>
+                End {session.role}'s session {session.pid}? Its open transaction is rolled back and its client
+                is disconnected.
+              </p>
+              <ErrorText error={stop.error} />
+              <div class="actions">
+                <button type="button" onClick={() => setEnding(false)}>
+                  Keep it
+                </button>
+                <button
+                  type="button"
+                  class="danger"
+                  disabled={stop.busy}
+                  onClick={() => stop.run('terminate')}
+                >
+                  End session
+                </button>
+              </div>
+            </Dialog>
+          )}
+        </td>
+      )}
     </tr>
   );
 }
@@ -195,6 +203,7 @@ function SessionRow({ schema, session, onStop }: { schema: string; session: Sess
 function TenantDetail({ schema }: { schema: string }) {
   const tenant = useRefreshed(() => api<Tenant>('GET', `tenants/${encodeURIComponent(schema)}`), [schema]);
   const t = tenant.data;
+  const manages = may('tenants.manage');
   return (
     <section class="page">
       <h1>
@@ -205,8 +214,13 @@ function TenantDetail({ schema }: { schema: string }) {
         <p class="muted">
           {formatBytes(t.sizeBytes)}, {t.tables} tables, about {t.estimatedRows.toLocaleString()} rows;{' '}
           {t.connections} {t.connections === 1 ? 'connection' : 'connections'}, {t.active} running.{' '}
-          <a href={href({ page: 'tables', schema })}>Its tables</a> ·{' '}
-          <a href={href({ page: 'audit', schema })}>Its audit log</a>
+          <a href={href({ page: 'tables', schema })}>Its tables</a>
+          {may('audit.read') && (
+            <>
+              {' '}
+              · <a href={href({ page: 'audit', schema })}>Its audit log</a>
+            </>
+          )}
         </p>
       )}
       {t && (
@@ -224,7 +238,7 @@ function TenantDetail({ schema }: { schema: string }) {
               <th>Waiting for</th>
               <th>Statement</th>
               <th>Locks</th>
-              <th />
+              {manages && <th />}
             </tr>
           </thead>
           <tbody>

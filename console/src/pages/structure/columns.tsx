@@ -1,5 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { may } from '../../api';
 import { ChangeDialog, type ChangeRequest } from '../../changes/preview';
 import { href } from '../../router';
 import type { Column, TableStructure } from '../../values';
@@ -238,6 +239,7 @@ export function ColumnsTable({
       .filter((c) => c.type === 'unique' && c.columns.length === 1)
       .map((c) => c.columns[0]),
   );
+  const alters = may('alter');
   return (
     <>
       <table class="grid" aria-label={`Columns of ${structure.table}`}>
@@ -249,7 +251,7 @@ export function ColumnsTable({
             <th>Default</th>
             <th>Key</th>
             <th>Comment</th>
-            <th />
+            {alters && <th />}
           </tr>
         </thead>
         <tbody>
@@ -283,13 +285,15 @@ export function ColumnsTable({
                   )}
                 </td>
                 <td class="muted">{c.comment ?? ''}</td>
-                <td class="menu-cell">
-                  <ColumnMenu
-                    column={c}
-                    unique={unique.has(c.name)}
-                    onPick={(kind) => setOpen({ column: c, kind })}
-                  />
-                </td>
+                {alters && (
+                  <td class="menu-cell">
+                    <ColumnMenu
+                      column={c}
+                      unique={unique.has(c.name)}
+                      onPick={(kind) => setOpen({ column: c, kind })}
+                    />
+                  </td>
+                )}
               </tr>
             );
           })}

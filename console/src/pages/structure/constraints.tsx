@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api } from '../../api';
+import { api, may } from '../../api';
 import { ChangeDialog, type ChangeRequest, DropDialog } from '../../changes/preview';
 import { schemas } from '../../schemas';
 import { loadStructure } from '../../structure';
@@ -237,6 +237,7 @@ export function ConstraintsList({
     [schema, structure],
   );
   const [dialog, setDialog] = useState<{ drop: Constraint } | 'add' | undefined>(undefined);
+  const alters = may('alter');
   return (
     <section aria-label="Constraints">
       <h2>Constraints</h2>
@@ -249,22 +250,26 @@ export function ConstraintsList({
               <code>{c.definition ?? `(${c.columns.join(', ')})`}</code>
               {c.validated ? '' : <span class="warning"> not validated</span>}
             </span>
-            <span class="row-actions">
-              <button
-                type="button"
-                aria-label={`Drop constraint ${c.name}`}
-                onClick={() => setDialog({ drop: c })}
-              >
-                Drop
-              </button>
-            </span>
+            {alters && (
+              <span class="row-actions">
+                <button
+                  type="button"
+                  aria-label={`Drop constraint ${c.name}`}
+                  onClick={() => setDialog({ drop: c })}
+                >
+                  Drop
+                </button>
+              </span>
+            )}
           </li>
         ))}
         {list.data?.constraints.length === 0 && <li class="muted">No constraints.</li>}
       </ul>
-      <button type="button" onClick={() => setDialog('add')}>
-        Add a constraint
-      </button>
+      {alters && (
+        <button type="button" onClick={() => setDialog('add')}>
+          Add a constraint
+        </button>
+      )}
       {dialog === 'add' && (
         <AddConstraint
           schema={schema}

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api } from '../../api';
+import { api, may } from '../../api';
 import { ChangeDialog, type ChangeRequest, DropDialog, formatBytes } from '../../changes/preview';
 import { ErrorText, useLoad } from '../../ui';
 import type { TableStructure } from '../../values';
@@ -195,6 +195,7 @@ export function IndexesTab({
     [schema, structure],
   );
   const [dialog, setDialog] = useState<{ drop: Index } | 'create' | undefined>(undefined);
+  const alters = may('alter');
   return (
     <section aria-label="Indexes">
       <ErrorText error={list.error} />
@@ -228,22 +229,26 @@ export function IndexesTab({
                 {index.constraint ? (
                   <span class="muted">backs {index.constraint}</span>
                 ) : (
-                  <button
-                    type="button"
-                    aria-label={`Drop index ${index.name}`}
-                    onClick={() => setDialog({ drop: index })}
-                  >
-                    Drop
-                  </button>
+                  alters && (
+                    <button
+                      type="button"
+                      aria-label={`Drop index ${index.name}`}
+                      onClick={() => setDialog({ drop: index })}
+                    >
+                      Drop
+                    </button>
+                  )
                 )}
               </td>
             </tr>
           ))}
         </tbody>
       </table>
-      <button type="button" class="primary" onClick={() => setDialog('create')}>
-        Create an index
-      </button>
+      {alters && (
+        <button type="button" class="primary" onClick={() => setDialog('create')}>
+          Create an index
+        </button>
+      )}
       {dialog === 'create' && (
         <CreateIndex
           schema={schema}

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api } from '../../api';
+import { api, may } from '../../api';
 import { ChangeDialog, formatBytes } from '../../changes/preview';
 import { go } from '../../router';
 import { ErrorText, useAction, useLoad } from '../../ui';
@@ -138,6 +138,7 @@ export function Structure({
 }) {
   const [open, setOpen] = useState<TableChangeKind | undefined>(undefined);
   const rows = structure.estimatedRows;
+  const alters = may('alter');
   return (
     <div>
       <div class="table-facts">
@@ -147,20 +148,22 @@ export function Structure({
             : `${formatBytes(structure.sizeBytes ?? 0)}, about ${rows.toLocaleString()} rows`}
           {structure.comment ? ` · ${structure.comment}` : ''}
         </p>
-        <span class="row-actions">
-          <button type="button" onClick={() => setOpen('rename')}>
-            Rename table…
-          </button>
-          <button type="button" onClick={() => setOpen('comment')}>
-            Comment…
-          </button>
-          <button type="button" onClick={() => setOpen('primaryKey')}>
-            Primary key…
-          </button>
-        </span>
+        {alters && (
+          <span class="row-actions">
+            <button type="button" onClick={() => setOpen('rename')}>
+              Rename table…
+            </button>
+            <button type="button" onClick={() => setOpen('comment')}>
+              Comment…
+            </button>
+            <button type="button" onClick={() => setOpen('primaryKey')}>
+              Primary key…
+            </button>
+          </span>
+        )}
       </div>
       <ColumnsTable schema={schema} structure={structure} onChanged={onChanged} />
-      <AddColumn schema={schema} structure={structure} onChanged={onChanged} />
+      {alters && <AddColumn schema={schema} structure={structure} onChanged={onChanged} />}
       <ConstraintsList schema={schema} structure={structure} onChanged={onChanged} />
       {open && (
         <TableChange
