@@ -1,20 +1,12 @@
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import pg from 'pg';
-import * as audit from '#functions/audit';
-import * as constraints from '#functions/constraints';
-import * as health from '#functions/health';
 import * as imports from '#functions/imports';
-import * as indexes from '#functions/indexes';
 import * as keys from '#functions/keys';
-import * as license from '#functions/license';
 import * as meta from '#functions/meta';
-import * as metrics from '#functions/metrics';
 import * as people from '#functions/people';
 import * as query from '#functions/query';
-import * as rows from '#functions/rows';
 import * as schemas from '#functions/schemas';
-import * as tables from '#functions/tables';
 import * as tenants from '#functions/tenants';
 import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
@@ -26,6 +18,8 @@ import { ADMIN, type Call, call, type Reply } from '#test/support/http';
 import { LicensingHarness } from '#test/support/licensing';
 import { uniqueName } from '#test/support/names';
 import { TestOidcProvider } from '#test/support/oidc-provider';
+import { operationOf, ROUTES } from '#test/support/routes';
+import { changingSettings } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
 
 /**
@@ -33,29 +27,6 @@ import { freshSchema } from '#test/support/tables';
  * handler (and the catch-all's) into each status a test can provoke, and each answer's status,
  * content type, body and headers must be the ones the document lists for that operation.
  */
-
-type Handler = (typeof meta)['handler'];
-const GROUPS = [
-  health,
-  schemas,
-  tables,
-  constraints,
-  indexes,
-  rows,
-  imports,
-  query,
-  keys,
-  tenants,
-  audit,
-  people,
-  metrics,
-  license,
-  meta,
-];
-const ROUTES: { route: AnyRoute; handler: Handler }[] = GROUPS.flatMap((group) =>
-  (group.routes as readonly AnyRoute[]).map((route) => ({ route, handler: group.handler as Handler })),
-);
-const operationOf = (route: AnyRoute) => `${route.method} ${route.path}`;
 
 // The document's types, as far as this test reads them.
 type Json = Record<string, unknown>;
@@ -1972,14 +1943,7 @@ describe('single sign-on, not set up', () => {
 describe('single sign-on, with its provider', () => {
   const REDIRECT = 'http://localhost:3000/api/sso/callback';
   let provider: TestOidcProvider;
-  const saved: Record<string, string | undefined> = {};
-  const set = (settings: Record<string, string>) => {
-    for (const [name, value] of Object.entries(settings)) {
-      if (!(name in saved)) saved[name] = process.env[name];
-      process.env[name] = value;
-    }
-    resetConfig();
-  };
+  const { saved, set, restore } = changingSettings();
   const routeOf = (operation: string) =>
     ROUTES.find(({ route }) => operationOf(route) === operation)?.route as AnyRoute;
   const start = async () => {
@@ -2001,10 +1965,7 @@ describe('single sign-on, with its provider', () => {
     set(provider.settings(REDIRECT, { OIDC_ROLE_MAP: 'admins=owner' }));
   }, 60_000);
   afterAll(async () => {
-    for (const [name, value] of Object.entries(saved))
-      if (value === undefined) delete process.env[name];
-      else process.env[name] = value;
-    resetConfig();
+    restore();
     await provider?.stop();
   });
 

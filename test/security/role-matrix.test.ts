@@ -1,18 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import * as audit from '#functions/audit';
 import * as constraints from '#functions/constraints';
-import * as imports from '#functions/imports';
-import * as indexes from '#functions/indexes';
-import * as keys from '#functions/keys';
-import * as license from '#functions/license';
 import * as meta from '#functions/meta';
-import * as metrics from '#functions/metrics';
 import * as people from '#functions/people';
 import * as query from '#functions/query';
-import * as rows from '#functions/rows';
-import * as schemas from '#functions/schemas';
-import * as tables from '#functions/tables';
-import * as tenants from '#functions/tenants';
 import { granted, PERSON_ROLES, type PersonRole } from '#lib/access';
 import { closePool } from '#lib/db/pool';
 import { type AnyRoute, permissionOf } from '#lib/http/route';
@@ -20,6 +10,7 @@ import { tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { type Call, call, type Reply } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
+import { ROUTES as ALL_ROUTES, operationOf } from '#test/support/routes';
 
 /**
  * Every route × every role × a schema in the person's scope and one outside it, answered as
@@ -32,25 +23,9 @@ jest.setTimeout(120_000);
 afterAll(closePool);
 
 type Handler = Parameters<typeof call>[0];
-const GROUPS = [
-  schemas,
-  tables,
-  indexes,
-  constraints,
-  rows,
-  imports,
-  query,
-  keys,
-  tenants,
-  audit,
-  people,
-  metrics,
-  license,
-];
 const handlerOf = new Map<AnyRoute, Handler>(
-  GROUPS.flatMap((group) => (group.routes as readonly AnyRoute[]).map((r) => [r, group.handler as Handler])),
+  ALL_ROUTES.map(({ route, handler }) => [route, handler as Handler]),
 );
-const operationOf = (route: AnyRoute) => `${route.method} ${route.path}`;
 
 const PASSWORD = 'correct horse battery staple';
 const NO_IMPORT = '00000000-0000-4000-8000-000000000000';

@@ -1,13 +1,13 @@
 import { handler as audit } from '#functions/audit';
 import { handler as people } from '#functions/people';
 import { seal, unseal } from '#lib/admin/sso';
-import { resetConfig } from '#lib/config';
 import { closePool } from '#lib/db/pool';
 import { tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call, type Reply } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { type Accounts, TestOidcProvider } from '#test/support/oidc-provider';
+import { changingSettings } from '#test/support/settings';
 
 /**
  * Single sign-on against a real OpenID provider (oidc-provider over HTTPS). The attacker forges
@@ -30,15 +30,8 @@ const accountsAt = (supportGroups: string[]): Accounts => ({
 });
 
 let provider: TestOidcProvider;
-const saved: Record<string, string | undefined> = {};
-
-function setSettings(settings: Record<string, string>): void {
-  for (const [name, value] of Object.entries(settings)) {
-    if (!(name in saved)) saved[name] = process.env[name];
-    process.env[name] = value;
-  }
-  resetConfig();
-}
+const settings = changingSettings();
+const setSettings = settings.set;
 
 beforeAll(async () => {
   await tenantSchema(scoped);
@@ -49,10 +42,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const [name, value] of Object.entries(saved))
-    if (value === undefined) delete process.env[name];
-    else process.env[name] = value;
-  resetConfig();
+  settings.restore();
   await provider?.stop();
   await closePool();
 });
