@@ -3,7 +3,6 @@ import { granted } from '#lib/access';
 import { setQuota } from '#lib/admin/quotas';
 import { describeTenant, listTenants, stopTenantSession, TENANT_SORTS } from '#lib/admin/tenants';
 import { getDatabase } from '#lib/db/pool';
-import { ROLE_SUFFIXES } from '#lib/db/role-names';
 import { type Answer, NO_SCHEMA } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { defineRoute } from '#lib/http/route';
@@ -99,12 +98,6 @@ const SessionBody = z.strictObject({
   }),
 });
 
-/** What a scoped person sees for the role of a session outside their scope. */
-const ANOTHER_TENANT = '(another tenant’s or the service’s)';
-
-const isRoleOf = (role: string, schema: string) =>
-  ROLE_SUFFIXES.some((suffix) => role === `${schema}${suffix}`);
-
 export const routes = [
   defineRoute({
     method: 'GET',
@@ -180,17 +173,11 @@ export const routes = [
       ),
     }),
     errors: [NO_SCHEMA],
-    // Its keys' names only to those who may list keys; to a person scoped to some schemas, the
-    // roles of another tenant's sessions it blocks are not named (they would name that tenant).
+    // Its keys' names only to those who may list keys.
     handler: async ({ params, principal }) => {
       const tenant = await describeTenant(await getDatabase(), params.schema);
-      if (principal?.kind !== 'person') return tenant;
-      const blocking = tenant.blocking.map((b) =>
-        principal.schemas && !principal.schemas.some((schema) => isRoleOf(b.role, schema))
-          ? { ...b, role: ANOTHER_TENANT }
-          : b,
-      );
-      return { ...tenant, blocking, keys: granted(principal, 'keys.read') ? tenant.keys : [] };
+      if (principal?.kind !== 'person' || granted(principal, 'keys.read')) return tenant;
+      return { ...tenant, keys: [] };
     },
   }),
   defineRoute({
