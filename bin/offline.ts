@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connectTimeoutMs } from '../lib/config';
 
 export interface OfflineHost {
   port: string;
@@ -27,14 +28,20 @@ export type OfflineMode = 'in-process' | 'worker-threads';
 /** SPEC.md's statement timeout, which the local host must outlast. */
 const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 
+/** Waits for a connection a request may make in turn: the service's, a role's slot, its login. */
+const CONNECTION_WAITS = 3;
+
 /**
- * The function timeout the local host gives each function: the statement timeout plus a margin,
- * so PostgreSQL's own timeout (a JSON `Query timeout`) always comes first, never the host's.
- * On Lambda it is serverless.yml's 29 s, API Gateway's ceiling.
+ * The function timeout the local host gives each function: the statement timeout and the waits
+ * for connections before it, plus a margin, so PostgreSQL's own timeout (a JSON `Query timeout`)
+ * or a 503 Busy always comes first, never the host's. On Lambda it is serverless.yml's 29 s, API
+ * Gateway's ceiling.
  */
 export function functionTimeoutSeconds(env: NodeJS.ProcessEnv): number {
   const queryTimeoutMs = Number(env.QUERY_TIMEOUT_MS) || DEFAULT_QUERY_TIMEOUT_MS;
-  return Math.ceil(queryTimeoutMs / 1000) + 5;
+  const poolMode = env.DATABASE_POOL_MODE === 'transaction' ? 'transaction' : 'session';
+  const connectMs = Number(env.DB_CONNECT_TIMEOUT_MS) || connectTimeoutMs(poolMode, false);
+  return Math.ceil((queryTimeoutMs + CONNECTION_WAITS * connectMs) / 1000) + 5;
 }
 
 /**

@@ -8,27 +8,32 @@ import type pg from 'pg';
  * every tenant. The process reads them all once, then only the rows written since: a catalog row's
  * `xmin` is the transaction that wrote it, and every row not yet visible to the last read was
  * written by a transaction at or after that read's snapshot xmin (its watermark). A row deleted
- * since is still remembered, so a name found is confirmed against the catalog itself.
+ * since is still remembered, so a name found is confirmed against the catalog itself. Reads of one
+ * server follow one another (each from the last one's watermark: never an older answer over a
+ * newer one), and a server started again (restored, failed over) is read in full.
  */
 
 interface Remembered {
   /** The snapshot xmin of the last read. */
   watermark: bigint;
+  /** When the server last started: another means another server, or one restored. */
+  started: string;
   /** Each setting row (`database:role`) and the names its search path lists. */
   rows: Map<string, string[]>;
   /** How many of those rows name each name. */
   named: Map<string, number>;
 }
 
-/** By server and database (a process talks to one; the bench to two). */
-const remembered = new Map<string, Remembered>();
+/** By server and database (a process talks to one; the bench to two): the latest read, in turn. */
+const reads = new Map<string, Promise<Remembered | undefined>>();
 
 /** Past this many transactions since the last read, read everything again (age() wraps at 2^31). */
 const REREAD_AFTER_XIDS = 1_000_000_000n;
 
 const READ = `
   SELECT pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text AS watermark,
-         pg_catalog.age(($1::bigint % 4294967296)::text::xid) AS since,
+         pg_catalog.pg_postmaster_start_time()::text AS started,
+         pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::bigint - $1::bigint AS since,
          coalesce((SELECT pg_catalog.json_agg(pg_catalog.json_build_array(
                             s.setdatabase::text || ':' || s.setrole::text, s.setconfig))
                      FROM pg_catalog.pg_db_role_setting s
@@ -55,17 +60,23 @@ function unquoted(part: string): string {
 async function readSince(client: pg.ClientBase, since: Remembered | undefined): Promise<Remembered> {
   const { rows } = await client.query<{
     watermark: string;
-    since: number | null;
+    started: string;
+    since: string | null;
     rows: Array<[string, string[] | null]>;
   }>(READ, [since?.watermark.toString() ?? null]);
   const row = rows[0];
   if (!row) throw new Error('the search path read answered no row');
-  // A server whose transaction ids went back (restored) or ran far on: everything again.
-  const age = row.since === null ? undefined : BigInt(row.since);
-  if (since && (age === undefined || age < 0n || age > REREAD_AFTER_XIDS))
+  // Another server, one started again, or one whose transaction ids went back or ran far on
+  // (counted in 64 bits): everything again.
+  const distance = row.since === null ? undefined : BigInt(row.since);
+  if (
+    since &&
+    (row.started !== since.started || distance === undefined || distance < 0n || distance > REREAD_AFTER_XIDS)
+  )
     return readSince(client, undefined);
   const known = since ?? {
     watermark: 0n,
+    started: row.started,
     rows: new Map<string, string[]>(),
     named: new Map<string, number>(),
   };
@@ -86,11 +97,15 @@ export async function searchPathNaming(
 ): Promise<{ role: string | null } | undefined> {
   const { host, port, database } = client as pg.ClientBase & { host: string; port: number; database: string };
   const server = `${host}:${port}/${database}`;
-  const known = await readSince(client, remembered.get(server));
-  remembered.set(server, known);
+  const read = (reads.get(server) ?? Promise.resolve(undefined))
+    .catch(() => undefined)
+    .then((last) => readSince(client, last));
+  reads.set(server, read);
+  const known = await read;
   if (!known.named.get(schema)) return undefined;
-  // Remembered rows may since be gone (a tenant deleted, a setting reset): the catalog decides.
-  remembered.delete(server);
+  // Remembered rows may since be gone (a tenant deleted, a setting reset): the catalog decides,
+  // and the next read is a full one.
+  if (reads.get(server) === read) reads.set(server, Promise.resolve(undefined));
   const { rows } = await client.query<{ role: string | null }>(
     `SELECT r.rolname AS role FROM pg_db_role_setting s LEFT JOIN pg_roles r ON r.oid = s.setrole,
             unnest(s.setconfig) AS setting

@@ -67,8 +67,14 @@ describe('the local host', () => {
     expect(text).not.toMatch(/\/node_modules\/|at .*\.js:\d+|stack/i);
   });
 
-  it('gives each function more time than the default 30 s statement timeout', () => {
-    expect(functionTimeoutSeconds({}) * 1000).toBeGreaterThan(30_000);
-    expect(functionTimeoutSeconds({ QUERY_TIMEOUT_MS: '60000' }) * 1000).toBeGreaterThan(60_000);
+  it('gives each function more time than the statement timeout and the connection waits before it', () => {
+    expect(functionTimeoutSeconds({}) * 1000).toBeGreaterThan(30_000 + 3 * 5_000);
+    expect(functionTimeoutSeconds({ QUERY_TIMEOUT_MS: '60000' }) * 1000).toBeGreaterThan(60_000 + 3 * 5_000);
+    expect(functionTimeoutSeconds({ DATABASE_POOL_MODE: 'transaction' }) * 1000).toBeGreaterThan(
+      30_000 + 3 * 15_000,
+    );
+    expect(functionTimeoutSeconds({ DB_CONNECT_TIMEOUT_MS: '20000' }) * 1000).toBeGreaterThan(
+      30_000 + 3 * 20_000,
+    );
   });
 });

@@ -27,6 +27,12 @@ describe('parseConfig', () => {
     expect(parseConfig({ ...complete, DATABASE_POOL_MODE: 'transaction' }).DB_CONNECT_TIMEOUT_MS).toBe(
       15_000,
     );
+    const onLambda = {
+      ...complete,
+      DATABASE_POOL_MODE: 'transaction',
+      AWS_LAMBDA_FUNCTION_NAME: 'dbadmin-dev-query',
+    };
+    expect(parseConfig(onLambda).DB_CONNECT_TIMEOUT_MS).toBe(5_000);
     expect(
       parseConfig({ ...complete, DATABASE_POOL_MODE: 'transaction', DB_CONNECT_TIMEOUT_MS: '2000' })
         .DB_CONNECT_TIMEOUT_MS,
