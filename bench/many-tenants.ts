@@ -248,22 +248,24 @@ async function pairedCreation(fullConfig: Config): Promise<{ fresh: Made; full: 
   }
 }
 
+/** A table row of latencies: how many were timed, their median and 99th percentile. */
+const latencyRow = (what: string, values: number[]) => ({
+  what,
+  made: values.length,
+  'p50 ms': ms(median(values)),
+  'p99 ms': ms(percentile(values, 99)),
+});
+
 function pairedTargets({ fresh, full }: { fresh: Made; full: Made }): Held[] {
   console.log(
     `\nSchema and key creation side by side: ${count(PAIRED_SCHEMAS)} schemas and ${PAIRED_KEYS} keys ` +
       `made in turn on a fresh server and on this one (${count(SCHEMAS)} schemas and more)`,
   );
-  const row = (what: string, values: number[]) => ({
-    what,
-    made: values.length,
-    'p50 ms': ms(median(values)),
-    'p99 ms': ms(percentile(values, 99)),
-  });
   console.table([
-    row('schemas, fresh server', fresh.schemas),
-    row(`schemas, with ${count(SCHEMAS)} schemas`, full.schemas),
-    row('anon keys, fresh server', fresh.keys),
-    row(`anon keys, with ${count(SCHEMAS)} schemas`, full.keys),
+    latencyRow('schemas, fresh server', fresh.schemas),
+    latencyRow(`schemas, with ${count(SCHEMAS)} schemas`, full.schemas),
+    latencyRow('anon keys, fresh server', fresh.keys),
+    latencyRow(`anon keys, with ${count(SCHEMAS)} schemas`, full.keys),
   ]);
   const ratio = (a: number[], b: number[]) => median(a) / median(b);
   const at = count(SCHEMAS);
@@ -293,17 +295,11 @@ function creationTargets(made: Creation): Held[] {
     `\nSchema and key creation through lib/admin (createSchema, createKey) in this process, one after ` +
       `the other: ${count(SCHEMAS)} schemas and ${count(TENANTS + 1)} keys in ${made.seconds.toFixed(0)} s`,
   );
-  const row = (what: string, values: number[]) => ({
-    what,
-    made: values.length,
-    'p50 ms': ms(median(values)),
-    'p99 ms': ms(percentile(values, 99)),
-  });
   console.table([
-    row(`schemas 1–${w}`, first),
-    row(`schemas ${count(SCHEMAS - SCHEMA_WINDOW + 1)}–${count(SCHEMAS)}`, last),
-    row(`anon keys, the first ${KEY_WINDOW}, with ${KEY_WINDOW} schemas`, keysFirst),
-    row(`anon keys, the last ${keysLast.length}, with ${count(SCHEMAS)} schemas`, keysLast),
+    latencyRow(`schemas 1–${w}`, first),
+    latencyRow(`schemas ${count(SCHEMAS - SCHEMA_WINDOW + 1)}–${count(SCHEMAS)}`, last),
+    latencyRow(`anon keys, the first ${KEY_WINDOW}, with ${KEY_WINDOW} schemas`, keysFirst),
+    latencyRow(`anon keys, the last ${keysLast.length}, with ${count(SCHEMAS)} schemas`, keysLast),
   ]);
   return [
     held(

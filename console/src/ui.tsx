@@ -1,4 +1,4 @@
-import type { ComponentChildren } from 'preact';
+import type { ComponentChildren, FormHTMLAttributes } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api';
 
@@ -43,6 +43,25 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
     reload();
   }, [reload]);
   return { data, setData, error, loading, reload };
+}
+
+/** A form whose submit runs `onSubmit` in the page, in place of the browser's own submission. */
+export function Form({
+  onSubmit,
+  children,
+  ...attributes
+}: Omit<FormHTMLAttributes<HTMLFormElement>, 'onSubmit'> & { onSubmit: () => unknown }) {
+  return (
+    <form
+      {...attributes}
+      onSubmit={(event) => {
+        event.preventDefault();
+        onSubmit();
+      }}
+    >
+      {children}
+    </form>
+  );
 }
 
 /** A form's submit: runs `action`, shows its failure inline, keeps what was typed. */
@@ -105,12 +124,7 @@ export function ConfirmByName({
   });
   return (
     <Dialog title={`Delete ${what} ${name}`} onClose={onClose}>
-      <form
-        onSubmit={(event) => {
-          event.preventDefault();
-          if (typed === name) action.run();
-        }}
-      >
+      <Form onSubmit={() => typed === name && action.run()}>
         <p>
           This cannot be undone. Type <strong>{name}</strong> to confirm.
         </p>
@@ -130,7 +144,7 @@ export function ConfirmByName({
             Delete {what}
           </button>
         </div>
-      </form>
+      </Form>
     </Dialog>
   );
 }

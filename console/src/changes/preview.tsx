@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, type Query } from '../api';
-import { Dialog, ErrorText, useAction } from '../ui';
+import { Dialog, ErrorText, Form, useAction } from '../ui';
 
 /**
  * Every schema change the console makes goes through here: the API's dryRun first (the SQL, the
@@ -312,14 +312,7 @@ export function ChangeDialog<T = unknown>({
       : undefined;
   return (
     <Dialog title={title} onClose={onClose}>
-      <form
-        class="change"
-        onSubmit={(event) => {
-          event.preventDefault();
-          if (reviewed) run.run();
-          else review.run();
-        }}
-      >
+      <Form class="change" onSubmit={() => (reviewed ? run.run() : review.run())}>
         {!preview && (
           <fieldset class="plain" disabled={review.busy}>
             {children}
@@ -351,7 +344,7 @@ export function ChangeDialog<T = unknown>({
           onBack={back}
           onCheckAgain={() => review.run()}
         />
-      </form>
+      </Form>
     </Dialog>
   );
 }

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { Dialog, ErrorText, useAction } from '../ui';
+import { Dialog, ErrorText, Form, useAction } from '../ui';
 import { type Column, cellText, parseInput, type TableStructure } from '../values';
 import { ValueInput } from './insert-row';
 import { isLongType, readLongValue } from './json-and-arrays';
@@ -62,13 +62,7 @@ export function BulkEdit({
   };
   return (
     <Dialog title={`Edit ${count}`} onClose={onClose}>
-      <form
-        class="bulk-edit"
-        onSubmit={(event) => {
-          event.preventDefault();
-          update.run();
-        }}
-      >
+      <Form class="bulk-edit" onSubmit={() => update.run()}>
         <label class="inline">
           Column
           <select
@@ -112,7 +106,7 @@ export function BulkEdit({
             Update {count}
           </button>
         </div>
-      </form>
+      </Form>
       {picking && reference && column && (
         <ReferencePicker
           schema={schema}

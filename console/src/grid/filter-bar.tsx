@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { Form } from '../ui';
 import type { Column } from '../values';
 import { describeFilter, familyOf, type Operator, operatorsFor, takesValue, writeFilter } from './filters';
 
@@ -42,14 +43,7 @@ export function FilterBar({
   };
   return (
     <div class="filter-bar">
-      <form
-        class="inline"
-        aria-label="Add a filter"
-        onSubmit={(event) => {
-          event.preventDefault();
-          add();
-        }}
-      >
+      <Form class="inline" aria-label="Add a filter" onSubmit={() => add()}>
         <select
           aria-label="Filter column"
           value={column?.name ?? ''}
@@ -86,7 +80,7 @@ export function FilterBar({
         <button type="submit" disabled={!column}>
           Add filter
         </button>
-      </form>
+      </Form>
       {filters.length > 0 && (
         <ul class="chips" aria-label="Filters">
           {filters.map((filter, index) => {

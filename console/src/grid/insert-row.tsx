@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { Dialog, ErrorText, useAction } from '../ui';
+import { Dialog, ErrorText, Form, useAction } from '../ui';
 import { type Column, filledByPostgres, inputKind, parseInput, type TableStructure } from '../values';
 
 /**
@@ -82,13 +82,7 @@ export function InsertRow({
   });
   return (
     <Dialog title={`Insert a row into ${table}`} onClose={onClose}>
-      <form
-        class="insert-form"
-        onSubmit={(event) => {
-          event.preventDefault();
-          insert.run();
-        }}
-      >
+      <Form class="insert-form" onSubmit={() => insert.run()}>
         {asked.map((column) => (
           <div class="field" key={column.name}>
             <span>
@@ -125,7 +119,7 @@ export function InsertRow({
             Insert
           </button>
         </div>
-      </form>
+      </Form>
     </Dialog>
   );
 }

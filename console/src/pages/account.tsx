@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, session } from '../api';
-import { ErrorText, formatDate, ShownOnce, useAction, useLoad } from '../ui';
+import { ErrorText, Form, formatDate, ShownOnce, useAction, useLoad } from '../ui';
 
 /**
  * One's own account: who one is and may be, the password, the console sessions still open
@@ -39,14 +39,7 @@ function Password() {
     setDone(true);
   });
   return (
-    <form
-      class="card"
-      aria-label="Change the password"
-      onSubmit={(event) => {
-        event.preventDefault();
-        change.run();
-      }}
-    >
+    <Form class="card" aria-label="Change the password" onSubmit={() => change.run()}>
       <h2>Password</h2>
       <label>
         Current password
@@ -73,7 +66,7 @@ function Password() {
       <button type="submit" class="primary" disabled={change.busy}>
         Change password
       </button>
-    </form>
+    </Form>
   );
 }
 
@@ -179,14 +172,7 @@ function Tokens() {
           ))}
         </tbody>
       </table>
-      <form
-        class="card"
-        aria-label="Make a token"
-        onSubmit={(event) => {
-          event.preventDefault();
-          make.run();
-        }}
-      >
+      <Form class="card" aria-label="Make a token" onSubmit={() => make.run()}>
         <label>
           Name
           <input value={name} onInput={(e) => setName(e.currentTarget.value)} required />
@@ -205,7 +191,7 @@ function Tokens() {
         <button type="submit" class="primary" disabled={make.busy}>
           Make token
         </button>
-      </form>
+      </Form>
     </>
   );
 }

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, may } from '../api';
-import { ErrorText, formatDate, ShownOnce, useAction, useLoad } from '../ui';
+import { ErrorText, Form, formatDate, ShownOnce, useAction, useLoad } from '../ui';
 
 /**
  * A schema's API keys: listed (keys.read), made (the key shown once) and deleted (keys.manage).
@@ -90,14 +90,7 @@ export function KeysPage({ schema }: { schema: string }) {
         </tbody>
       </table>
       {manages && (
-        <form
-          class="card"
-          aria-label="Create an API key"
-          onSubmit={(event) => {
-            event.preventDefault();
-            create.run();
-          }}
-        >
+        <Form class="card" aria-label="Create an API key" onSubmit={() => create.run()}>
           <h2>Create a key</h2>
           <label>
             Name
@@ -118,7 +111,7 @@ export function KeysPage({ schema }: { schema: string }) {
           <button type="submit" class="primary" disabled={create.busy}>
             Create key
           </button>
-        </form>
+        </Form>
       )}
     </section>
   );

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { badgeText, license, loadLicense, refreshLicense } from '../license';
-import { ErrorText, formatDate, useAction } from '../ui';
+import { ErrorText, Form, formatDate, useAction } from '../ui';
 
 /** Start a trial, activate, refresh: always reachable, whatever the license says. */
 export function LicensePage() {
@@ -74,14 +74,7 @@ export function LicensePage() {
         )}
       </div>
       <div class="columns">
-        <form
-          class="card"
-          aria-label="Activate a license"
-          onSubmit={(event) => {
-            event.preventDefault();
-            activate.run();
-          }}
-        >
+        <Form class="card" aria-label="Activate a license" onSubmit={() => activate.run()}>
           <h2>Activate a license</h2>
           <label>
             Email
@@ -107,16 +100,9 @@ export function LicensePage() {
           <button type="submit" class="primary" disabled={activate.busy}>
             Activate
           </button>
-        </form>
+        </Form>
         {(status?.status === 'none' || !status) && (
-          <form
-            class="card"
-            aria-label="Start a trial"
-            onSubmit={(event) => {
-              event.preventDefault();
-              trial.run();
-            }}
-          >
+          <Form class="card" aria-label="Start a trial" onSubmit={() => trial.run()}>
             <h2>Start the 14-day trial</h2>
             <label>
               Email
@@ -132,7 +118,7 @@ export function LicensePage() {
             <button type="submit" disabled={trial.busy}>
               Start trial
             </button>
-          </form>
+          </Form>
         )}
       </div>
     </section>

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { schemas } from '../schemas';
-import { ErrorText, formatDate, ShownOnce, useAction, useLoad } from '../ui';
+import { ErrorText, Form, formatDate, ShownOnce, useAction, useLoad } from '../ui';
 
 /**
  * The people who may sign in (owners only): added with a role and a scope, and an invitation link
@@ -169,14 +169,7 @@ export function PeoplePage() {
           ))}
         </tbody>
       </table>
-      <form
-        class="card"
-        aria-label="Add a person"
-        onSubmit={(event) => {
-          event.preventDefault();
-          add.run();
-        }}
-      >
+      <Form class="card" aria-label="Add a person" onSubmit={() => add.run()}>
         <h2>Add a person</h2>
         <label>
           Login (an e-mail address will do)
@@ -197,7 +190,7 @@ export function PeoplePage() {
         <button type="submit" class="primary" disabled={add.busy}>
           Add and invite
         </button>
-      </form>
+      </Form>
     </section>
   );
 }

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, may } from '../api';
 import { go, href } from '../router';
 import { schemas } from '../schemas';
-import { ConfirmByName, ErrorText, useAction, useLoad } from '../ui';
+import { ConfirmByName, ErrorText, Form, useAction, useLoad } from '../ui';
 
 /**
  * The schemas page: the tenant schemas, made with their password, and deleted.
@@ -47,14 +47,7 @@ export function SchemasPage() {
         )}
       </ul>
       {may('schemas.create') && (
-        <form
-          class="card"
-          aria-label="Create a schema"
-          onSubmit={(event) => {
-            event.preventDefault();
-            create.run();
-          }}
-        >
+        <Form class="card" aria-label="Create a schema" onSubmit={() => create.run()}>
           <h2>Create a schema</h2>
           <p class="muted">A schema gets its own database user, &lt;name&gt;_user, with this password.</p>
           <label>
@@ -81,7 +74,7 @@ export function SchemasPage() {
           <button type="submit" class="primary" disabled={create.busy}>
             Create schema
           </button>
-        </form>
+        </Form>
       )}
       {deleting && (
         <ConfirmByName

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { loadSso, type SsoSetting, signIn, takeSsoError } from '../api';
-import { ErrorText, useAction } from '../ui';
+import { ErrorText, Form, useAction } from '../ui';
 
 /** Why a sign-in through the provider was refused, by the code the service sends the browser back with. */
 const SSO_REFUSALS: Record<string, string> = {
@@ -30,13 +30,7 @@ export function SignIn() {
   const start = sso?.startUrl && `${sso.startUrl}?${new URLSearchParams({ returnTo: returnTo() })}`;
   return (
     <main class="signin">
-      <form
-        class="card"
-        onSubmit={(event) => {
-          event.preventDefault();
-          action.run();
-        }}
-      >
+      <Form class="card" onSubmit={() => action.run()}>
         <h1>dbadmin</h1>
         {ssoError && (
           <p class="error" role="alert">
@@ -81,7 +75,7 @@ export function SignIn() {
         <button type="submit" class={start ? '' : 'primary'} disabled={action.busy}>
           Sign in
         </button>
-      </form>
+      </Form>
     </main>
   );
 }

@@ -3,7 +3,7 @@ import { api, may } from '../api';
 import { href } from '../router';
 import { NewTableFromFile } from '../transfer/new-table';
 import { DropZone, FileButton } from '../transfer/transfer-buttons';
-import { ConfirmByName, Dialog, ErrorText, useAction, useLoad } from '../ui';
+import { ConfirmByName, Dialog, ErrorText, Form, useAction, useLoad } from '../ui';
 import { EnumTypes, Views } from './schema-objects';
 
 /**
@@ -164,14 +164,7 @@ function CreateTable({ schema, onCreated }: { schema: string; onCreated: () => P
     await onCreated();
   });
   return (
-    <form
-      class="card"
-      aria-label="Create a table"
-      onSubmit={(event) => {
-        event.preventDefault();
-        create.run();
-      }}
-    >
+    <Form class="card" aria-label="Create a table" onSubmit={() => create.run()}>
       <h2>Create a table</h2>
       <label>
         Table name
@@ -203,7 +196,7 @@ function CreateTable({ schema, onCreated }: { schema: string; onCreated: () => P
       <button type="submit" class="primary" disabled={create.busy}>
         Create table
       </button>
-    </form>
+    </Form>
   );
 }
 
@@ -229,12 +222,7 @@ function CloneTable({
   });
   return (
     <Dialog title={`Clone ${table}`} onClose={onClose}>
-      <form
-        onSubmit={(event) => {
-          event.preventDefault();
-          clone.run();
-        }}
-      >
+      <Form onSubmit={() => clone.run()}>
         <label>
           New table name
           <input value={name} onInput={(e) => setName(e.currentTarget.value)} required autoFocus />
@@ -252,7 +240,7 @@ function CloneTable({
             Clone
           </button>
         </div>
-      </form>
+      </Form>
     </Dialog>
   );
 }

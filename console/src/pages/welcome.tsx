@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { acceptInvitation } from '../api';
 import { go } from '../router';
-import { ErrorText, useAction } from '../ui';
+import { ErrorText, Form, useAction } from '../ui';
 
 /** An invitation's link: the person sets their password (once), and is signed in. */
 export function WelcomePage({ token }: { token: string }) {
@@ -12,14 +12,7 @@ export function WelcomePage({ token }: { token: string }) {
   });
   return (
     <main class="signin">
-      <form
-        class="card"
-        aria-label="Set your password"
-        onSubmit={(event) => {
-          event.preventDefault();
-          action.run();
-        }}
-      >
+      <Form class="card" aria-label="Set your password" onSubmit={() => action.run()}>
         <h1>Welcome to dbadmin</h1>
         <p class="muted">Choose a password: 12 characters or more; a few words make a good one.</p>
         <label>
@@ -38,7 +31,7 @@ export function WelcomePage({ token }: { token: string }) {
         <button type="submit" class="primary" disabled={action.busy}>
           Set password and sign in
         </button>
-      </form>
+      </Form>
     </main>
   );
 }

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api';
-import { Dialog, ErrorText, useAction } from '../ui';
+import { Dialog, ErrorText, Form, useAction } from '../ui';
 import type { TableStructure } from '../values';
 import { CONTENT_TYPES, type FileFormat, formatOf, type ImportOutcome, importFile } from './transfer';
 
@@ -104,13 +104,7 @@ export function ImportDialog({
   });
   return (
     <Dialog title={`Import ${file.name} into ${structure.table}`} onClose={onClose}>
-      <form
-        class="change"
-        onSubmit={(event) => {
-          event.preventDefault();
-          run.run();
-        }}
-      >
+      <Form class="change" onSubmit={() => run.run()}>
         <p class="muted">
           {format.toUpperCase()}, {(file.size / 1024 / 1024).toFixed(1)} MB
         </p>
@@ -205,7 +199,7 @@ export function ImportDialog({
             </button>
           )}
         </div>
-      </form>
+      </Form>
     </Dialog>
   );
 }

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api';
 import { COLUMN_TYPES } from '../pages/tables';
 import { go } from '../router';
-import { Dialog, ErrorText, useAction } from '../ui';
+import { Dialog, ErrorText, Form, useAction } from '../ui';
 import { Progress, type Suggested, suggest } from './import-dialog';
 import { formatOf, importFile } from './transfer';
 
@@ -116,13 +116,7 @@ export function NewTableFromFile({
   });
   return (
     <Dialog title={`New table from ${file.name}`} onClose={onClose}>
-      <form
-        class="change"
-        onSubmit={(event) => {
-          event.preventDefault();
-          create.run();
-        }}
-      >
+      <Form class="change" onSubmit={() => create.run()}>
         <label>
           Table name
           <input value={name} onInput={(e) => setName(e.currentTarget.value)} disabled={create.busy} />
@@ -168,7 +162,7 @@ export function NewTableFromFile({
             Create table and import
           </button>
         </div>
-      </form>
+      </Form>
     </Dialog>
   );
 }

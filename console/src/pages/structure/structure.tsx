@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, may } from '../../api';
 import { ChangeDialog, formatBytes } from '../../changes/preview';
 import { go } from '../../router';
-import { ErrorText, useAction, useLoad } from '../../ui';
+import { ErrorText, Form, useAction, useLoad } from '../../ui';
 import type { TableStructure } from '../../values';
 import { blankColumn, ColumnFields, columnBody } from '../tables';
 import { ColumnChoice } from './column-choice';
@@ -103,14 +103,7 @@ function AddColumn({
     await onChanged();
   });
   return (
-    <form
-      class="card"
-      aria-label="Add a column"
-      onSubmit={(event) => {
-        event.preventDefault();
-        add.run();
-      }}
-    >
+    <Form class="card" aria-label="Add a column" onSubmit={() => add.run()}>
       <h2>Add a column</h2>
       <ColumnFields
         column={column}
@@ -123,7 +116,7 @@ function AddColumn({
       <button type="submit" class="primary" disabled={add.busy}>
         Add column
       </button>
-    </form>
+    </Form>
   );
 }
 
