@@ -1,7 +1,13 @@
 import { z } from 'zod';
 import { routes as ssoRoutes } from '#functions/sso';
 import { granted, PERMISSIONS, PERSON_ROLES, type Permission, ROLE_PERMISSIONS } from '#lib/access';
-import { csrfToken, PASSWORD_MAX, PASSWORD_MIN, SECRET_PATTERN } from '#lib/admin/passwords';
+import {
+  checkNewPassword,
+  csrfToken,
+  PASSWORD_MAX,
+  PASSWORD_MIN,
+  SECRET_PATTERN,
+} from '#lib/admin/passwords';
 import {
   acceptInvitation,
   createPerson,
@@ -150,7 +156,9 @@ async function signedIn(config: Config, person: PersonView | null, input: SignIn
   signedInAs(input.audit, person, 'password');
   const owner = person
     ? { personId: person.id }
-    : { adminDigest: adminDigest(adminCredentials(config.AUTH_USER, config.AUTH_PASS)) };
+    : {
+        adminDigest: adminDigest(adminCredentials(config.AUTH_USER, config.AUTH_PASS), config.DBADMIN_SECRET),
+      };
   const { session, setCookie } = await openConsoleSession(
     await getDatabase(),
     config,
@@ -212,8 +220,10 @@ const personRoutes = [
       const throttle = signInThrottle(config, db);
       const keys = [clientKey(clientAddress), `login:${body.login.toLowerCase()}`];
       // The attempt counts as a failure before it is checked (429 past the limit), and is taken
-      // back if it succeeds: a burst of guesses sent at once gets no more than the limit.
-      await throttle.countFailures(keys);
+      // back if it succeeds: a burst of guesses sent at once gets no more than the limit. The
+      // address first: one past its limit adds no row for each login it makes up.
+      await throttle.countFailures(keys.slice(0, 1));
+      await throttle.countFailures(keys.slice(1));
       const input = { clientAddress, userAgent, overHttps, audit };
       // AUTH_USER and AUTH_PASS (compared as digests, in constant time) sign the administrator in.
       const admin = adminCredentials(config.AUTH_USER, config.AUTH_PASS);
@@ -309,6 +319,8 @@ const personRoutes = [
       const person = consoleSelf(principal, 'change the password');
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
       refuseIfSsoOnly(config);
+      // A new password the rules refuse is said first: it is no guess, and must not count as one.
+      checkNewPassword(body.newPassword, person.login);
       // The current password is a guess like any sign-in's: counted before it is checked.
       const throttle = signInThrottle(config, db);
       const keys = [clientKey(clientAddress), `login:${person.login}`];

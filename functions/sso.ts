@@ -4,7 +4,7 @@ import { ATTEMPT_MINUTES, finishSignIn, RETURN_TO, startSignIn } from '#lib/admi
 import { getConfig } from '#lib/config';
 import { signedInAs } from '#lib/db/audit-log';
 import { getDatabase } from '#lib/db/pool';
-import { ApiError } from '#lib/errors';
+import { ApiError, NotFound } from '#lib/errors';
 import { clientKey } from '#lib/http/auth-throttle';
 import { signInThrottle } from '#lib/http/authenticate';
 import { Redirect } from '#lib/http/respond';
@@ -97,18 +97,20 @@ export const routes = [
         why: 'the answer does not check out: another browser’s or a used attempt, a wrong state, nonce or issuer, a refused code',
       },
       { status: 403, why: 'no group of theirs gives a role here, and no owner added them' },
+      { status: 404, why: 'single sign-on is not set up' },
       { status: 409, why: 'their login here is another person’s' },
       { status: 429, why: 'too many refused sign-ins from this address' },
       { status: 502, why: 'the provider did not answer' },
     ],
     handler: async ({ query, overHttps, cookie, navigating, clientAddress, userAgent, audit }) => {
       const [config, db] = await Promise.all([getConfig(), getDatabase()]);
+      if (!ssoEnabled(config)) throw new NotFound('Not found', 'single sign-on is not set up (OIDC_ISSUER)');
       // A refused answer counts against the address as a wrong password does.
       const throttle = signInThrottle(config, db);
       const keys = [clientKey(clientAddress)];
       try {
         await throttle.countFailures(keys);
-        const callback = new URL(config.OIDC_REDIRECT_URI ?? 'https://unset.invalid/api/sso/callback');
+        const callback = new URL(config.OIDC_REDIRECT_URI as string);
         for (const [name, value] of Object.entries(query)) callback.searchParams.set(name, value);
         const sealed = cookie(SSO_COOKIE(overHttps));
         const { personId, returnTo } = await finishSignIn(db, config, callback, sealed, audit);

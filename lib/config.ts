@@ -1,6 +1,7 @@
 import type { SSMClient } from '@aws-sdk/client-ssm';
 import { z } from 'zod';
 import { PERSON_ROLES, type PersonRole } from '#lib/access';
+import { IDENTIFIER_MAX_LENGTH, IDENTIFIER_PATTERN } from '#lib/db/identifiers';
 import { ConfigError } from '#lib/errors';
 
 /** Settings that are secrets: on Lambda they may come from SSM Parameter Store under SSM_PREFIX. */
@@ -122,8 +123,6 @@ export interface GroupGrant {
   schemas: string[] | null;
 }
 
-const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
-
 /** Entra ID's issuers for any organisation's (or any personal) accounts, not one tenant's. */
 const MANY_TENANTS =
   /^https:\/\/login\.microsoftonline\.com\/(common|organizations|consumers|\{tenantid\})(\/|$)/i;
@@ -160,7 +159,11 @@ function groupGrantOf(entry: string): GroupGrant | string {
           .split(',')
           .map((name) => name.trim())
           .filter(Boolean);
-  if (schemas && (schemas.length === 0 || schemas.some((name) => !SCHEMA_NAME.test(name))))
+  if (
+    schemas &&
+    (schemas.length === 0 ||
+      schemas.some((name) => !IDENTIFIER_PATTERN.test(name) || name.length > IDENTIFIER_MAX_LENGTH))
+  )
     return `"${entry}": after the colon, schema names apart by commas`;
   return { group: group.trim(), role: role as PersonRole, schemas };
 }

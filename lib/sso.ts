@@ -178,8 +178,16 @@ const ANSWER_CHECKS = new Set([
   'OAUTH_PARSE_ERROR',
 ]);
 
+/** What the provider's token or userinfo endpoint refuses for the caller's sake, not ours. */
+const CALLERS_FAULT = new Set(['invalid_grant', 'access_denied', 'invalid_token']);
+
 function refusalOf(error: unknown): ApiError {
-  if (error instanceof oidc.AuthorizationResponseError || error instanceof oidc.ResponseBodyError)
+  // An error answer at the callback (the person declined, the provider refused them), or an
+  // endpoint refusing the code: the caller's. invalid_client and the like: ours (logged, 502).
+  if (
+    error instanceof oidc.AuthorizationResponseError ||
+    (error instanceof oidc.ResponseBodyError && CALLERS_FAULT.has(error.error))
+  )
     return new BadRequest('Sign-in refused', `the provider refused: ${error.error}`);
   if (error instanceof oidc.ClientError && error.code && ANSWER_CHECKS.has(error.code)) {
     // openid-client says what kind of check failed; the oauth4webapi error it wraps says which.

@@ -1,4 +1,4 @@
-import { hash, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type pg from 'pg';
@@ -300,7 +300,9 @@ const sameToken = (sent: string | undefined, expected: string) =>
  */
 function sessionPrincipal(read: SignInRead, { db, config, admin }: Checks, event: HttpEvent): Principal {
   const { session, person } = read;
-  const ofAdmin = session?.adminDigest != null && timingSafeEqual(session.adminDigest, adminDigest(admin));
+  const ofAdmin =
+    session?.adminDigest != null &&
+    timingSafeEqual(session.adminDigest, adminDigest(admin, config.DBADMIN_SECRET));
   // A session that ended is not a guess (its secret was ours): a 401, not counted.
   if (!session || !(person || ofAdmin))
     throw new Unauthorized(
@@ -317,9 +319,14 @@ function sessionPrincipal(read: SignInRead, { db, config, admin }: Checks, event
   return { kind: 'person', id, login, role, schemas, via: session.via, sessionId: session.id };
 }
 
-/** What an administrator's session is bound to: AUTH_USER and AUTH_PASS as they are now. */
-export const adminDigest = ({ user, pass }: Credentials) =>
-  digest(Buffer.concat([user, pass]).toString('base64'));
+/**
+ * What an administrator's session is bound to: AUTH_USER and AUTH_PASS as they are now, keyed
+ * with DBADMIN_SECRET, so a copy of the database gives no way to test guesses of AUTH_PASS.
+ */
+export const adminDigest = ({ user, pass }: Credentials, secret: string) =>
+  createHmac('sha256', secret)
+    .update(Buffer.concat([user, pass]))
+    .digest();
 
 /** A personal token's person, with the lower of the token's grant and theirs as they stand now. */
 function tokenPrincipal({ person, token }: SignInRead, db: pg.Pool): Principal {

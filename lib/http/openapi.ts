@@ -219,7 +219,7 @@ function successResponse(route: AnyRoute) {
           ? {
               'Set-Cookie': {
                 description:
-                  'On the way to the provider, the attempt’s cookie (dbadmin_sso: HttpOnly, SameSite=Lax, Path=/api/sso/callback, 10 minutes; over HTTPS Secure and named __Secure-dbadmin_sso); back from it, the console session’s (see POST /api/session).',
+                  'On the way to the provider, the attempt’s cookie, sealed (dbadmin_sso: HttpOnly, SameSite=Lax, Path=/, 10 minutes; over HTTPS Secure and named __Host-dbadmin_sso); back from it, the console session’s (see POST /api/session).',
                 required: true,
                 schema: { type: 'string' },
               },

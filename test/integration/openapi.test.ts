@@ -1614,7 +1614,8 @@ const CASES: Record<string, Case[]> = {
 function badInput(route: AnyRoute): Call {
   const base = sample(route);
   if (route.body) return { ...base, body: [] };
-  if (route.query) return { ...base, query: { ...base.query, bogus: '1' } };
+  // A name no query takes, with a value longer than any takes (a query of any names still refuses it).
+  if (route.query) return { ...base, query: { ...base.query, bogus: 'x'.repeat(5000) } };
   return {
     ...base,
     path: pathOf(route, { schema: '1bad', schemaName: '1bad', tableName: '1bad', keyId: 'x', id: 'x' }),
@@ -1936,6 +1937,16 @@ describe('single sign-on, not set up', () => {
       route?.route as AnyRoute,
       404,
       await call(people.handler, { path: '/api/sso/start', auth: null }),
+    );
+  });
+
+  it('GET /api/sso/callback: 404', async () => {
+    const route = ROUTES.find(({ route }) => operationOf(route) === 'GET /api/sso/callback');
+    const query = { state: 'x', code: 'y' };
+    expectDocumented(
+      route?.route as AnyRoute,
+      404,
+      await call(people.handler, { path: '/api/sso/callback', auth: null, query }),
     );
   });
 });

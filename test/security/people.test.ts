@@ -292,6 +292,56 @@ describe('SQL a role may not run', () => {
   });
 });
 
+describe('the sign-in throttle', () => {
+  withSetting('AUTH_MAX_FAILURES', '3');
+
+  const failures = (clients: string[]) =>
+    withAdminClient(
+      async (c) =>
+        (
+          await c.query(
+            'SELECT client, failures FROM _dbadmin.sign_in_failures WHERE client = ANY ($1) ORDER BY client',
+            [clients],
+          )
+        ).rows,
+    );
+
+  it('writes nothing more for an address past its limit, whatever logins it makes up', async () => {
+    const sourceIp = '100.64.43.5';
+    const logins = Array.from({ length: 6 }, () => `made-up-${randomBytes(4).toString('hex')}`);
+    const statuses: number[] = [];
+    for (const login of logins)
+      statuses.push(
+        (
+          await call(people, {
+            method: 'POST',
+            path: '/api/session',
+            auth: null,
+            sourceIp,
+            body: { login, password: 'x' },
+          })
+        ).status,
+      );
+    expect(statuses).toEqual([401, 401, 401, 429, 429, 429]);
+    expect((await failures(logins.map((l) => `login:${l}`))).length).toBe(3);
+  });
+
+  it('counts no guess for a right current password with a new one the rules refuse', async () => {
+    const someone = await person('analyst', null);
+    for (let i = 0; i < 4; i++) {
+      const reply = await someone.as(people, {
+        method: 'POST',
+        path: '/api/me/password',
+        sourceIp: '100.64.43.6',
+        body: { currentPassword: PASSWORD, newPassword: 'short' },
+      });
+      expect(reply.status).toBe(400);
+    }
+    // Its sign-in was counted and taken back (0); none of the four attempts is a guess.
+    expect((await failures([`login:${someone.login}`])).map((row) => row.failures)).toEqual([0]);
+  });
+});
+
 describe('console sessions', () => {
   it('keeps the password out of the answer and the database, and the cookie out of scripts and other sites', async () => {
     const { login } = await addPerson('analyst', null);

@@ -320,6 +320,18 @@ describe('a forged or replayed answer at the callback', () => {
     expect(rows[0].n).toBe(0);
   });
 
+  it('answers 502 when the provider refuses dbadmin itself (a wrong client secret), charging no one', async () => {
+    const { query, cookie } = await answerFor('olga');
+    setSettings({ OIDC_CLIENT_SECRET: 'not-the-secret' });
+    try {
+      const reply = await callback(query, cookie);
+      expect(reply.status).toBe(502);
+      expect(reply.body.message).not.toMatch(/invalid_client/);
+    } finally {
+      setSettings({ OIDC_CLIENT_SECRET: provider.clientSecret });
+    }
+  });
+
   it('answers 429 to an address whose answers keep being refused', async () => {
     const sourceIp = '100.64.41.7';
     const statuses: number[] = [];
