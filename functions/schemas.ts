@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { cloneSchema } from '#lib/admin/clone';
 import { createSchema, deleteSchema, schemasRead } from '#lib/admin/schemas';
 import { getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
@@ -7,6 +8,29 @@ import { httpHandler } from '#lib/http/handler';
 import { visibleTo } from '#lib/http/person-scope';
 import { defineRoute } from '#lib/http/route';
 import { Outcome, queryBoolean, schemaName, schemaPassword, schemaRef } from '#lib/validation';
+
+const Counts = z.object({
+  tables: z.number().int(),
+  views: z.number().int(),
+  sequences: z.number().int(),
+  functions: z.number().int(),
+  types: z.number().int(),
+  indexes: z.number().int(),
+  triggers: z.number().int(),
+  policies: z.number().int(),
+});
+
+const CloneSummary = z
+  .object({
+    template: z.string(),
+    withData: z.boolean(),
+    counts: Counts.describe('What the template held and the new schema now holds, by kind'),
+    rows: z.number().int().optional().describe('Rows copied, with withData'),
+    notCopied: z
+      .array(z.string())
+      .describe("Grants to roles other than PUBLIC and the schema's own, which a copy never carries"),
+  })
+  .describe('Present when the schema was started from a template');
 
 export const routes = [
   defineRoute({
@@ -25,14 +49,42 @@ export const routes = [
     path: '/api/schema/create',
     idempotent: true,
     audit: { action: 'schema.create', target: ({ body }) => `schema ${body.schemaName}` },
-    summary: 'Create a schema and its dedicated login role <schemaName>_user',
+    summary: 'Create a schema and its dedicated login role <schemaName>_user, empty or from a template',
     access: 'admin',
     permission: 'schemas.create',
-    body: z.strictObject({ schemaName, password: schemaPassword }),
-    response: Outcome.extend({ username: z.string() }),
+    body: z
+      .strictObject({
+        schemaName,
+        password: schemaPassword,
+        template: schemaRef
+          .optional()
+          .describe(
+            "A schema to start from: its tables, columns, defaults, constraints, indexes, sequences (reset), views, functions, triggers, enums, policies, comments and grants, made again as the new schema's own",
+          ),
+        withData: z
+          .boolean()
+          .optional()
+          .describe("With `template`: copy its rows too (and its sequences' values)"),
+      })
+      .refine((body) => body.withData === undefined || body.template !== undefined, {
+        message: 'withData needs a template to copy the rows of',
+        path: ['withData'],
+      }),
+    response: Outcome.extend({ username: z.string(), clone: CloneSummary.optional() }),
     status: 201,
-    handler: async ({ body, audit }) =>
-      createSchema(await getDatabase(), (await getConfig()).DBADMIN_SECRET, body, audit),
+    errors: [NO_SCHEMA, ROLES_BUSY],
+    handler: async ({ body, audit, accessTo }) => {
+      const [db, { DBADMIN_SECRET }] = await Promise.all([getDatabase(), getConfig()]);
+      const { template, withData, ...schema } = body;
+      if (template === undefined) return createSchema(db, DBADMIN_SECRET, schema, audit);
+      return cloneSchema(
+        db,
+        DBADMIN_SECRET,
+        { ...schema, template, withData: withData ?? false },
+        accessTo,
+        audit,
+      );
+    },
   }),
   defineRoute({
     method: 'DELETE',

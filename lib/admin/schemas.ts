@@ -98,6 +98,7 @@ export async function createSchema(
   secret: string,
   { schemaName, password }: CreateSchemaInput,
   audit: AuditDraft | undefined,
+  cloneOf?: { template: string; withData: boolean },
 ) {
   const username = schemaUser(schemaName);
   await withTransaction(
@@ -143,6 +144,13 @@ export async function createSchema(
         await workAsOwner(client, schemaName, username, owner);
         await prepareSchemaRole(client, secret, schemaName, 'exec');
       });
+      await client.query('DELETE FROM _dbadmin.schema_templates WHERE schema_name = $1', [schemaName]);
+      if (cloneOf) {
+        await client.query(
+          'INSERT INTO _dbadmin.schema_templates (schema_name, template, with_data) VALUES ($1, $2, $3)',
+          [schemaName, cloneOf.template, cloneOf.withData],
+        );
+      }
     },
     { audit },
   );
@@ -214,6 +222,7 @@ export async function deleteSchema(
       await lockSchema(client, schemaName);
       await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
       await client.query('DELETE FROM _dbadmin.tenant_quotas WHERE schema_name = $1', [schemaName]);
+      await client.query('DELETE FROM _dbadmin.schema_templates WHERE schema_name = $1', [schemaName]);
       await forgetSchemaRecords(client, schemaName);
       await withRoleAdmin(client, schemaName, async (roles) => {
         // Every role's rights at once: the drops below need them (dropRole lends no role twice).

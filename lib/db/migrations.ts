@@ -471,6 +471,20 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       ALTER TABLE _dbadmin.people ADD COLUMN sso_managed boolean NOT NULL DEFAULT false`,
   },
+  {
+    id: 19,
+    name: 'schema templates',
+    // Which template a schema was cloned from (lib/admin/clone), by name: the set a migration
+    // across "every schema cloned from X" reaches, and what drift is measured against.
+    sql: `
+      CREATE TABLE _dbadmin.schema_templates (
+        schema_name text PRIMARY KEY,
+        template text NOT NULL,
+        with_data boolean NOT NULL,
+        cloned_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX schema_templates_template ON _dbadmin.schema_templates (template)`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

@@ -438,6 +438,24 @@ const CASES: Record<string, Case[]> = {
         body: { schemaName: schema, password: 'schema-pass-1' },
       }),
     },
+    {
+      status: 201,
+      why: 'a new schema from a template, with its rows',
+      request: () => ({
+        method: 'POST',
+        path: '/api/schema/create',
+        body: { schemaName: uniqueName('oas'), password: 'schema-pass-1', template: schema, withData: true },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such template',
+      request: () => ({
+        method: 'POST',
+        path: '/api/schema/create',
+        body: { schemaName: uniqueName('oas'), password: 'schema-pass-1', template: NO_SCHEMA },
+      }),
+    },
   ],
   'DELETE /api/schema/{schemaName}': [
     {

@@ -1,0 +1,123 @@
+import { pipeline } from 'node:stream/promises';
+import type pg from 'pg';
+import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
+import { readSchemaDdl, type SchemaDdl } from '#lib/admin/schema-ddl';
+import { type CreateSchemaInput, createSchema, deleteSchema } from '#lib/admin/schemas';
+import type { AuditDraft } from '#lib/db/audit-log';
+import type { SchemaAccess } from '#lib/db/executor';
+import { isPgError } from '#lib/db/pg-errors';
+import { LOCK_WAIT } from '#lib/db/schema-roles';
+import { inPlainTransaction, inTransaction } from '#lib/db/transaction';
+import { BadRequest } from '#lib/errors';
+import { loggedError, logger } from '#lib/log';
+
+/**
+ * A new schema started from a template: made as any schema is (its own owner, login and keys,
+ * lib/admin/schemas), then filled with the template's structure (lib/admin/schema-ddl), and its
+ * rows when asked. The template is read on a session of its own role, in one snapshot; the copy
+ * is made on a session of the new schema's role, in one transaction with the request's audit
+ * entry. Neither ever runs as the admin, so nothing the template's tenant planted (a trigger, a
+ * default, a function) runs with more than a tenant's rights. All or nothing: a copy that fails
+ * deletes the new schema again.
+ */
+
+export interface CloneInput extends CreateSchemaInput {
+  template: string;
+  withData: boolean;
+}
+
+export interface CloneSummary {
+  template: string;
+  withData: boolean;
+  counts: SchemaDdl['counts'];
+  /** Rows copied, when withData. */
+  rows?: number;
+  notCopied: string[];
+}
+
+/** Where a principal's SQL in a schema runs (the route's accessTo). */
+type AccessTo = (schema: string) => Promise<SchemaAccess>;
+
+export async function cloneSchema(
+  db: pg.Pool,
+  secret: string,
+  { template, withData, ...schema }: CloneInput,
+  accessTo: AccessTo,
+  audit: AuditDraft | undefined,
+) {
+  if (template === schema.schemaName) {
+    throw new BadRequest('Invalid template', 'a schema cannot be its own template; name another schema');
+  }
+  const source = await accessTo(template);
+  return source.run((from) =>
+    inPlainTransaction(from, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async () => {
+      // A template whose tenant holds a lock answers 409 in seconds, not at the query timeout.
+      await from.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
+      const ddl = await readSchemaDdl(from, template, schema.schemaName, withData);
+      const made = await createSchema(db, secret, schema, undefined, { template, withData });
+      let rows: number | undefined;
+      try {
+        const target = await accessTo(schema.schemaName);
+        rows = await target.run((to) => inTransaction(to, () => fill(from, to, ddl, withData), { audit }));
+      } catch (error) {
+        await deleteSchema(db, { schemaName: schema.schemaName, cascade: true }, undefined).catch(
+          (cleanup: unknown) =>
+            logger.error('a failed clone left its schema behind', {
+              schema: schema.schemaName,
+              error: loggedError(cleanup),
+            }),
+        );
+        throw error;
+      }
+      const clone: CloneSummary = { template, withData, counts: ddl.counts, rows, notCopied: ddl.notCopied };
+      return { ...made, message: `${made.message} from template "${template}"`, clone };
+    }),
+  );
+}
+
+/** The copy's statements, and between them its rows: answers how many rows were copied. */
+async function fill(
+  from: pg.PoolClient,
+  to: pg.PoolClient,
+  ddl: SchemaDdl,
+  withData: boolean,
+): Promise<number | undefined> {
+  // Bodies naming tables made later in the copy are checked when they run, as PostgreSQL's dump does.
+  await to.query('SET LOCAL check_function_bodies = off');
+  for (const sql of ddl.before) await step(to, sql);
+  let rows: number | undefined;
+  if (withData) {
+    rows = 0;
+    for (const table of ddl.tables) rows += await copyRows(from, to, table.table, table.columns);
+    for (const view of ddl.materialized) await step(to, `REFRESH MATERIALIZED VIEW ${view}`);
+  }
+  for (const sql of ddl.after) await step(to, sql);
+  return rows;
+}
+
+/** A table's rows from the template's session into the copy's, in PostgreSQL's binary format. */
+async function copyRows(from: pg.PoolClient, to: pg.PoolClient, table: string, columns: string[]) {
+  // Names as the catalog quoted them (lib/admin/schema-ddl).
+  const list = columns.join(', ');
+  const sink = to.query(copyFrom(`COPY ${table} (${list}) FROM STDIN (FORMAT binary)`));
+  await pipeline(from.query(copyTo(`COPY ${table} (${list}) TO STDOUT (FORMAT binary)`)), sink);
+  return sink.rowCount;
+}
+
+/** Errors that are the statement's (the template's content), not the database's state. */
+const STATEMENT_CLASSES = ['0A', '22', '23', '2B', '39', '42', '44', 'P0'];
+
+/** One statement of the copy; one that fails names itself. */
+async function step(to: pg.PoolClient, sql: string) {
+  try {
+    await to.query(sql);
+  } catch (error) {
+    if (!isPgError(error) || !STATEMENT_CLASSES.includes(error.code.slice(0, 2))) throw error;
+    const statement = (sql.split('\n')[0] ?? sql).slice(0, 200);
+    throw new BadRequest(
+      'Template not supported',
+      `the copy could not run "${statement}": ${error.message} (SQLSTATE ${error.code}); nothing was created`,
+      error,
+    );
+  }
+}
