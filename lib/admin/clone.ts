@@ -53,10 +53,17 @@ export async function cloneSchema(
     inPlainTransaction(from, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async () => {
       // A template whose tenant holds a lock answers 409 in seconds, not at the query timeout.
       await from.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
-      const ddl = await readSchemaDdl(from, template, schema.schemaName, withData);
-      const made = await createSchema(db, secret, schema, undefined, { template, withData });
+      // The schema is made while the template is read (another connection); a refused template
+      // deletes it again, like a failed copy.
+      const [read, made] = await Promise.allSettled([
+        readSchemaDdl(from, template, schema.schemaName, withData),
+        createSchema(db, secret, schema, undefined, { template, withData }),
+      ]);
+      if (made.status === 'rejected') throw made.reason;
       let rows: number | undefined;
       try {
+        if (read.status === 'rejected') throw read.reason;
+        const ddl = read.value;
         const target = await accessTo(schema.schemaName);
         rows = await target.run((to) => inTransaction(to, () => fill(from, to, ddl, withData), { audit }));
       } catch (error) {
@@ -69,8 +76,9 @@ export async function cloneSchema(
         );
         throw error;
       }
-      const clone: CloneSummary = { template, withData, counts: ddl.counts, rows, notCopied: ddl.notCopied };
-      return { ...made, message: `${made.message} from template "${template}"`, clone };
+      const { counts, notCopied } = read.value;
+      const clone: CloneSummary = { template, withData, counts, rows, notCopied };
+      return { ...made.value, message: `${made.value.message} from template "${template}"`, clone };
     }),
   );
 }
@@ -84,14 +92,17 @@ async function fill(
 ): Promise<number | undefined> {
   // Bodies naming tables made later in the copy are checked when they run, as PostgreSQL's dump does.
   await to.query('SET LOCAL check_function_bodies = off');
-  for (const sql of ddl.before) await step(to, sql);
+  await batch(to, ddl.before);
   let rows: number | undefined;
   if (withData) {
     rows = 0;
     for (const table of ddl.tables) rows += await copyRows(from, to, table.table, table.columns);
-    for (const view of ddl.materialized) await step(to, `REFRESH MATERIALIZED VIEW ${view}`);
+    await batch(
+      to,
+      ddl.materialized.map((view) => `REFRESH MATERIALIZED VIEW ${view}`),
+    );
   }
-  for (const sql of ddl.after) await step(to, sql);
+  await batch(to, ddl.after);
   return rows;
 }
 
@@ -106,17 +117,37 @@ async function copyRows(from: pg.PoolClient, to: pg.PoolClient, table: string, c
 
 /** Errors that are the statement's (the template's content), not the database's state. */
 const STATEMENT_CLASSES = ['0A', '22', '23', '2B', '39', '42', '44', 'P0'];
+const isStatementError = (error: unknown) =>
+  isPgError(error) && STATEMENT_CLASSES.includes(error.code.slice(0, 2));
 
-/** One statement of the copy; one that fails names itself. */
+/**
+ * The statements in one round trip. Should they fail, they are run again one by one from before
+ * them, so the answer names the statement that failed.
+ */
+async function batch(to: pg.PoolClient, statements: string[]) {
+  if (statements.length === 0) return;
+  await to.query('SAVEPOINT copy');
+  try {
+    await to.query(statements.join(';\n'));
+  } catch (error) {
+    if (!isStatementError(error)) throw error;
+    await to.query('ROLLBACK TO SAVEPOINT copy');
+    for (const sql of statements) await step(to, sql);
+    throw error;
+  }
+  await to.query('RELEASE SAVEPOINT copy');
+}
+
 async function step(to: pg.PoolClient, sql: string) {
   try {
     await to.query(sql);
   } catch (error) {
-    if (!isPgError(error) || !STATEMENT_CLASSES.includes(error.code.slice(0, 2))) throw error;
+    if (!isStatementError(error)) throw error;
+    const pgError = error as Error & { code: string };
     const statement = (sql.split('\n')[0] ?? sql).slice(0, 200);
     throw new BadRequest(
       'Template not supported',
-      `the copy could not run "${statement}": ${error.message} (SQLSTATE ${error.code}); nothing was created`,
+      `the copy could not run "${statement}": ${pgError.message} (SQLSTATE ${pgError.code}); nothing was created`,
       error,
     );
   }

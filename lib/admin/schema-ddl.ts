@@ -101,7 +101,7 @@ const SEQUENCES_SQL = `
          s.seqmax::text AS max, s.seqcache::text AS cache, s.seqcycle AS cycle,
          dep.deptype AS owned, pg_catalog.quote_ident(tc.relname) AS "ownerTable",
          pg_catalog.quote_ident(a.attname) AS "ownerColumn",
-         CASE WHEN $2 THEN pg_catalog.pg_sequence_last_value(c.oid)::text END AS "lastValue"
+         CASE WHEN $2::boolean THEN pg_catalog.pg_sequence_last_value(c.oid)::text END AS "lastValue"
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_sequence s ON s.seqrelid = c.oid
     LEFT JOIN pg_catalog.pg_depend dep
            ON dep.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND dep.objid = c.oid
@@ -243,6 +243,38 @@ const GRANTS_SQL = `
 
 type Row = Record<string, unknown>;
 
+const READS = [
+  ENUMS_SQL,
+  SEQUENCES_SQL,
+  FUNCTIONS_SQL,
+  TABLES_SQL,
+  CONSTRAINTS_SQL,
+  INDEXES_SQL,
+  VIEWS_SQL,
+  TRIGGERS_SQL,
+  POLICIES_SQL,
+  COMMENTS_SQL,
+  GRANTS_SQL,
+];
+
+/**
+ * The reads in one round trip (a simple query of several statements takes no parameters: the
+ * schema's oid, a number the catalog gave, and the flag are written in).
+ */
+async function readAll(
+  client: pg.ClientBase,
+  reads: string[],
+  ns: string,
+  withData: boolean,
+): Promise<Row[][]> {
+  if (!/^\d+$/.test(ns)) throw new Error(`not an oid: ${ns}`);
+  const text = reads
+    .map((sql) => sql.replaceAll('$1', `${ns}::pg_catalog.oid`).replaceAll('$2', withData ? 'true' : 'false'))
+    .join(';\n');
+  const results = (await client.query<Row>(text)) as unknown as pg.QueryResult<Row> | pg.QueryResult<Row>[];
+  return (Array.isArray(results) ? results : [results]).map((result) => result.rows);
+}
+
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /**
@@ -265,27 +297,25 @@ export async function readSchemaDdl(
   if (!found[0]) throw new BadRequest('Template not found', `schema "${template}" does not exist`);
   const ns = found[0].id;
   const names: Names = { from: found[0].from, to: found[0].to, fromName: template, toName: copy };
-  const read = async (text: string, values: unknown[] = [ns]) => (await client.query<Row>(text, values)).rows;
-
-  const unsupported = await read(UNSUPPORTED_SQL);
-  if (unsupported.length > 0)
+  const unsupported = await readAll(client, [UNSUPPORTED_SQL], ns, withData);
+  if (unsupported[0]?.length)
     throw cannotCopy(
       template,
-      unsupported.map((row) => String(row.what)),
+      unsupported[0].map((row) => String(row.what)),
     );
-  // One after another: a session runs one statement at a time.
-  const enums = await read(ENUMS_SQL);
-  const sequences = await read(SEQUENCES_SQL, [ns, withData]);
-  const functions = await read(FUNCTIONS_SQL);
-  const tables = await read(TABLES_SQL);
-  const constraints = await read(CONSTRAINTS_SQL);
-  const indexes = await read(INDEXES_SQL);
-  const views = await read(VIEWS_SQL);
-  const triggers = await read(TRIGGERS_SQL);
-  const policies = await read(POLICIES_SQL);
-  const comments = await read(COMMENTS_SQL);
-  const grants = await read(GRANTS_SQL);
-
+  const [
+    enums = [],
+    sequences = [],
+    functions = [],
+    tables = [],
+    constraints = [],
+    indexes = [],
+    views = [],
+    triggers = [],
+    policies = [],
+    comments = [],
+    grants = [],
+  ] = await readAll(client, READS, ns, withData);
   const writer = new Writer(names, {
     tables: tables.length,
     views: views.length,
