@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { routes as migrationRoutes } from '#functions/migrations';
 import { cloneSchema } from '#lib/admin/clone';
 import { createSchema, deleteSchema, schemasRead } from '#lib/admin/schemas';
 import { getConfig } from '#lib/config';
@@ -32,7 +33,7 @@ const CloneSummary = z
   })
   .describe('Present when the schema was started from a template');
 
-export const routes = [
+const schemaRoutes = [
   defineRoute({
     method: 'GET',
     path: '/api/schemas',
@@ -101,5 +102,8 @@ export const routes = [
       deleteSchema(await getDatabase(), { schemaName: params.schemaName, cascade: query.cascade }, audit),
   }),
 ];
+
+/** The schemas function serves migrations across them too (functions/migrations). */
+export const routes = [...schemaRoutes, ...migrationRoutes];
 
 export const handler = httpHandler(routes);

@@ -19,6 +19,7 @@ export const PERMISSIONS = {
   'keys.manage': 'create and delete API keys',
   'schemas.create': 'create schemas (tenants)',
   'schemas.delete': 'delete schemas',
+  migrations: 'change many schemas at once: migrations across tenants, their dry runs, runs and results',
   'tenants.manage': 'set quotas; cancel and end tenants’ sessions',
   'sql.admin': 'run SQL with the service’s own database rights (runAs admin), which reach dbadmin’s own data',
   'audit.read': 'read the audit log',
@@ -49,6 +50,7 @@ export const may = (role: PersonRole, permission: Permission) => ROLE_PERMISSION
 export const UNSCOPED_ONLY: readonly Permission[] = [
   'schemas.create',
   'schemas.delete',
+  'migrations',
   'sql.admin',
   'metrics',
   'people',

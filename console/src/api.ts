@@ -88,6 +88,7 @@ export type Permission =
   | 'keys.manage'
   | 'schemas.create'
   | 'schemas.delete'
+  | 'migrations'
   | 'tenants.manage'
   | 'sql.admin'
   | 'audit.read'

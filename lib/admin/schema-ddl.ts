@@ -275,8 +275,6 @@ async function readAll(
   return (Array.isArray(results) ? results : [results]).map((result) => result.rows);
 }
 
-const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-
 /**
  * Reads the schema's structure on `client`, a session of the schema's own role, in the caller's
  * transaction (one snapshot), and writes it as the statements that make it again as `copy`.
@@ -349,19 +347,17 @@ export async function readSchemaDdl(
 class Writer {
   readonly ddl: SchemaDdl;
   readonly problems: string[] = [];
-  private readonly naming: RegExp;
 
   constructor(
     private readonly names: Names,
     counts: SchemaDdl['counts'],
   ) {
     this.ddl = { before: [], after: [], tables: [], materialized: [], notCopied: [], counts };
-    this.naming = namesTemplate(names);
   }
 
   /** A deparsed statement, refused when it still names the template (its name was shadowed). */
   checked(what: string, sql: string): string {
-    if (this.naming.test(sql)) this.problems.push(`${what} names schema ${this.names.from}`);
+    if (namesTemplate(sql, this.names)) this.problems.push(`${what} names schema ${this.names.from}`);
     return sql;
   }
 
@@ -509,10 +505,52 @@ const withOptions = (options: unknown) => {
   return list?.length ? ` WITH (${list.join(', ')})` : '';
 };
 
-/** Matches the template's name used as a qualifier (`tmpl.t`, `"tmpl".t`) in a statement. */
-function namesTemplate({ fromName }: Names): RegExp {
-  const name = escapeRegExp(fromName);
-  return new RegExp(`(?<![\\w$"])(?:"${name}"|${name})\\s*\\.(?![.])`, 'i');
+/** A run of identifier characters: a name as SQL text holds it. */
+const WORD = /[A-Za-z_][\w$]*/g;
+const IDENTIFIER_START = /[A-Za-z_]/;
+const IDENTIFIER_PART = /[\w$]/;
+
+/** The names the text uses as qualifiers (`name.` or `"name".`), unquoted: one pass, no backtracking. */
+function* qualifiers(text: string): Generator<string> {
+  let i = 0;
+  while (i < text.length) {
+    let name: string | undefined;
+    if (text[i] === '"') {
+      let j = i + 1;
+      let value = '';
+      while (j < text.length && !(text[j] === '"' && text[j + 1] !== '"')) {
+        value += text[j];
+        j += text[j] === '"' ? 2 : 1;
+      }
+      name = value;
+      i = j + 1;
+    } else if (IDENTIFIER_START.test(text[i] as string)) {
+      let j = i + 1;
+      while (j < text.length && IDENTIFIER_PART.test(text[j] as string)) j++;
+      name = text.slice(i, j).toLowerCase();
+      i = j;
+    } else {
+      i++;
+      continue;
+    }
+    while (i < text.length && /\s/.test(text[i] as string)) i++;
+    if (text[i] === '.') yield name;
+  }
+}
+
+/** Whether the text names the template as a qualifier (`tmpl.t`, `"tmpl".t`, `TMPL.t`). */
+function namesTemplate(text: string, { fromName }: Names): boolean {
+  for (const name of qualifiers(text)) if (name === fromName || name === fromName.toLowerCase()) return true;
+  return false;
+}
+
+/** Whether the text holds one of the template's own roles by name (`tmpl_owner`, ...). */
+function namesRole(text: string, { fromName }: Names): boolean {
+  const roles = new Set(
+    [...CARRIED_ROLES, ...KEY_ROLES].map((suffix) => `${fromName}${suffix}`.toLowerCase()),
+  );
+  for (const [word] of text.matchAll(WORD)) if (roles.has(word.toLowerCase())) return true;
+  return false;
 }
 
 /**
@@ -521,27 +559,25 @@ function namesTemplate({ fromName }: Names): RegExp {
  * copy. undefined when its body still names the template: a body is never rewritten.
  */
 function functionDdl(def: string, names: Names): string | undefined {
-  const header = new RegExp(`^(CREATE OR REPLACE (?:FUNCTION|PROCEDURE) )${escapeRegExp(names.from)}\\.`);
-  if (!header.test(def)) return undefined;
+  const header = ['FUNCTION', 'PROCEDURE']
+    .map((kind) => `CREATE OR REPLACE ${kind} `)
+    .find((start) => def.startsWith(`${start}${names.from}.`));
+  if (header === undefined) return undefined;
   const quoted = (name: string) => `'${name.replace(/'/g, "''")}'`;
-  const sql = def.replace(header, '$1').replace(/^ SET search_path TO (.*)$/m, (line, list: string) =>
-    line.replace(
-      list,
-      list
-        .split(', ')
-        .map((item) => (item === quoted(names.from) ? quoted(names.to) : item))
-        .join(', '),
-    ),
+  const sql = (header + def.slice(header.length + names.from.length + 1)).replace(
+    /^ SET search_path TO (.*)$/m,
+    (line, list: string) =>
+      line.replace(
+        list,
+        list
+          .split(', ')
+          .map((item) => (item === quoted(names.from) ? quoted(names.to) : item))
+          .join(', '),
+      ),
   );
   const body = sql.slice(sql.indexOf('\n'));
-  if (namesTemplate(names).test(body) || namesRole(names).test(body)) return undefined;
+  if (namesTemplate(body, names) || namesRole(body, names)) return undefined;
   return sql;
-}
-
-/** The template's own roles by name (`tmpl_owner`, ...), as text a body could hold. */
-function namesRole({ fromName }: Names): RegExp {
-  const suffixes = [...CARRIED_ROLES, ...KEY_ROLES].join('|');
-  return new RegExp(`(?<![\\w$])${escapeRegExp(fromName)}(?:${suffixes})(?![\\w$])`, 'i');
 }
 
 function sequenceOptions(sequence: Row): string {

@@ -145,10 +145,18 @@ export async function createSchema(
         await prepareSchemaRole(client, secret, schemaName, 'exec');
       });
       await client.query('DELETE FROM _dbadmin.schema_templates WHERE schema_name = $1', [schemaName]);
+      await client.query('DELETE FROM _dbadmin.schema_migrations WHERE schema_name = $1', [schemaName]);
       if (cloneOf) {
         await client.query(
           'INSERT INTO _dbadmin.schema_templates (schema_name, template, with_data) VALUES ($1, $2, $3)',
           [schemaName, cloneOf.template, cloneOf.withData],
+        );
+        // A copy holds what its template's migrations made: running one of them again skips it.
+        await client.query(
+          `INSERT INTO _dbadmin.schema_migrations (schema_name, migration_name, sql_hash, migration_id, applied_at)
+           SELECT $1, migration_name, sql_hash, migration_id, applied_at FROM _dbadmin.schema_migrations
+            WHERE schema_name = $2`,
+          [schemaName, cloneOf.template],
         );
       }
     },
@@ -223,6 +231,7 @@ export async function deleteSchema(
       await client.query('DELETE FROM _dbadmin.api_keys WHERE schema_name = $1', [schemaName]);
       await client.query('DELETE FROM _dbadmin.tenant_quotas WHERE schema_name = $1', [schemaName]);
       await client.query('DELETE FROM _dbadmin.schema_templates WHERE schema_name = $1', [schemaName]);
+      await client.query('DELETE FROM _dbadmin.schema_migrations WHERE schema_name = $1', [schemaName]);
       await forgetSchemaRecords(client, schemaName);
       await withRoleAdmin(client, schemaName, async (roles) => {
         // Every role's rights at once: the drops below need them (dropRole lends no role twice).

@@ -485,6 +485,50 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE INDEX schema_templates_template ON _dbadmin.schema_templates (template)`,
   },
+  {
+    id: 20,
+    name: 'migrations across tenant schemas',
+    // A migration (lib/admin/tenant-migrations): its SQL and how it runs, one row per schema it
+    // reaches with that schema's state. A run's claim (claim, claimed_until) and the transaction it
+    // ran in (xact_id) say, after a crash, whether the schema's change committed. schema_migrations
+    // is each schema's own ledger by name: what a migration of that name already did there.
+    sql: `
+      CREATE TABLE _dbadmin.tenant_migrations (
+        id bigserial PRIMARY KEY,
+        name text NOT NULL UNIQUE,
+        sql text NOT NULL,
+        sql_hash text NOT NULL,
+        run_as text NOT NULL CHECK (run_as IN ('schema', 'admin')),
+        lock_timeout_ms integer NOT NULL,
+        concurrency integer NOT NULL,
+        target jsonb NOT NULL,
+        created_by text,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE TABLE _dbadmin.tenant_migration_schemas (
+        migration_id bigint NOT NULL REFERENCES _dbadmin.tenant_migrations (id) ON DELETE CASCADE,
+        schema_name text NOT NULL,
+        state text NOT NULL CHECK (state IN ('pending', 'running', 'applied', 'failed', 'skipped')),
+        reason text,
+        sqlstate text,
+        attempts integer NOT NULL DEFAULT 0,
+        claim uuid,
+        claimed_until timestamptz,
+        xact_id xid8,
+        started_at timestamptz,
+        finished_at timestamptz,
+        PRIMARY KEY (migration_id, schema_name)
+      );
+      CREATE INDEX tenant_migration_schemas_state ON _dbadmin.tenant_migration_schemas (migration_id, state);
+      CREATE TABLE _dbadmin.schema_migrations (
+        schema_name text NOT NULL,
+        migration_name text NOT NULL,
+        sql_hash text NOT NULL,
+        migration_id bigint,
+        applied_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (schema_name, migration_name)
+      )`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

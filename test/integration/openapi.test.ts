@@ -170,6 +170,8 @@ const WRITTEN_AFTER = new Set([
   'DELETE /api/table/{tableName}/imports/{importId}',
   'POST /api/tenants/{schema}/sessions/{pid}/cancel',
   'POST /api/tenants/{schema}/sessions/{pid}/terminate',
+  // Each schema's change is a transaction of its own, recorded in the migration's ledger.
+  'POST /api/migrations/{id}/run',
 ]);
 
 /**
@@ -254,6 +256,19 @@ async function run(sql: string): Promise<void> {
   const reply = await call(query.handler, { method: 'POST', path: '/api/query', body: { sql, schema } });
   if (reply.status !== 200) throw new Error(`${sql}: ${reply.text}`);
 }
+
+/** A migration of one harmless statement over the fixtures' schema; its id. */
+async function newMigration(): Promise<string> {
+  const reply = await call(schemas.handler, {
+    method: 'POST',
+    path: '/api/migrations',
+    body: { name: uniqueName('oas'), sql: 'SELECT 1', target: { schemas: [schema] } },
+  });
+  if (reply.status !== 201) throw new Error(`migration: ${reply.text}`);
+  return reply.body.id;
+}
+
+const migrationBody = (target: unknown) => ({ name: uniqueName('oas'), sql: 'SELECT 1', target });
 
 /** A table made for one case, so cases that delete or change things do not disturb others. */
 async function scratchTable(): Promise<string> {
@@ -467,6 +482,83 @@ const CASES: Record<string, Case[]> = {
       status: 404,
       why: 'no such schema',
       request: () => ({ method: 'DELETE', path: `/api/schema/${NO_SCHEMA}` }),
+    },
+  ],
+  'GET /api/migrations': [{ status: 200, why: 'the list', request: () => ({ path: '/api/migrations' }) }],
+  'POST /api/migrations/preview': [
+    {
+      status: 200,
+      why: 'the dry run',
+      request: () => ({
+        method: 'POST',
+        path: '/api/migrations/preview',
+        body: migrationBody({ schemas: [schema] }),
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({
+        method: 'POST',
+        path: '/api/migrations/preview',
+        body: migrationBody({ schemas: [NO_SCHEMA] }),
+      }),
+    },
+  ],
+  'POST /api/migrations': [
+    {
+      status: 201,
+      why: 'recorded',
+      request: () => ({ method: 'POST', path: '/api/migrations', body: migrationBody({ all: true }) }),
+    },
+    {
+      status: 404,
+      why: 'no such template',
+      request: () => ({
+        method: 'POST',
+        path: '/api/migrations',
+        body: migrationBody({ template: NO_SCHEMA }),
+      }),
+    },
+  ],
+  'GET /api/migrations/{id}': [
+    {
+      status: 200,
+      why: 'its progress',
+      request: async () => ({ path: `/api/migrations/${await newMigration()}` }),
+    },
+    { status: 404, why: 'no such migration', request: () => ({ path: '/api/migrations/999999999' }) },
+  ],
+  'POST /api/migrations/{id}/run': [
+    {
+      status: 200,
+      why: 'a slice run',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/migrations/${await newMigration()}/run`,
+        body: {},
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such migration',
+      request: () => ({ method: 'POST', path: '/api/migrations/999999999/run', body: {} }),
+    },
+  ],
+  'POST /api/migrations/{id}/retry': [
+    {
+      status: 200,
+      why: 'failed ones pending again',
+      request: async () => ({
+        method: 'POST',
+        path: `/api/migrations/${await newMigration()}/retry`,
+        body: {},
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such migration',
+      request: () => ({ method: 'POST', path: '/api/migrations/999999999/retry', body: {} }),
     },
   ],
   'GET /api/tables': [
