@@ -49,6 +49,8 @@ export interface Host {
   pid: number;
   /** SIGTERM to that process; resolves once it and every process it had started have exited. */
   stop: () => Promise<void>;
+  /** SIGKILL to it and every process it started, as a crash would end them; resolves once gone. */
+  kill: () => Promise<void>;
 }
 
 /** A host process, once it prints serverless-offline's 'Server ready'; its output drained after. */
@@ -71,6 +73,18 @@ export async function serveUntilReady(
       // so no host of one measurement still runs during the next.
       const tree = descendants(pid);
       child.kill('SIGTERM');
+      await exited;
+      await gone(tree);
+    },
+    kill: async () => {
+      const tree = descendants(pid);
+      for (const process_ of tree) {
+        try {
+          process.kill(process_, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
       await exited;
       await gone(tree);
     },

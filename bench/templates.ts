@@ -7,7 +7,14 @@
  *    (POST /api/schema/create, then POST /api/table/create for each), rounds alternating, medians;
  *    and, as the floor any copy in one transaction stands on, the same 50 CREATE TABLEs sent by the
  *    schema's own login in one statement (pg.Client, no HTTP), rolled back.
- * A section is a function that prints its table and returns its target rows.
+ *  - migration: one `ALTER TABLE ... ADD COLUMN` across BENCH_MIGRATION_SCHEMAS (1,000) schemas (a
+ *    template and its copies), 10 of them without the table and one whose tenant holds a lock on
+ *    it, run in slices (POST /api/migrations/{id}/run); the host is killed (SIGKILL) in the middle
+ *    of a slice, started again, and the slices go on until done. Printed: schemas per second, and
+ *    the count of schemas applied, failed with their reason, and half-changed (a column without
+ *    its index, or applied without its column), which must be none.
+ * A section is a function that prints its table and returns its target rows; the host it is
+ * given may be replaced (the migration kills it), so sections take a holder.
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
@@ -28,6 +35,9 @@ logger.setLogLevel('WARN');
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const TEMPLATE_TABLES = 50;
+const MIGRATION_SCHEMAS = Number(process.env.BENCH_MIGRATION_SCHEMAS ?? 1_000);
+const MISSING_TABLE = 10;
+const MADE_AT_ONCE = 4;
 
 let serial = 0;
 const fresh = (prefix: string) => `${prefix}_${process.pid}_${++serial}`;
@@ -138,15 +148,144 @@ async function cloneSection(host: Host, databaseUrl: string): Promise<Target[]> 
   ];
 }
 
-const SECTIONS: Array<(host: Host, databaseUrl: string) => Promise<Target[]>> = [cloneSection];
+/** A tenant's own login, as its password was set. */
+async function tenantLogin(databaseUrl: string, schema: string, password: string): Promise<pg.Client> {
+  const url = new URL(databaseUrl);
+  url.username = `${schema}_user`;
+  url.password = password;
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  return client;
+}
+
+/** Runs `work` on every item, `width` at a time. */
+async function eachAtOnce<T>(items: T[], width: number, work: (item: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    for (let i = next++; i < items.length; i = next++) await work(items[i] as T);
+  };
+  await Promise.all(Array.from({ length: width }, lane));
+}
+
+interface HostHolder {
+  host: Host;
+}
+
+async function migrationSection(holder: HostHolder, databaseUrl: string): Promise<Target[]> {
+  const template = fresh('mtemplate');
+  const password = 'bench-tenant-1';
+  await api(holder.host, 'POST', '/api/schema/create', { schemaName: template, password });
+  const owner = await tenantLogin(databaseUrl, template, password);
+  await owner.query(
+    "CREATE TABLE items (id serial PRIMARY KEY, name text); INSERT INTO items (name) VALUES ('a')",
+  );
+  await owner.end();
+  const copies = Array.from({ length: MIGRATION_SCHEMAS - 1 }, () => fresh('mtenant'));
+  const making = performance.now();
+  await eachAtOnce(copies, MADE_AT_ONCE, (schemaName) =>
+    api(holder.host, 'POST', '/api/schema/create', { schemaName, password, template, withData: true }),
+  );
+  console.log(
+    `\n${copies.length} copies of the template made in ${((performance.now() - making) / 1000).toFixed(1)} s`,
+  );
+  // Planted: schemas without the table, and one whose tenant holds a lock on it throughout.
+  const missing = copies.slice(0, MISSING_TABLE);
+  for (const schema of missing) {
+    const client = await tenantLogin(databaseUrl, schema, password);
+    await client.query('DROP TABLE items');
+    await client.end();
+  }
+  const lockedSchema = copies[MISSING_TABLE] as string;
+  const holderSession = await tenantLogin(databaseUrl, lockedSchema, password);
+  await holderSession.query('BEGIN; LOCK TABLE items IN ACCESS SHARE MODE');
+
+  const created = (await api(holder.host, 'POST', '/api/migrations', {
+    name: fresh('add-note'),
+    sql: 'ALTER TABLE items ADD COLUMN note text; CREATE INDEX items_note ON items (note)',
+    target: { template },
+    lockTimeoutMs: 500,
+    concurrency: 8,
+  })) as { id: string };
+  type Progress = { done: boolean; counts: Record<string, number>; schemasPerSecond: number | null };
+  const slice = (budgetMs: number) =>
+    api(holder.host, 'POST', `/api/migrations/${created.id}/run`, { budgetMs }) as Promise<Progress>;
+  const started = performance.now();
+  let progress = await slice(2_000);
+  // A crash in the middle of a slice: the host is killed while schemas run, and started again.
+  const inFlight = slice(10_000).catch(() => undefined);
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const killedAt = performance.now();
+  await holder.host.kill();
+  await inFlight;
+  holder.host = await startHost(databaseUrl);
+  const restart = performance.now() - killedAt;
+  for (let calls = 0; !progress.done && calls < 1_000; calls++) progress = await slice(10_000);
+  const seconds = (performance.now() - started - restart) / 1000;
+  await holderSession.query('ROLLBACK');
+  await holderSession.end();
+
+  const service = new pg.Client({ connectionString: databaseUrl });
+  await service.connect();
+  const { rows } = await service.query<{ state: string; changed: string; n: number }>(
+    `SELECT s.state,
+            CASE WHEN a.attname IS NOT NULL AND i.oid IS NOT NULL THEN 'column and index'
+                 WHEN a.attname IS NULL AND i.oid IS NULL THEN 'unchanged' ELSE 'half' END AS changed,
+            count(*)::int AS n
+       FROM _dbadmin.tenant_migration_schemas s
+       JOIN pg_catalog.pg_namespace n ON n.nspname = s.schema_name
+       LEFT JOIN pg_catalog.pg_class t ON t.relnamespace = n.oid AND t.relname = 'items'
+       LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND a.attname = 'note' AND NOT a.attisdropped
+       LEFT JOIN pg_catalog.pg_class i ON i.relnamespace = n.oid AND i.relname = 'items_note'
+      WHERE s.migration_id = $1 GROUP BY 1, 2 ORDER BY 1, 2`,
+    [created.id],
+  );
+  await service.end();
+  console.log(
+    `\nMigration across ${MIGRATION_SCHEMAS} schemas (${MISSING_TABLE} without the table, 1 locked), killed and resumed`,
+  );
+  console.table(rows);
+  const count = (state: string, changed: string) =>
+    rows.filter((r) => r.state === state && r.changed === changed).reduce((sum, r) => sum + r.n, 0);
+  const rate = (progress.counts.applied ?? 0) / seconds;
+  console.log(
+    `${seconds.toFixed(1)} s of slices (the ${(restart / 1000).toFixed(1)} s restart left out): ${rate.toFixed(0)} schemas/s`,
+  );
+  const accounted = count('applied', 'column and index') + count('failed', 'unchanged');
+  return [
+    atLeast(
+      `migration: schemas applied or failed with a reason, of ${MIGRATION_SCHEMAS}`,
+      accounted,
+      MIGRATION_SCHEMAS,
+      '',
+    ),
+    atMost(
+      'migration: schemas half-changed or applied without the change',
+      MIGRATION_SCHEMAS - accounted,
+      0,
+      '',
+    ),
+    atLeast(
+      'migration: failed, as planted (no table, a lock held)',
+      progress.counts.failed ?? 0,
+      MISSING_TABLE + 1,
+      '',
+    ),
+    shown('migration: schemas per second', rate, ' schemas/s'),
+  ];
+}
+
+const SECTIONS: Array<(holder: HostHolder, databaseUrl: string) => Promise<Target[]>> = [
+  (holder, databaseUrl) => cloneSection(holder.host, databaseUrl),
+  migrationSection,
+];
 
 runBench('templates', async (databaseUrl) => {
-  const host = await startHost(databaseUrl);
+  const holder: HostHolder = { host: await startHost(databaseUrl) };
   const targets: Target[] = [];
   try {
-    for (const section of SECTIONS) targets.push(...(await section(host, databaseUrl)));
+    for (const section of SECTIONS) targets.push(...(await section(holder, databaseUrl)));
   } finally {
-    await host.stop();
+    await holder.host.stop();
   }
   console.log('\nTargets (issue 38), measured in this run');
   console.table(targets);
