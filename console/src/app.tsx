@@ -5,6 +5,7 @@ import { AccountPage } from './pages/account';
 import { AuditPage } from './pages/audit';
 import { KeysPage } from './pages/keys';
 import { LicensePage } from './pages/license';
+import { MigrationsPage } from './pages/migrations';
 import { PeoplePage } from './pages/people';
 import { SchemasPage } from './pages/schemas';
 import { SignIn } from './pages/signin';
@@ -19,8 +20,8 @@ import { cycleTheme, theme } from './theme';
 import { Dialog } from './ui';
 
 /**
- * The console's shell: sign-in, the header (schemas, tenants, audit, license badge, theme), the
- * keyboard shortcuts, and the page the route in the URL names.
+ * The console's shell: sign-in, the header (schemas, tenants, migrations, audit, license badge,
+ * theme), the keyboard shortcuts, and the page the route in the URL names.
  */
 
 /** Keys, what they do, and the permission it needs: the list shows only the person's own. */
@@ -131,6 +132,14 @@ function Header({ onHelp }: { onHelp: () => void }) {
       <a href={href({ page: 'tenants' })} aria-current={route.value.page === 'tenants' ? 'page' : undefined}>
         Tenants
       </a>
+      {may('migrations') && (
+        <a
+          href={href({ page: 'migrations' })}
+          aria-current={route.value.page === 'migrations' ? 'page' : undefined}
+        >
+          Migrations
+        </a>
+      )}
       {may('audit.read') && (
         <a href={href({ page: 'audit' })} aria-current={route.value.page === 'audit' ? 'page' : undefined}>
           Audit
@@ -199,6 +208,8 @@ function Page() {
       return <TenantsPage key={r.schema ?? ''} schema={r.schema} />;
     case 'audit':
       return <AuditPage key={r.schema ?? ''} schema={r.schema} />;
+    case 'migrations':
+      return <MigrationsPage key={r.id ?? ''} id={r.id} />;
     case 'people':
       return <PeoplePage />;
     case 'account':

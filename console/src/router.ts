@@ -3,7 +3,7 @@ import { signal } from '@preact/signals';
 /**
  * Hash routes, so the page works under any path prefix (an API Gateway stage):
  *   #/license  #/schemas  #/tenants[/SCHEMA]  #/audit[/SCHEMA]  #/s/SCHEMA  #/s/SCHEMA/t/TABLE[/structure|/indexes]
- *   #/s/SCHEMA/sql  #/s/SCHEMA/keys  #/people  #/account  #/welcome/INVITATION
+ *   #/s/SCHEMA/sql  #/s/SCHEMA/keys  #/migrations[/ID]  #/people  #/account  #/welcome/INVITATION
  * A table's data tab keeps how it is viewed (filters, sort, search, page) in the hash's query:
  *   #/s/SCHEMA/t/TABLE?filter=age.gte.18&order=name.desc (console/src/grid/view.ts reads it).
  */
@@ -14,6 +14,8 @@ export type Route =
   | { page: 'schemas' }
   | { page: 'tenants'; schema?: string }
   | { page: 'audit'; schema?: string }
+  /** The migrations across tenant schemas (with the form for a new one), or one of them by id. */
+  | { page: 'migrations'; id?: string }
   | { page: 'tables'; schema: string }
   | { page: 'table'; schema: string; table: string; tab: TableTab; view?: string }
   | { page: 'sql'; schema: string }
@@ -44,6 +46,7 @@ export function parseRoute(hash: string): Route {
   if (first === 'license' || first === 'people' || first === 'account') return { page: first };
   if (first === 'welcome' && schema) return { page: 'welcome', token: schema };
   if (first === 'tenants' || first === 'audit') return schema ? { page: first, schema } : { page: first };
+  if (first === 'migrations') return schema ? { page: first, id: schema } : { page: first };
   if (first === 's' && schema) return schemaRoute(schema, kind, table, tab, view);
   return { page: 'schemas' };
 }
@@ -69,6 +72,8 @@ export function href(route: Route): string {
     case 'tenants':
     case 'audit':
       return route.schema ? `#/${route.page}/${e(route.schema)}` : `#/${route.page}`;
+    case 'migrations':
+      return route.id ? `#/migrations/${e(route.id)}` : '#/migrations';
     case 'tables':
       return `#/s/${e(route.schema)}`;
     case 'table':

@@ -510,29 +510,35 @@ const WORD = /[A-Za-z_][\w$]*/g;
 const IDENTIFIER_START = /[A-Za-z_]/;
 const IDENTIFIER_PART = /[\w$]/;
 
+/** A quoted identifier starting at `i` (at its quote): its name, and where the text goes on. */
+function quotedAt(text: string, i: number): [name: string, next: number] {
+  let j = i + 1;
+  let name = '';
+  while (j < text.length && !(text[j] === '"' && text[j + 1] !== '"')) {
+    name += text[j];
+    j += text[j] === '"' ? 2 : 1;
+  }
+  return [name, j + 1];
+}
+
+/** An unquoted identifier starting at `i`, folded as PostgreSQL folds it, and where the text goes on. */
+function wordAt(text: string, i: number): [name: string, next: number] {
+  let j = i + 1;
+  while (j < text.length && IDENTIFIER_PART.test(text[j] as string)) j++;
+  return [text.slice(i, j).toLowerCase(), j];
+}
+
 /** The names the text uses as qualifiers (`name.` or `"name".`), unquoted: one pass, no backtracking. */
 function* qualifiers(text: string): Generator<string> {
   let i = 0;
   while (i < text.length) {
-    let name: string | undefined;
-    if (text[i] === '"') {
-      let j = i + 1;
-      let value = '';
-      while (j < text.length && !(text[j] === '"' && text[j + 1] !== '"')) {
-        value += text[j];
-        j += text[j] === '"' ? 2 : 1;
-      }
-      name = value;
-      i = j + 1;
-    } else if (IDENTIFIER_START.test(text[i] as string)) {
-      let j = i + 1;
-      while (j < text.length && IDENTIFIER_PART.test(text[j] as string)) j++;
-      name = text.slice(i, j).toLowerCase();
-      i = j;
-    } else {
+    const start = text[i] as string;
+    if (start !== '"' && !IDENTIFIER_START.test(start)) {
       i++;
       continue;
     }
+    const [name, next] = start === '"' ? quotedAt(text, i) : wordAt(text, i);
+    i = next;
     while (i < text.length && /\s/.test(text[i] as string)) i++;
     if (text[i] === '.') yield name;
   }
