@@ -5,6 +5,7 @@ import { readSchemaDdl, type SchemaDdl } from '#lib/admin/schema-ddl';
 import { type CreateSchemaInput, createSchema, deleteSchema } from '#lib/admin/schemas';
 import type { AuditDraft } from '#lib/db/audit-log';
 import type { SchemaAccess } from '#lib/db/executor';
+import { quoteIdent } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
 import { LOCK_WAIT } from '#lib/db/schema-roles';
 import { inPlainTransaction, inTransaction } from '#lib/db/transaction';
@@ -53,11 +54,19 @@ export async function cloneSchema(
     inPlainTransaction(from, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async () => {
       // A template whose tenant holds a lock answers 409 in seconds, not at the query timeout.
       await from.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
+      // The snapshot the copy is read in: the template's migrations committed in it are the copy's.
+      const { rows: snapshot } = await from.query<{ snapshot: string }>(
+        'SELECT pg_catalog.pg_current_snapshot()::text AS snapshot',
+      );
       // The schema is made while the template is read (another connection); a refused template
       // deletes it again, like a failed copy.
       const [read, made] = await Promise.allSettled([
         readSchemaDdl(from, template, schema.schemaName, withData),
-        createSchema(db, secret, schema, undefined, { template, withData }),
+        createSchema(db, secret, schema, undefined, {
+          template,
+          withData,
+          snapshot: snapshot[0]?.snapshot as string,
+        }),
       ]);
       if (made.status === 'rejected') throw made.reason;
       let rows: number | undefined;
@@ -65,7 +74,9 @@ export async function cloneSchema(
         if (read.status === 'rejected') throw read.reason;
         const ddl = read.value;
         const target = await accessTo(schema.schemaName);
-        rows = await target.run((to) => inTransaction(to, () => fill(from, to, ddl, withData), { audit }));
+        rows = await target.run((to) =>
+          inTransaction(to, () => fill(from, to, schema.schemaName, ddl, withData), { audit }),
+        );
       } catch (error) {
         await deleteSchema(db, { schemaName: schema.schemaName, cascade: true }, undefined).catch(
           (cleanup: unknown) =>
@@ -87,31 +98,81 @@ export async function cloneSchema(
 async function fill(
   from: pg.PoolClient,
   to: pg.PoolClient,
+  copy: string,
   ddl: SchemaDdl,
   withData: boolean,
 ): Promise<number | undefined> {
   // Bodies naming tables made later in the copy are checked when they run, as PostgreSQL's dump does.
   await to.query('SET LOCAL check_function_bodies = off');
-  await batch(to, ddl.before);
+  // The template's code runs as rows come in (checks, generated columns) and may move the search
+  // path: each batch starts on the copy's own again.
+  const home = `SET LOCAL search_path TO ${quoteIdent(copy, 'schema name')}`;
+  await batch(to, [home, ...ddl.before]);
   let rows: number | undefined;
   if (withData) {
     rows = 0;
     for (const table of ddl.tables) rows += await copyRows(from, to, table.table, table.columns);
-    await batch(
-      to,
-      ddl.materialized.map((view) => `REFRESH MATERIALIZED VIEW ${view}`),
-    );
+    await batch(to, [home, ...ddl.materialized.map((view) => `REFRESH MATERIALIZED VIEW ${view}`)]);
   }
-  await batch(to, ddl.after);
+  await batch(to, [home, ...ddl.after]);
+  await assertSelfContained(to, copy);
   return rows;
 }
 
-/** A table's rows from the template's session into the copy's, in PostgreSQL's binary format. */
+/**
+ * Refuses a copy whose objects depend on another tenant's (a default, a view, a trigger bound to
+ * a function elsewhere): the template's code may have moved the search path while it ran. Only
+ * the copy itself, PostgreSQL's catalog and public may be reached. Objects made in this copy have
+ * oids after its schema's.
+ */
+async function assertSelfContained(to: pg.PoolClient, copy: string): Promise<void> {
+  const { rows } = await to.query<{ what: string; uses: string }>(
+    `WITH n AS (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1),
+     made (classid, objid) AS (
+       SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, c.oid FROM pg_catalog.pg_class c, n
+        WHERE c.oid > n.oid AND c.relnamespace = n.oid
+       UNION ALL SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid FROM pg_catalog.pg_type t, n
+        WHERE t.oid > n.oid AND t.typnamespace = n.oid
+       UNION ALL SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid FROM pg_catalog.pg_proc p, n
+        WHERE p.oid > n.oid AND p.pronamespace = n.oid
+       UNION ALL SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid FROM pg_catalog.pg_constraint k, n
+        WHERE k.oid > n.oid AND k.connamespace = n.oid
+       UNION ALL SELECT 'pg_catalog.pg_attrdef'::pg_catalog.regclass, a.oid
+         FROM pg_catalog.pg_attrdef a JOIN pg_catalog.pg_class c ON c.oid = a.adrelid, n
+        WHERE a.oid > n.oid AND c.relnamespace = n.oid
+       UNION ALL SELECT 'pg_catalog.pg_trigger'::pg_catalog.regclass, g.oid
+         FROM pg_catalog.pg_trigger g JOIN pg_catalog.pg_class c ON c.oid = g.tgrelid, n
+        WHERE g.oid > n.oid AND c.relnamespace = n.oid
+       UNION ALL SELECT 'pg_catalog.pg_rewrite'::pg_catalog.regclass, r.oid
+         FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class, n
+        WHERE r.oid > n.oid AND c.relnamespace = n.oid
+       UNION ALL SELECT 'pg_catalog.pg_policy'::pg_catalog.regclass, p.oid
+         FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid, n
+        WHERE p.oid > n.oid AND c.relnamespace = n.oid)
+     -- pg_identify_object names a schema as an identifier: quoted where it must be.
+     SELECT pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid) AS what,
+            pg_catalog.pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid) AS uses
+       FROM made m JOIN pg_catalog.pg_depend d ON d.classid = m.classid AND d.objid = m.objid
+      WHERE (pg_catalog.pg_identify_object(d.refclassid, d.refobjid, 0)).schema
+            NOT IN (pg_catalog.quote_ident($1), 'pg_catalog', 'public', 'information_schema')
+      LIMIT 5`,
+    [copy],
+  );
+  if (rows.length > 0) {
+    throw new BadRequest(
+      'Template not supported',
+      `the copy would reach outside its schema: ${rows.map((r) => `${r.what} uses ${r.uses}`).join('; ')}; nothing was created`,
+    );
+  }
+}
+
+/** A table's rows from the template's session into the copy's, in COPY's text form. */
 async function copyRows(from: pg.PoolClient, to: pg.PoolClient, table: string, columns: string[]) {
-  // Names as the catalog quoted them (lib/admin/schema-ddl).
+  // Names as the catalog quoted them (lib/admin/schema-ddl). Text, not binary: a binary array or
+  // row value carries its element type's oid, which is the template's, not the copy's.
   const list = columns.join(', ');
-  const sink = to.query(copyFrom(`COPY ${table} (${list}) FROM STDIN (FORMAT binary)`));
-  await pipeline(from.query(copyTo(`COPY ${table} (${list}) TO STDOUT (FORMAT binary)`)), sink);
+  const sink = to.query(copyFrom(`COPY ${table} (${list}) FROM STDIN`));
+  await pipeline(from.query(copyTo(`COPY ${table} (${list}) TO STDOUT`)), sink);
   return sink.rowCount;
 }
 

@@ -151,6 +151,10 @@ function refusal(name: string, node: Node): string | undefined {
   if (node.concurrent === true)
     return 'CONCURRENTLY cannot run inside a transaction, and each schema runs the migration in one';
   if (name === 'VacuumStmt') return 'VACUUM and ANALYZE cannot run inside a transaction';
+  if (name === 'ReindexStmt' && JSON.stringify(node.params ?? []).includes('"concurrently"'))
+    return 'REINDEX CONCURRENTLY cannot run inside a transaction, and each schema runs the migration in one';
+  if (name === 'VariableSetStmt' && node.kind === 'VAR_RESET_ALL')
+    return "RESET ALL would drop the migration's lock timeout: leave it out";
   if (
     name === 'VariableSetStmt' &&
     ['role', 'session_authorization', 'search_path'].includes(String(node.name))

@@ -113,7 +113,12 @@ const SEQUENCES_SQL = `
 
 const FUNCTIONS_SQL = `
   SELECT p.oid::pg_catalog.regprocedure::text AS signature, p.prokind AS kind,
-         pg_catalog.pg_get_functiondef(p.oid) AS def, p.prosqlbody IS NOT NULL AS atomic
+         pg_catalog.pg_get_functiondef(p.oid) AS def, p.prosqlbody IS NOT NULL AS atomic,
+         EXISTS (SELECT 1 FROM pg_catalog.pg_type t JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
+                  WHERE c.relnamespace = $1 AND c.relkind <> 'c'
+                    AND (p.prorettype IN (t.oid, t.typarray)
+                         OR t.oid = ANY (p.proargtypes::pg_catalog.oid[])
+                         OR t.typarray = ANY (p.proargtypes::pg_catalog.oid[]))) AS "usesRowType"
     FROM pg_catalog.pg_proc p
    WHERE p.pronamespace = $1 AND p.prokind = ANY ('{f,p}'::"char"[])
    ORDER BY p.oid`;
@@ -332,6 +337,7 @@ export async function readSchemaDdl(
   writer.views(views);
   writer.ddl.before.push(...late);
   for (const index of indexes) writer.ddl.after.push(writer.checked('an index', String(index.def)));
+  writer.ddl.after.push(...writer.foreignKeys);
   writer.triggers(triggers);
   writer.policies(policies);
   for (const comment of comments) {
@@ -347,6 +353,8 @@ export async function readSchemaDdl(
 class Writer {
   readonly ddl: SchemaDdl;
   readonly problems: string[] = [];
+  /** Foreign keys, made after every index (one may reference a column only a unique index covers). */
+  readonly foreignKeys: string[] = [];
 
   constructor(
     private readonly names: Names,
@@ -394,14 +402,17 @@ class Writer {
     }
   }
 
-  /** Functions whose bodies are text, now; those with a parsed body (BEGIN ATOMIC) returned for later. */
+  /**
+   * Functions whose bodies are text, now; those with a parsed body (BEGIN ATOMIC) or a table's row
+   * type in their signature (`RETURNS SETOF customers`) returned for after the tables and views.
+   */
   functions(functions: Row[]): string[] {
     const late: string[] = [];
     for (const fn of functions) {
       const sql = functionDdl(String(fn.def), this.names);
       if (sql === undefined)
         this.problems.push(`function ${fn.signature} names schema ${this.names.from} in its body`);
-      else (fn.atomic ? late : this.ddl.before).push(sql);
+      else (fn.atomic || fn.usesRowType ? late : this.ddl.before).push(sql);
     }
     return late;
   }
@@ -418,7 +429,9 @@ class Writer {
         String(constraint.def),
       );
       const add = `CONSTRAINT ${constraint.name} ${def}`;
-      if (constraint.type === 'f' || !constraint.validated) {
+      if (constraint.type === 'f') {
+        this.foreignKeys.push(`ALTER TABLE ${constraint.table} ADD ${add}`);
+      } else if (!constraint.validated) {
         this.ddl.after.push(`ALTER TABLE ${constraint.table} ADD ${add}`);
       } else {
         inline.set(String(constraint.table), [...(inline.get(String(constraint.table)) ?? []), add]);
@@ -471,6 +484,15 @@ class Writer {
   policies(policies: Row[]) {
     for (const policy of policies) {
       const what = `policy ${policy.name} on ${policy.table}`;
+      const keyRole = (policy.roles as string[]).find((role) =>
+        ['_svc', '_anon'].some((suffix) => role === `${this.names.fromName}${suffix}`),
+      );
+      if (keyRole) {
+        this.problems.push(
+          `${what} is for ${keyRole}, a key's role, which a new schema has only once it has a key: make the policy after the copy`,
+        );
+        continue;
+      }
       const roles = (policy.roles as string[]).map((role) => mappedRole(role, this.names));
       if (roles.includes(undefined)) {
         this.problems.push(`${what} is for a role other than PUBLIC and the schema's own`);
@@ -577,7 +599,7 @@ function functionDdl(def: string, names: Names): string | undefined {
         list,
         list
           .split(', ')
-          .map((item) => (item === quoted(names.from) ? quoted(names.to) : item))
+          .map((item) => (item === quoted(names.fromName) ? quoted(names.toName) : item))
           .join(', '),
       ),
   );

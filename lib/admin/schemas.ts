@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { inheritLedger } from '#lib/admin/tenant-migrations';
 import type { AuditDraft } from '#lib/db/audit-log';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import { dropRolePool } from '#lib/db/executor';
@@ -98,7 +99,7 @@ export async function createSchema(
   secret: string,
   { schemaName, password }: CreateSchemaInput,
   audit: AuditDraft | undefined,
-  cloneOf?: { template: string; withData: boolean },
+  cloneOf?: { template: string; withData: boolean; snapshot: string },
 ) {
   const username = schemaUser(schemaName);
   await withTransaction(
@@ -151,13 +152,7 @@ export async function createSchema(
           'INSERT INTO _dbadmin.schema_templates (schema_name, template, with_data) VALUES ($1, $2, $3)',
           [schemaName, cloneOf.template, cloneOf.withData],
         );
-        // A copy holds what its template's migrations made: running one of them again skips it.
-        await client.query(
-          `INSERT INTO _dbadmin.schema_migrations (schema_name, migration_name, sql_hash, migration_id, applied_at)
-           SELECT $1, migration_name, sql_hash, migration_id, applied_at FROM _dbadmin.schema_migrations
-            WHERE schema_name = $2`,
-          [schemaName, cloneOf.template],
-        );
+        await inheritLedger(client, schemaName, cloneOf);
       }
     },
     { audit },
@@ -232,6 +227,10 @@ export async function deleteSchema(
       await client.query('DELETE FROM _dbadmin.tenant_quotas WHERE schema_name = $1', [schemaName]);
       await client.query('DELETE FROM _dbadmin.schema_templates WHERE schema_name = $1', [schemaName]);
       await client.query('DELETE FROM _dbadmin.schema_migrations WHERE schema_name = $1', [schemaName]);
+      // A schema made again under this name is a new one for every migration.
+      await client.query('DELETE FROM _dbadmin.tenant_migration_schemas WHERE schema_name = $1', [
+        schemaName,
+      ]);
       await forgetSchemaRecords(client, schemaName);
       await withRoleAdmin(client, schemaName, async (roles) => {
         // Every role's rights at once: the drops below need them (dropRole lends no role twice).

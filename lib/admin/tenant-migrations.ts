@@ -1,9 +1,9 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { type PlannedStatement, planStatements } from '#lib/admin/migration-plan';
+import { getConfig } from '#lib/config';
 import type { AuditDraft } from '#lib/db/audit-log';
 import { isSystemSchema, type SchemaAccess } from '#lib/db/executor';
-import { quoteIdent } from '#lib/db/identifiers';
 import { DBADMIN_SCHEMAS } from '#lib/db/own-schemas';
 import { isPgError, type PgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
@@ -17,8 +17,8 @@ import { ApiError, BadRequest, Busy, NotFound, ServiceUnavailable } from '#lib/e
  * PostgreSQL's error) or skipped (a migration of that name already applied there).
  *
  * It runs in slices (`runMigration`), each as long as one request may take: every schema is
- * changed in one transaction of its own, on a session of that schema's role (the admin's own
- * rights only with runAs admin), with a lock timeout, `concurrency` schemas at a time. A failure
+ * changed in one transaction of its own, on a session of that schema's role (never the service's:
+ * a tenant may put its own code in the path of SQL the service runs there), with a lock timeout, `concurrency` schemas at a time. A failure
  * rolls its schema back and never stops the others. The next slice goes on where one ended:
  * after a crash or a timeout, a schema left running is settled by the transaction it ran in
  * (recorded before its SQL ran): committed is applied, aborted is pending again, still running is
@@ -26,7 +26,7 @@ import { ApiError, BadRequest, Busy, NotFound, ServiceUnavailable } from '#lib/e
  */
 
 export type MigrationTarget = { schemas: string[] } | { template: string } | { all: true };
-export type RunAs = 'schema' | 'admin';
+export type RunAs = 'schema';
 
 export interface MigrationInput {
   name: string;
@@ -40,8 +40,13 @@ export interface MigrationInput {
 export const SCHEMA_STATES = ['pending', 'running', 'applied', 'failed', 'skipped'] as const;
 export type SchemaState = (typeof SCHEMA_STATES)[number];
 
-/** How long a claim on a schema holds before another slice may take the schema over. */
-export const CLAIM_MS = 5 * 60_000;
+/**
+ * How long a claim on a schema holds before another slice may take the schema over, unless its
+ * run has recorded its transaction (which then decides): the time a run may wait for its
+ * connection (the service's, a slot of the budget, the login) and a margin. A run that records
+ * later finds its claim taken and rolls back.
+ */
+export const claimMs = (connectTimeoutMs: number) => 3 * connectTimeoutMs + 10_000;
 
 /** A pool or one of its sessions. */
 type Queryable = pg.Pool | pg.ClientBase;
@@ -70,6 +75,8 @@ async function existing(client: Queryable, names: string[]): Promise<Set<string>
 export async function targetSchemas(client: Queryable, target: MigrationTarget): Promise<string[]> {
   if ('all' in target) return tenantSchemas(client);
   if ('template' in target) {
+    if (isSystemSchema(target.template) || target.template === 'public')
+      throw new BadRequest('Invalid target', `${target.template}: not a tenant schema; name a tenant schema`);
     if (!(await existing(client, [target.template])).has(target.template))
       throw new NotFound('Schema not found', `template "${target.template}" does not exist`);
     const { rows } = await client.query<{ name: string }>(
@@ -109,6 +116,62 @@ async function appliedIn(client: Queryable, name: string, schemas: string[]) {
 
 const appliedReason = (row: { id: string | null; at: Date }) =>
   `already applied${row.id ? ` by migration ${row.id}` : ''} at ${row.at.toISOString()}`;
+
+const WRITES_ROWS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE', 'COPY']);
+
+/** Whether a migration's SQL writes rows (a structure-only copy of its schema has none of them). */
+async function writesRows(sql: string): Promise<boolean> {
+  try {
+    return (await planStatements(sql)).some((statement) => WRITES_ROWS.has(statement.kind));
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * A copy holds what its template's migrations made, as of the snapshot the template was read in:
+ * those migrations are applied in the copy's own ledger too, so running one of them again skips
+ * it. One that committed after the snapshot is not (the copy lacks its change), nor, for a copy
+ * without the rows, one that wrote rows. Within the caller's transaction.
+ */
+export async function inheritLedger(
+  client: pg.ClientBase,
+  schema: string,
+  { template, withData, snapshot }: { template: string; withData: boolean; snapshot: string },
+): Promise<void> {
+  const { rows } = await client.query<{
+    name: string;
+    hash: string;
+    id: string | null;
+    at: Date;
+    sql: string | null;
+  }>(
+    `SELECT s.migration_name AS name, s.sql_hash AS hash, s.migration_id::text AS id, s.applied_at AS at, m.sql
+       FROM _dbadmin.schema_migrations s LEFT JOIN _dbadmin.tenant_migrations m ON m.id = s.migration_id
+      WHERE s.schema_name = $1
+        AND NOT EXISTS (SELECT 1 FROM _dbadmin.tenant_migration_schemas t
+                         WHERE t.migration_id = s.migration_id AND t.schema_name = $1 AND t.xact_id IS NOT NULL
+                           AND NOT pg_catalog.pg_visible_in_snapshot(t.xact_id, $2::pg_catalog.pg_snapshot))
+     UNION ALL
+     SELECT m.name, m.sql_hash, m.id::text, pg_catalog.now(), m.sql
+       FROM _dbadmin.tenant_migration_schemas t JOIN _dbadmin.tenant_migrations m ON m.id = t.migration_id
+      WHERE t.schema_name = $1 AND t.state = 'running' AND t.xact_id IS NOT NULL
+        AND pg_catalog.pg_visible_in_snapshot(t.xact_id, $2::pg_catalog.pg_snapshot)
+        AND pg_catalog.pg_xact_status(t.xact_id) = 'committed'`,
+    [template, snapshot],
+  );
+  const kept = [];
+  for (const row of rows) if (withData || row.sql === null || !(await writesRows(row.sql))) kept.push(row);
+  if (kept.length === 0) return;
+  await client.query(
+    `INSERT INTO _dbadmin.schema_migrations (schema_name, migration_name, sql_hash, migration_id, applied_at)
+     SELECT $1, name, hash, id::bigint, at
+       FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]),
+                       pg_catalog.unnest($5::timestamptz[])) AS i(name, hash, id, at)
+     ON CONFLICT DO NOTHING`,
+    [schema, kept.map((r) => r.name), kept.map((r) => r.hash), kept.map((r) => r.id), kept.map((r) => r.at)],
+  );
+}
 
 /** A dry run: the statements with their locks, and what each schema would get. Changes nothing. */
 export async function previewMigration(db: pg.Pool, input: MigrationInput) {
@@ -315,14 +378,13 @@ export interface RunOptions {
   now?: () => Date;
   /** Where a schema's SQL runs as its role (the route's accessTo). */
   schemaAccess: (schema: string) => Promise<SchemaAccess>;
-  /** Where it runs with the admin's own rights (runAs admin). */
-  adminAccess: (schema: string) => Promise<SchemaAccess>;
 }
 
 /** A slice of the migration: schemas claimed and changed until the budget is spent. */
 export async function runMigration(db: pg.Pool, id: string, options: RunOptions) {
   const migration = await migrationRow(db, id);
   const now = options.now ?? (() => new Date());
+  const claimFor = claimMs((await getConfig()).DB_CONNECT_TIMEOUT_MS);
   const deadline = performance.now() + options.budgetMs;
   await reachNewSchemas(db, migration);
   await settleAbandoned(db, id, now());
@@ -330,12 +392,15 @@ export async function runMigration(db: pg.Pool, id: string, options: RunOptions)
   const worker = async () => {
     while (!stop && performance.now() < deadline && !options.signal?.aborted) {
       const claim = randomUUID();
-      const schema = await claimNext(db, id, claim, now());
+      const schema = await claimNext(db, id, claim, new Date(now().getTime() + claimFor));
       if (schema === undefined) return;
       if ((await applyTo(db, migration, schema, claim, options)) === 'stop') stop = true;
     }
   };
-  await Promise.all(Array.from({ length: migration.concurrency }, worker));
+  // Every worker ends before the answer, even when one fails: none is left holding a transaction.
+  const workers = await Promise.allSettled(Array.from({ length: migration.concurrency }, worker));
+  const failed = workers.find((w): w is PromiseRejectedResult => w.status === 'rejected');
+  if (failed) throw failed.reason;
   return migrationProgress(db, id, {});
 }
 
@@ -367,7 +432,7 @@ async function addSchemas(client: Queryable, id: string, name: string, schemas: 
   );
 }
 
-async function claimNext(db: pg.Pool, id: string, claim: string, now: Date): Promise<string | undefined> {
+async function claimNext(db: pg.Pool, id: string, claim: string, until: Date): Promise<string | undefined> {
   const { rows } = await db.query<{ schema: string }>(
     `UPDATE _dbadmin.tenant_migration_schemas t
         SET state = 'running', claim = $2, claimed_until = $3, attempts = t.attempts + 1, started_at = now(),
@@ -376,7 +441,7 @@ async function claimNext(db: pg.Pool, id: string, claim: string, now: Date): Pro
               SELECT migration_id, schema_name FROM _dbadmin.tenant_migration_schemas
                WHERE migration_id = $1 AND state = 'pending' ORDER BY schema_name LIMIT 1 FOR UPDATE SKIP LOCKED)
       RETURNING t.schema_name AS schema`,
-    [id, claim, new Date(now.getTime() + CLAIM_MS)],
+    [id, claim, until],
   );
   return rows[0]?.schema;
 }
@@ -411,6 +476,14 @@ async function settleAbandoned(db: pg.Pool, id: string, now: Date): Promise<void
 class ClaimLost extends Error {}
 
 /**
+ * How long a migration's transaction may sit idle (its slice's process frozen, as Lambda freezes
+ * a function between invocations) before PostgreSQL ends it, releasing the tenant's table.
+ */
+const IDLE_IN_TRANSACTION_MS = 60_000;
+
+type Outcome = { state: 'applied' } | { state: 'failed'; error: unknown } | { state: 'left' | 'pending' };
+
+/**
  * Changes one schema in one transaction: the transaction's id is recorded under the claim before
  * the SQL runs, so a crash leaves an answer; the ledger says applied or failed after. 'stop'
  * when the slice should start no more (the connection budget or the database gave out).
@@ -423,15 +496,16 @@ async function applyTo(
   options: RunOptions,
 ): Promise<'done' | 'stop'> {
   const key = [migration.id, schema, claim];
+  let xid: string | undefined;
+  let outcome: Outcome;
   try {
-    const access = await (migration.run_as === 'admin' ? options.adminAccess : options.schemaAccess)(schema);
+    const access = await options.schemaAccess(schema);
     await access.run((client) =>
       inPlainTransaction(client, 'BEGIN', async () => {
-        const path =
-          migration.run_as === 'admin'
-            ? `; SET LOCAL search_path TO ${quoteIdent(schema, 'schema name')}`
-            : '';
-        await client.query(`SET LOCAL lock_timeout = ${Math.trunc(migration.lock_timeout_ms)}${path}`);
+        await client.query(
+          `SET LOCAL lock_timeout = ${Math.trunc(migration.lock_timeout_ms)};
+           SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`,
+        );
         const { rows } = await client.query<{ xid: string }>(
           'SELECT pg_catalog.pg_current_xact_id()::pg_catalog.text AS xid',
         );
@@ -441,30 +515,78 @@ async function applyTo(
           [...key, rows[0]?.xid],
         );
         if (recorded.rowCount !== 1) throw new ClaimLost();
+        xid = rows[0]?.xid;
         await client.query(migration.sql);
         const kept = await client.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [schema]);
         if (kept.rowCount !== 1)
           throw new BadRequest('Schema dropped', 'a migration may not drop its own schema');
       }),
     );
+    outcome = { state: 'applied' };
   } catch (error) {
     if (error instanceof ClaimLost) return 'done';
     if (error instanceof Busy || error instanceof ServiceUnavailable) {
-      await db.query(
-        `UPDATE _dbadmin.tenant_migration_schemas SET state = 'pending', claim = NULL, attempts = attempts - 1
-          WHERE migration_id = $1 AND schema_name = $2 AND claim = $3 AND state = 'running'`,
-        key,
-      );
+      await release(db, key);
       return 'stop';
     }
-    const cause = pgErrorOf(error);
+    outcome = await outcomeOf(db, xid, error, options.signal?.aborted === true);
+  }
+  await record(db, migration, key, outcome);
+  return 'done';
+}
+
+/**
+ * What an error left: a transaction whose COMMIT was under way when the connection went (its
+ * outcome unknown to us) is asked of PostgreSQL: committed is applied, still running is left for
+ * a later slice to settle. One our own deadline cut short (the request ending) is pending again,
+ * not the schema's failure.
+ */
+async function outcomeOf(
+  db: pg.Pool,
+  xid: string | undefined,
+  error: unknown,
+  ended: boolean,
+): Promise<Outcome> {
+  if (xid !== undefined) {
+    const { rows } = await db.query<{ status: string | null }>(
+      'SELECT pg_catalog.pg_xact_status($1::xid8) AS status',
+      [xid],
+    );
+    if (rows[0]?.status === 'committed') return { state: 'applied' };
+    if (rows[0]?.status === 'in progress') return { state: 'left' };
+  }
+  if (ended) return { state: 'pending' };
+  return { state: 'failed', error };
+}
+
+/** A schema given back unchanged (no connection came): pending, as if never claimed. */
+const release = (db: pg.Pool, key: string[]) =>
+  db.query(
+    `UPDATE _dbadmin.tenant_migration_schemas SET state = 'pending', claim = NULL, attempts = attempts - 1
+      WHERE migration_id = $1 AND schema_name = $2 AND claim = $3 AND state = 'running'`,
+    key,
+  );
+
+/** The outcome in the ledger, under the claim (a claim taken over records nothing). */
+async function record(db: pg.Pool, migration: MigrationRow, key: string[], outcome: Outcome): Promise<void> {
+  if (outcome.state === 'left') return;
+  if (outcome.state === 'pending') {
+    await db.query(
+      `UPDATE _dbadmin.tenant_migration_schemas SET state = 'pending', claim = NULL
+        WHERE migration_id = $1 AND schema_name = $2 AND claim = $3 AND state = 'running'`,
+      key,
+    );
+    return;
+  }
+  if (outcome.state === 'failed') {
+    const cause = pgErrorOf(outcome.error);
     await db.query(
       `UPDATE _dbadmin.tenant_migration_schemas
           SET state = 'failed', finished_at = now(), reason = $4, sqlstate = $5, claim = NULL
         WHERE migration_id = $1 AND schema_name = $2 AND claim = $3 AND state = 'running'`,
-      [...key, cause?.message ?? (error as Error).message, cause?.code ?? null],
+      [...key, cause?.message ?? (outcome.error as Error).message, cause?.code ?? null],
     );
-    return 'done';
+    return;
   }
   await db.query(
     `WITH applied AS (
@@ -474,7 +596,6 @@ async function applyTo(
      SELECT schema_name, $4, $5, $1 FROM applied ON CONFLICT DO NOTHING`,
     [...key, migration.name, migration.sql_hash],
   );
-  return 'done';
 }
 
 /** PostgreSQL's own error behind ours (a tenant's error is wrapped in a 400), if any. */

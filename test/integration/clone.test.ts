@@ -199,6 +199,44 @@ describe('POST /api/schema/create from a template', () => {
     });
   });
 
+  it('rewrites a function’s search path naming a mixed-case template to the copy’s name', async () => {
+    const template = `Tm_${uniqueName('x').slice(2)}`;
+    const copy = `Cp_${uniqueName('x').slice(2)}`;
+    expect(
+      (
+        await call(schemas, {
+          method: 'POST',
+          path: '/api/schema/create',
+          body: { schemaName: template, password: 'p-12345678' },
+        })
+      ).status,
+    ).toBe(201);
+    const login = loginAs(`${template}_user`, 'p-12345678');
+    await login.connect();
+    try {
+      await login.query(
+        `CREATE TABLE t (id int); CREATE FUNCTION n() RETURNS bigint LANGUAGE sql SET search_path = "${template}", public
+           AS $$ SELECT count(*) FROM t $$`,
+      );
+    } finally {
+      await login.end();
+    }
+
+    const reply = await clone({ schemaName: copy, template });
+
+    expect(reply.status).toBe(201);
+    const config = await withAdminClient(
+      async (c) =>
+        (
+          await c.query(
+            'SELECT proconfig FROM pg_proc WHERE proname = $1 AND pronamespace = $2::regnamespace',
+            ['n', `"${copy}"`],
+          )
+        ).rows,
+    );
+    expect(config).toEqual([{ proconfig: [`search_path="${copy}", public`] }]);
+  });
+
   it('refuses a function body that names the template, naming it, and makes nothing', async () => {
     const template = await freshSchema('tmplq');
     await asTenant(

@@ -115,21 +115,18 @@ describe('a migration across tenant schemas', () => {
     expect([sameName.status, sameName.body.error]).toEqual([409, 'Migration exists']);
   });
 
-  it("runs with the service's own rights when asked, which own nothing in a tenant's schema", async () => {
-    const reached = await tenants('asadm', 2);
-    const created = await post('/api/migrations', {
+  it("refuses the service's own rights: a migration runs as each schema's role", async () => {
+    const reached = await tenants('asadm', 1);
+
+    const reply = await post('/api/migrations', {
       name: uniqueName('asadmin'),
       sql: 'ALTER TABLE items ADD COLUMN note text',
       target: { schemas: reached },
       runAs: 'admin',
     });
 
-    const done = await runToEnd(created.body.id);
-
-    // The service's role is no member of a tenant's: the schema is not even on its search path.
-    expect(done.body).toMatchObject({ runAs: 'admin', done: true, counts: { failed: 2 } });
-    expect(done.body.schemas.map((s: { sqlstate: string }) => s.sqlstate)).toEqual(['42P01', '42P01']);
-    for (const schema of reached) expect((await columnsOf(schema)).columns).toEqual(['id', 'name']);
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toMatch(/runAs must be schema/);
   });
 
   it('previews the statements with their locks and what each schema would get', async () => {
@@ -211,6 +208,24 @@ describe('a migration across tenant schemas', () => {
     ]);
     expect(await columnsOf(later)).toEqual({ columns: ['id', 'name', 'note'], indexed: true });
     expect(await columnsOf(other)).toEqual({ columns: ['id', 'name'], indexed: false });
+
+    // A migration that wrote rows is not a structure-only copy's: its copy has none of them.
+    const seed = await post('/api/migrations', {
+      name: uniqueName('seed'),
+      sql: "INSERT INTO items (id, name) VALUES (2, 'seeded')",
+      target: { template },
+    });
+    await runToEnd(seed.body.id);
+    const bare = uniqueName('tbare');
+    const full = uniqueName('tfull');
+    await post('/api/schema/create', { schemaName: bare, password: 'x-pass-123', template });
+    await post('/api/schema/create', { schemaName: full, password: 'x-pass-123', template, withData: true });
+    const seeded = await post(`/api/migrations/${seed.body.id}/run`, {});
+    const states = await get(`/api/migrations/${seed.body.id}`);
+    const stateOf = (schema: string) =>
+      states.body.schemas.find((s: { schema: string }) => s.schema === schema)?.state;
+    expect([stateOf(bare), stateOf(full)]).toEqual(['applied', 'skipped']);
+    expect(seeded.body.counts.failed).toBe(0);
   });
 
   it('settles a crashed run by the transaction each schema recorded, and resumes the rest', async () => {

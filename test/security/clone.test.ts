@@ -71,6 +71,68 @@ describe('cloning a template never runs its code with the admin’s rights', () 
     for (const notice of notices) expect(notice).toBe(`${template}_exec false`);
   });
 
+  it('never binds the copy to another schema, whatever the template’s code does to the search path', async () => {
+    // The attacker's other tenant offers a function anyone may run, named like the template's.
+    const evil = await freshSchema('evil');
+    await asTenant(
+      evil,
+      `GRANT USAGE ON SCHEMA ${evil} TO PUBLIC;
+       CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+       GRANT EXECUTE ON FUNCTION stamp() TO PUBLIC`,
+    );
+    const template = await freshSchema('hijack');
+    // Checked on every row copied in: it puts the attacker's schema first for the rest of the copy.
+    await asTenant(
+      template,
+      `CREATE FUNCTION divert() RETURNS boolean LANGUAGE plpgsql AS $$
+       BEGIN PERFORM set_config('search_path', '${evil}, ' || current_schema(), true); RETURN true; END $$;
+       CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+       CREATE TABLE items (id int PRIMARY KEY, CHECK (divert()));
+       CREATE TRIGGER stamp BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION stamp();
+       INSERT INTO items VALUES (1)`,
+    );
+    const copy = uniqueName('copy');
+
+    const reply = await clone(template, copy);
+
+    expect(reply.status).toBe(201);
+    const bound = await withAdminClient(
+      async (c) =>
+        (
+          await c.query(
+            `SELECT p.pronamespace::regnamespace::text AS schema FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+              WHERE t.tgrelid = $1::regclass AND t.tgname = 'stamp'`,
+            [`${copy}.items`],
+          )
+        ).rows,
+    );
+    expect(bound).toEqual([{ schema: copy }]);
+  });
+
+  it('refuses a template whose objects use another tenant’s, naming them', async () => {
+    const other = await freshSchema('shared');
+    await asTenant(
+      other,
+      `GRANT USAGE ON SCHEMA ${other} TO PUBLIC;
+       CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+       GRANT EXECUTE ON FUNCTION stamp() TO PUBLIC`,
+    );
+    const template = await freshSchema('reach');
+    await asTenant(
+      template,
+      `CREATE TABLE items (id int); CREATE TRIGGER stamp BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION ${other}.stamp()`,
+    );
+    const copy = uniqueName('copy');
+
+    const reply = await clone(template, copy, false);
+
+    expect(reply.status).toBe(400);
+    expect(reply.body.message).toMatch(
+      new RegExp(`would reach outside its schema: trigger stamp on .*uses function ${other}\\.stamp\\(\\)`),
+    );
+    expect(await roleExists(`${copy}_user`)).toBe(false);
+  });
+
   it('never carries a grant to another tenant’s role', async () => {
     const template = await freshSchema('grants');
     const other = await freshSchema('other');

@@ -3,7 +3,6 @@ import * as constraints from '#functions/constraints';
 import * as meta from '#functions/meta';
 import * as people from '#functions/people';
 import * as query from '#functions/query';
-import * as schemas from '#functions/schemas';
 import { granted, PERSON_ROLES, type PersonRole } from '#lib/access';
 import { closePool } from '#lib/db/pool';
 import { type AnyRoute, permissionOf } from '#lib/http/route';
@@ -296,12 +295,6 @@ const RUN_AS_ADMIN: (t: Target) => Call = ({ schema }) => ({
   path: '/api/query',
   body: { schema, sql: 'SELECT 1', runAs: 'admin' },
 });
-/** A migration with the admin's rights: sql.admin as well as migrations. */
-const MIGRATION_AS_ADMIN: (t: Target) => Call = ({ schema }) => ({
-  method: 'POST',
-  path: '/api/migrations/preview',
-  body: { name: uniqueName('m'), sql: 'SELECT 1', target: { schemas: [schema] }, runAs: 'admin' },
-});
 
 let inside = '';
 let outside = '';
@@ -410,22 +403,6 @@ describe('SQL with the administrator’s rights (runAs: admin)', () => {
       });
     }
   });
-
-  it.each(PERSON_ROLES.map((role) => [role]))(
-    'answers a migration as admin by %s as sql.admin says',
-    async (role) => {
-      for (const person of persons.filter((p) => p.role === role)) {
-        const request = MIGRATION_AS_ADMIN({ schema: inside, role, disposable: async () => inside });
-        const reply = await person.as(schemas.handler as Handler, request);
-        const grant = { role, schemas: person.scoped ? [inside] : null };
-        const may = granted(grant, 'migrations') && granted(grant, 'sql.admin');
-        expect({ scoped: person.scoped, answer: answeredAs(reply) }).toEqual({
-          scoped: person.scoped,
-          answer: may ? 'allowed' : 'permission',
-        });
-      }
-    },
-  );
 });
 
 /** One person's request to the route naming `schema`: what it answered and what lib/access says. */

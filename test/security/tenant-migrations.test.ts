@@ -64,6 +64,28 @@ describe('a migration across tenant schemas', () => {
     }
   });
 
+  it('never runs with the service’s rights, where a tenant could put its code in the path', async () => {
+    const schema = await tenantSchema('migadmin');
+    // The tenant opens its schema to everyone and plants a trigger the migration's UPDATE fires.
+    await asTenant(
+      schema,
+      `GRANT USAGE ON SCHEMA "${schema}" TO PUBLIC; GRANT ALL ON "${schema}".items TO PUBLIC;
+       CREATE FUNCTION "${schema}".on_write() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN ${RECORD(schema)}; RETURN NEW; END $$;
+       CREATE TRIGGER on_write BEFORE UPDATE ON "${schema}".items FOR EACH ROW EXECUTE FUNCTION "${schema}".on_write()`,
+    );
+
+    const reply = await post('/api/migrations', {
+      name: uniqueName('admin'),
+      sql: "UPDATE items SET name = name || '!'",
+      target: { schemas: [schema] },
+      runAs: 'admin',
+    });
+
+    expect(reply.status).toBe(400);
+    expect(await sightings(schema)).toEqual([]);
+  });
+
   it('never shows a tenant the migrations or what they found', async () => {
     const schema = await tenantSchema('migread');
     const done = await migrate([schema], 'ALTER TABLE no_such_table ADD COLUMN x int');

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, may } from '../api';
+import { api } from '../api';
 import { href } from '../router';
 import { ErrorText, formatDate, useAction, useLoad } from '../ui';
 
@@ -29,7 +29,6 @@ interface Progress {
   id: string;
   name: string;
   sql: string;
-  runAs: 'schema' | 'admin';
   lockTimeoutMs: number;
   concurrency: number;
   target: Target;
@@ -200,8 +199,6 @@ export function MigrationDetail({ id }: { id: string }) {
   });
   const [filter, setFilter] = useState('');
   const m = progress.data;
-  // One run as the service's own role needs sql.admin: without it, Run is left out (403 else).
-  const mayRun = m?.runAs !== 'admin' || may('sql.admin');
   const version = m ? STATES.map((state) => m.counts[state]).join('.') : '';
   return (
     <section class="page">
@@ -215,7 +212,7 @@ export function MigrationDetail({ id }: { id: string }) {
             <dt>Target</dt>
             <dd>{targetText(m.target)}</dd>
             <dt>Runs as</dt>
-            <dd>{m.runAs === 'admin' ? 'the service’s own role' : 'each schema’s own role'}</dd>
+            <dd>each schema’s own role</dd>
             <dt>Each schema</dt>
             <dd>
               waits {m.lockTimeoutMs} ms at most for a lock; {m.concurrency} at a time
@@ -229,18 +226,15 @@ export function MigrationDetail({ id }: { id: string }) {
           <pre class="sql migration-sql">{m.sql}</pre>
           <Standing m={m} />
           <div class="toolbar">
-            {mayRun && runner.busy && (
+            {runner.busy && (
               <button type="button" onClick={runner.pause} disabled={runner.pausing}>
                 {runner.pausing ? 'Pausing…' : 'Pause'}
               </button>
             )}
-            {mayRun && !runner.busy && !m.done && (
+            {!runner.busy && !m.done && (
               <button type="button" class="primary" onClick={() => runner.run()}>
                 Run
               </button>
-            )}
-            {!mayRun && (
-              <span class="muted">It runs as the service’s own role: someone with sql.admin runs it.</span>
             )}
           </div>
           <ErrorText error={runner.error ?? retry.error} />

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api, may } from '../api';
+import { api } from '../api';
 import { go, href } from '../router';
 import { schemas } from '../schemas';
 import { ErrorText, Form, formatDate, useAction, useLoad } from '../ui';
@@ -34,7 +34,6 @@ interface Draft {
   schemas: string[];
   lockTimeoutMs: string;
   concurrency: string;
-  asAdmin: boolean;
 }
 
 const EMPTY: Draft = {
@@ -45,7 +44,6 @@ const EMPTY: Draft = {
   schemas: [],
   lockTimeoutMs: '2000',
   concurrency: '4',
-  asAdmin: false,
 };
 
 /** The select shows the first schema until one is picked: the body names the same one. */
@@ -61,7 +59,6 @@ const bodyOf = (d: Draft) => ({
   name: d.name,
   sql: d.sql,
   target: targetOf(d),
-  runAs: d.asAdmin ? 'admin' : 'schema',
   lockTimeoutMs: Number(d.lockTimeoutMs),
   concurrency: Number(d.concurrency),
 });
@@ -194,16 +191,6 @@ function NewMigration() {
           <input type="number" min={1} max={32} {...field('concurrency')} required />
         </label>
       </div>
-      {may('sql.admin') && (
-        <label class="inline">
-          <input
-            type="checkbox"
-            checked={draft.asAdmin}
-            onChange={(e) => set({ asAdmin: e.currentTarget.checked })}
-          />
-          Run as the service's own role
-        </label>
-      )}
       {previewed?.body === key && <PreviewText preview={previewed.answer} />}
       <ErrorText error={preview.error ?? create.error} />
       <div class="actions">
