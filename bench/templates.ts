@@ -12,7 +12,10 @@
  *    it, run in slices (POST /api/migrations/{id}/run); the host is killed (SIGKILL) in the middle
  *    of a slice, started again, and the slices go on until done. Printed: schemas per second, and
  *    the count of schemas applied, failed with their reason, and half-changed (a column without
- *    its index, or applied without its column), which must be none.
+ *    its index, or applied without its column), which must be none;
+ *  - drift: the fingerprints of those 1,000 schemas in one request (GET /api/drift), next to
+ *    GET /api/health, and how many copies differ from their template (those the migration failed
+ *    in).
  * A section is a function that prints its table and returns its target rows; the host it is
  * given may be replaced (the migration kills it), so sections take a holder.
  */
@@ -257,7 +260,9 @@ async function migrationSection(holder: HostHolder, databaseUrl: string): Promis
     `${seconds.toFixed(1)} s of slices, claims left by the killed host lapsing included (the ${(restart / 1000).toFixed(1)} s restart left out): ${rate.toFixed(0)} schemas/s${waited}`,
   );
   const accounted = count('applied', 'column and index') + count('failed', 'unchanged');
+  const prints = await fingerprintTargets(holder.host, template, progress.counts.failed ?? 0);
   return [
+    ...prints,
     atLeast(
       `migration: schemas applied or failed with a reason, of ${MIGRATION_SCHEMAS}`,
       accounted,
@@ -277,6 +282,43 @@ async function migrationSection(holder: HostHolder, databaseUrl: string): Promis
       '',
     ),
     shown('migration: schemas per second', rate, ' schemas/s'),
+  ];
+}
+
+/**
+ * Drift at a glance: the fingerprints of the template and its copies (GET /api/drift), timed,
+ * next to the trivial GET /api/health through the same host; after the migration the copies
+ * that failed it (no table, a lock held) are the ones that drifted.
+ */
+async function fingerprintTargets(host: Host, template: string, failed: number): Promise<Target[]> {
+  type Prints = { schemas: Array<{ drifted: boolean | null }> };
+  const read = () => api(host, 'GET', `/api/drift?template=${template}`) as Promise<Prints>;
+  const health = () => api(host, 'GET', '/api/health');
+  await read();
+  const reads: number[] = [];
+  const healths: number[] = [];
+  let answer: Prints = { schemas: [] };
+  for (let round = 0; round < ROUNDS; round++) {
+    const start = performance.now();
+    answer = await read();
+    reads.push(performance.now() - start);
+    healths.push(await timed(health));
+  }
+  const drifted = answer.schemas.filter((s) => s.drifted === true).length;
+  console.log(
+    `\nDrift fingerprints of ${answer.schemas.length} schemas in one request, ${ROUNDS} rounds, medians`,
+  );
+  console.table([
+    {
+      what: `GET /api/drift?template=..., ${answer.schemas.length} schemas`,
+      'median ms': Math.round(median(reads)),
+    },
+    { what: 'baseline: GET /api/health', 'median ms': Math.round(median(healths)) },
+    { what: 'drifted from the template (the copies the migration failed in)', 'median ms': drifted },
+  ]);
+  return [
+    atMost(`drift fingerprints for ${answer.schemas.length} schemas, one request`, median(reads), 1000, 'ms'),
+    atLeast('drifted copies found, of those the migration failed in', drifted, failed, ''),
   ];
 }
 

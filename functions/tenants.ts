@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import { granted } from '#lib/access';
+import { drift, fingerprints } from '#lib/admin/drift';
 import { setQuota } from '#lib/admin/quotas';
 import { describeTenant, listTenants, stopTenantSession, TENANT_SORTS } from '#lib/admin/tenants';
 import { getDatabase } from '#lib/db/pool';
 import { type Answer, NO_SCHEMA } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
+import { assertInScope } from '#lib/http/person-scope';
 import { defineRoute } from '#lib/http/route';
 import { queryInt, schemaRef } from '#lib/validation';
 
@@ -98,7 +100,71 @@ const SessionBody = z.strictObject({
   }),
 });
 
-export const routes = [
+const DefinitionEntry = z.object({ kind: z.string(), name: z.string(), definition: z.string() });
+
+/** Drift from templates (lib/admin/drift): read on the catalog, no tenant code. */
+const driftRoutes = [
+  defineRoute({
+    method: 'GET',
+    path: '/api/drift',
+    summary:
+      "Every tenant schema's structure fingerprint and, for one cloned from a template, whether it still matches the template's",
+    access: 'admin',
+    permission: 'read',
+    query: z.strictObject({
+      template: schemaRef.optional().describe('Only this template and the schemas cloned from it'),
+    }),
+    response: z.object({
+      schemas: z.array(
+        z.object({
+          schema: z.string(),
+          fingerprint: z.string().describe('Equal for two schemas of one structure, whatever their names'),
+          objects: z.number().int(),
+          template: z.string().nullable(),
+          drifted: z.boolean().nullable().describe('Differs from its template; null without one'),
+        }),
+      ),
+    }),
+    // A person scoped to some schemas sees those alone.
+    handler: async ({ query, principal }) =>
+      fingerprints(await getDatabase(), {
+        within: principal?.kind === 'person' ? principal.schemas : null,
+        template: query.template,
+      }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/drift/{schema}',
+    summary:
+      "How a schema's structure differs from its template's, or another schema's: missing, extra, different",
+    access: 'admin',
+    permission: 'read',
+    params: z.object({ schema: schemaRef }),
+    query: z.strictObject({
+      against: schemaRef
+        .optional()
+        .describe('The schema to compare with; left out, the one it was cloned from'),
+    }),
+    response: z.object({
+      schema: z.string(),
+      against: z.string(),
+      same: z.boolean(),
+      missing: z.array(DefinitionEntry).describe('In `against`, not in `schema`'),
+      extra: z.array(DefinitionEntry).describe('In `schema`, not in `against`'),
+      different: z.array(
+        z.object({ kind: z.string(), name: z.string(), expected: z.string(), actual: z.string() }),
+      ),
+    }),
+    errors: [NO_SCHEMA, { status: 404, why: 'no template to compare with: name one in against' }],
+    handler: async ({ params, query, principal }) => {
+      assertInScope(principal, params.schema);
+      if (query.against) assertInScope(principal, query.against);
+      return drift(await getDatabase(), params.schema, query.against);
+    },
+  }),
+];
+
+const tenantRoutes = [
   defineRoute({
     method: 'GET',
     path: '/api/tenants',
@@ -214,5 +280,7 @@ export const routes = [
     }),
   ),
 ];
+
+export const routes = [...tenantRoutes, ...driftRoutes];
 
 export const handler = httpHandler(routes);

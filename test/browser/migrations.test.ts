@@ -4,8 +4,9 @@ import { uniqueName } from '#test/support/names';
 /**
  * Templates and migrations in a real Chromium through `npm start`'s host: a schema started from a
  * template in the console, then one change across the template and its copies, previewed, run
- * to the end, with the copy that lost its table failing alone and offered a retry. A person
- * without the permission is not offered the page.
+ * to the end, with the copy that lost its table failing alone and offered a retry; the tenants
+ * page then shows that copy drifted from its template, and what it lacks. A person without the
+ * permission is not offered the page.
  */
 jest.setTimeout(120_000);
 
@@ -82,6 +83,17 @@ describeInBrowser('templates and migrations in the console', () => {
 
     // The column is there in the copy made in the console.
     expect((await h.api('POST', 'query', { schema: copy, sql: 'SELECT note FROM items' })).status).toBe(200);
+
+    // The tenants page shows at a glance which copy no longer matches its template, and why.
+    await page.getByRole('link', { name: 'Tenants', exact: true }).click();
+    const tenants = page.getByRole('table', { name: 'Tenants' });
+    await expectText(tenants.getByRole('row').filter({ hasText: copy }), `${base}: matches`);
+    await expectText(tenants.getByRole('row').filter({ hasText: broken }), `${base}: drifted`);
+    await tenants.getByRole('link', { name: broken }).click();
+    const drift = page.getByRole('region', { name: 'Drift' });
+    await drift.getByRole('button', { name: 'Compare' }).click();
+    await expectText(drift.getByRole('status'), `Differs from ${base}: 5 missing, 0 extra, 0 different.`);
+    await expectText(drift, 'table items');
     expect(errors).toEqual([]);
     await page.close();
   });

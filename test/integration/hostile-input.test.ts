@@ -205,6 +205,26 @@ function probes(h: string): Probe[] {
     ],
     [schemas, 'POST', '/api/schema/create', { body: { schemaName: h, password: 'long-enough-1' } }],
     [schemas, 'DELETE', `/api/schema/${p}`, { query: { cascade: 'true' } }],
+    [
+      schemas,
+      'POST',
+      '/api/schema/create',
+      { body: { schemaName: 'fine', password: 'long-enough-1', template: h } },
+    ],
+    [
+      schemas,
+      'POST',
+      '/api/migrations/preview',
+      { body: { name: 'm', sql: 'SELECT 1', target: { schemas: [h] } } },
+    ],
+    [schemas, 'POST', '/api/migrations', { body: { name: 'm', sql: 'SELECT 1', target: { template: h } } }],
+    // Empty, the paths are the lists' (`/api/migrations/`, `/api/drift/`), which answer them.
+    ...(h === '' ? [] : [[schemas, 'GET', `/api/migrations/${p}`] as Probe]),
+    [schemas, 'POST', `/api/migrations/${p}/run`, { body: {} }],
+    [schemas, 'POST', '/api/migrations/1/retry', { body: { schemas: [h] } }],
+    [tenants, 'GET', '/api/drift', { query: { template: h } }],
+    ...(h === '' ? [] : [[tenants, 'GET', `/api/drift/${p}`] as Probe]),
+    [tenants, 'GET', `/api/drift/${schema}`, { query: { against: h } }],
     [query, 'POST', '/api/query', { body: { sql: 'SELECT 1', schema: h } }],
     [keys, 'POST', `/api/project/${p}/keys`, { body: { keyName: 'k' } }],
     [keys, 'GET', `/api/project/${p}/keys`],
@@ -262,7 +282,8 @@ describe('hostile identifiers', () => {
       ...importRoutes,
       ...tenantRoutes,
       ...auditRoutes,
-    ].filter((r) => r.path !== '/api/schemas');
+      // No name to take: the lists.
+    ].filter((r) => r.path !== '/api/schemas' && !(r.method === 'GET' && r.path === '/api/migrations'));
 
     for (const route of routes) {
       const pattern = new RegExp(`^${route.method} ${template(route.path)}$`);

@@ -561,6 +561,15 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ method: 'POST', path: '/api/migrations/999999999/retry', body: {} }),
     },
   ],
+  'GET /api/drift': [{ status: 200, why: 'the fingerprints', request: () => ({ path: '/api/drift' }) }],
+  'GET /api/drift/{schema}': [
+    {
+      status: 200,
+      why: 'the differences',
+      request: () => ({ path: `/api/drift/${schema}`, query: { against: schema } }),
+    },
+    { status: 404, why: 'no such schema, or no template', request: () => ({ path: `/api/drift/${schema}` }) },
+  ],
   'GET /api/tables': [
     { status: 200, why: 'the list', request: () => ({ path: '/api/tables', query: { schema } }) },
     {

@@ -3,6 +3,7 @@ import { api, may } from '../api';
 import { formatBytes } from '../changes/preview';
 import { href } from '../router';
 import { Dialog, ErrorText, formatDate, useAction, useLoad } from '../ui';
+import { DriftCell, DriftSection, useDrift } from './drift';
 import { type Quota, QuotaSection, storageText } from './quota';
 
 /**
@@ -68,6 +69,7 @@ const seconds = (s: number | null) =>
 function TenantList() {
   const [sort, setSort] = useState('size');
   const list = useRefreshed(() => api<{ tenants: Figures[] }>('GET', 'tenants', { query: { sort } }), [sort]);
+  const drift = useDrift();
   return (
     <section class="page">
       <h1>Tenants</h1>
@@ -80,7 +82,7 @@ function TenantList() {
           <option value="name">name</option>
         </select>
       </label>
-      <ErrorText error={list.error} />
+      <ErrorText error={list.error ?? drift.error} />
       <table class="grid" aria-label="Tenants">
         <thead>
           <tr>
@@ -91,6 +93,7 @@ function TenantList() {
             <th>Connections</th>
             <th>Running</th>
             <th>Time running</th>
+            <th>Template</th>
           </tr>
         </thead>
         <tbody>
@@ -107,6 +110,7 @@ function TenantList() {
               <td>{t.connections}</td>
               <td>{t.active}</td>
               <td>{seconds(t.activeSeconds)}</td>
+              <DriftCell print={drift.of(t.schema)} />
             </tr>
           ))}
         </tbody>
@@ -258,6 +262,7 @@ function TenantDetail({ schema }: { schema: string }) {
           .
         </p>
       )}
+      <DriftSection schema={schema} />
       <h2>API keys</h2>
       <ul class="list">
         {(t?.keys ?? []).map((k) => (
