@@ -21,6 +21,18 @@ const clone = (template: string, schemaName: string, withData = true) =>
     body: { schemaName, password: 'clone-pass-1', template, withData },
   });
 
+/** Another tenant's schema offering everyone a trigger function `stamp()`, named like a template's. */
+async function offeringStamp(prefix: string): Promise<string> {
+  const schema = await freshSchema(prefix);
+  await asTenant(
+    schema,
+    `GRANT USAGE ON SCHEMA ${schema} TO PUBLIC;
+     CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+     GRANT EXECUTE ON FUNCTION stamp() TO PUBLIC`,
+  );
+  return schema;
+}
+
 /** Records who runs it in `canary` of whichever schema it runs in (its name is unqualified). */
 const SPY = `INSERT INTO canary VALUES (session_user, has_schema_privilege('_dbadmin', 'USAGE'))`;
 
@@ -73,13 +85,7 @@ describe('cloning a template never runs its code with the admin’s rights', () 
 
   it('never binds the copy to another schema, whatever the template’s code does to the search path', async () => {
     // The attacker's other tenant offers a function anyone may run, named like the template's.
-    const evil = await freshSchema('evil');
-    await asTenant(
-      evil,
-      `GRANT USAGE ON SCHEMA ${evil} TO PUBLIC;
-       CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
-       GRANT EXECUTE ON FUNCTION stamp() TO PUBLIC`,
-    );
+    const evil = await offeringStamp('evil');
     const template = await freshSchema('hijack');
     // Checked on every row copied in: it puts the attacker's schema first for the rest of the copy.
     await asTenant(
@@ -110,13 +116,7 @@ describe('cloning a template never runs its code with the admin’s rights', () 
   });
 
   it('refuses a template whose objects use another tenant’s, naming them', async () => {
-    const other = await freshSchema('shared');
-    await asTenant(
-      other,
-      `GRANT USAGE ON SCHEMA ${other} TO PUBLIC;
-       CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
-       GRANT EXECUTE ON FUNCTION stamp() TO PUBLIC`,
-    );
+    const other = await offeringStamp('shared');
     const template = await freshSchema('reach');
     await asTenant(
       template,
