@@ -102,6 +102,11 @@ const SessionBody = z.strictObject({
 
 const DefinitionEntry = z.object({ kind: z.string(), name: z.string(), definition: z.string() });
 
+const CATALOG_CHANGED: Answer = {
+  status: 503,
+  why: 'schemas were changed while their structure was read, three times over; try again',
+};
+
 /** Drift from templates (lib/admin/drift): read on the catalog, no tenant code. */
 const driftRoutes = [
   defineRoute({
@@ -125,12 +130,15 @@ const driftRoutes = [
         }),
       ),
     }),
-    // A person scoped to some schemas sees those alone.
-    handler: async ({ query, principal }) =>
-      fingerprints(await getDatabase(), {
+    errors: [CATALOG_CHANGED],
+    // A person scoped to some schemas sees those alone, and names a template among them.
+    handler: async ({ query, principal }) => {
+      if (query.template) assertInScope(principal, query.template);
+      return fingerprints(await getDatabase(), {
         within: principal?.kind === 'person' ? principal.schemas : null,
         template: query.template,
-      }),
+      });
+    },
   }),
   defineRoute({
     method: 'GET',
@@ -155,7 +163,11 @@ const driftRoutes = [
         z.object({ kind: z.string(), name: z.string(), expected: z.string(), actual: z.string() }),
       ),
     }),
-    errors: [NO_SCHEMA, { status: 404, why: 'no template to compare with: name one in against' }],
+    errors: [
+      NO_SCHEMA,
+      { status: 404, why: 'no template to compare with: name one in against' },
+      CATALOG_CHANGED,
+    ],
     handler: async ({ params, query, principal }) => {
       assertInScope(principal, params.schema);
       if (query.against) assertInScope(principal, query.against);

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { DBADMIN_SCHEMAS } from '#lib/db/own-schemas';
+import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { NotFound } from '#lib/errors';
+import { NotFound, ServiceUnavailable } from '#lib/errors';
 
 /**
  * Drift: how a schema's structure differs from its template's (or any other schema's). Each
@@ -85,9 +86,40 @@ const DEFINITIONS = `
     FROM s JOIN pg_catalog.pg_class c ON c.relnamespace = s.oid
     JOIN pg_catalog.pg_policy p ON p.polrelid = c.oid`;
 
-/** The catalog read, in a transaction whose lock waits are bounded (a tenant may hold a lock). */
-const readCatalog = <T extends pg.QueryResultRow>(db: pg.Pool, text: string, values: unknown[]) =>
-  withTransaction(db, async (client) => (await client.query<T>(text, values)).rows, { lockTimeout: '2s' });
+/**
+ * What a deparser may meet when an object it reads is dropped under it by another session (a
+ * tenant's DDL): the catalog row gone from its cache (XX000 "cache lookup failed"), its TOASTed
+ * text gone (XX001), the object gone (42704, 42P01, 42883). Read again, it is simply not there.
+ */
+const DROPPED_MEANWHILE = new Set(['XX000', 'XX001', 'XX002', '42704', '42P01', '42883']);
+const READS = 3;
+
+/**
+ * The catalog read, in a transaction whose lock waits are bounded (a tenant may hold a lock),
+ * read again when an object was dropped while it was read; 503 should that keep happening.
+ */
+async function readCatalog<T extends pg.QueryResultRow>(
+  db: pg.Pool,
+  text: string,
+  values: unknown[],
+): Promise<T[]> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withTransaction(db, async (client) => (await client.query<T>(text, values)).rows, {
+        lockTimeout: '2s',
+      });
+    } catch (error) {
+      if (!isPgError(error) || !DROPPED_MEANWHILE.has(error.code)) throw error;
+      if (attempt === READS) {
+        throw new ServiceUnavailable(
+          'Catalog changed',
+          'schemas were changed while their structure was read, three times over; try again',
+          error,
+        );
+      }
+    }
+  }
+}
 
 export interface Fingerprint {
   schema: string;

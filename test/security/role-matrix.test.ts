@@ -56,7 +56,7 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     path: `/api/schema/${t.schema === inside ? await t.disposable() : t.schema}`,
     query: { cascade: 'true' },
   }),
-  'GET /api/drift': () => ({ path: '/api/drift' }),
+  'GET /api/drift': ({ schema }) => ({ path: '/api/drift', query: { template: schema } }),
   'GET /api/drift/{schema}': ({ schema }) => ({ path: `/api/drift/${schema}`, query: { against: schema } }),
   'GET /api/migrations': () => ({ path: '/api/migrations' }),
   'POST /api/migrations/preview': ({ schema }) => ({
