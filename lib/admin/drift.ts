@@ -138,37 +138,65 @@ export async function fingerprints(
   db: pg.Pool,
   { within, template }: { within: readonly string[] | null; template?: string },
 ): Promise<{ schemas: Fingerprint[] }> {
-  const rows = await readCatalog<Omit<Fingerprint, 'drifted'> & { templatePrint: string | null }>(
+  const targets = await readCatalog<{ schema: string; template: string | null }>(
     db,
-    `WITH tenants AS (
-       SELECT n.nspname FROM pg_catalog.pg_namespace n
-        WHERE n.nspname !~ '^pg_' AND n.nspname <> ALL ($1::text[])
-          AND ($2::text[] IS NULL OR n.nspname = ANY ($2::text[]))
-          AND ($3::text IS NULL OR n.nspname = $3
-               OR n.nspname IN (SELECT schema_name FROM _dbadmin.schema_templates WHERE template = $3))),
-     wanted AS (
-       SELECT nspname FROM tenants
-       UNION SELECT t.template FROM _dbadmin.schema_templates t JOIN tenants ON tenants.nspname = t.schema_name),
-     lines AS (${DEFINITIONS.replace('$1::text[]', '(SELECT pg_catalog.array_agg(nspname::text) FROM wanted)::text[]')}),
-     prints AS (
-       SELECT w.nspname AS schema,
-              pg_catalog.md5(coalesce(pg_catalog.string_agg(l.kind || ' ' || l.name || ' ' || l.definition, E'\\n'
-                                        ORDER BY l.kind, l.name), '')) AS fingerprint,
-              pg_catalog.count(l.kind)::int AS objects
-         FROM wanted w LEFT JOIN lines l ON l.schema = w.nspname GROUP BY w.nspname)
-     SELECT p.schema, p.fingerprint, p.objects, t.template, tp.fingerprint AS "templatePrint"
-       FROM prints p JOIN tenants ON tenants.nspname = p.schema
-       LEFT JOIN _dbadmin.schema_templates t ON t.schema_name = p.schema
-       LEFT JOIN prints tp ON tp.schema = t.template
-      ORDER BY p.schema`,
+    `SELECT n.nspname AS schema, t.template
+       FROM pg_catalog.pg_namespace n LEFT JOIN _dbadmin.schema_templates t ON t.schema_name = n.nspname
+      WHERE n.nspname !~ '^pg_' AND n.nspname <> ALL ($1::text[])
+        AND ($2::text[] IS NULL OR n.nspname = ANY ($2::text[]))
+        AND ($3::text IS NULL OR n.nspname = $3 OR t.template = $3)
+      ORDER BY n.nspname`,
     [[...DBADMIN_SCHEMAS, 'information_schema', 'public'], within, template ?? null],
   );
-  return {
-    schemas: rows.map(({ templatePrint, ...row }) => ({
-      ...row,
-      drifted: row.template === null || templatePrint === null ? null : templatePrint !== row.fingerprint,
-    })),
-  };
+  const wanted = [...new Set(targets.flatMap((t) => (t.template ? [t.schema, t.template] : [t.schema])))];
+  const prints = new Map<string, { fingerprint: string; objects: number }>();
+  for (let i = 0; i < wanted.length; i += PRINTS_AT_ONCE)
+    for (const row of await printsOf(db, wanted.slice(i, i + PRINTS_AT_ONCE))) prints.set(row.schema, row);
+  const schemas: Fingerprint[] = [];
+  for (const { schema, template: from } of targets) {
+    const own = prints.get(schema);
+    // Dropped while it was read: it is no tenant any more.
+    if (!own) continue;
+    const theirs = from ? prints.get(from) : undefined;
+    schemas.push({
+      schema,
+      ...own,
+      template: from,
+      drifted: theirs ? theirs.fingerprint !== own.fingerprint : null,
+    });
+  }
+  return { schemas };
+}
+
+/** Schemas fingerprinted in one query: a few hundred, so one dropped meanwhile costs little to read again. */
+const PRINTS_AT_ONCE = 250;
+
+const PRINTS = `
+  WITH lines AS (${DEFINITIONS})
+  SELECT w.nspname AS schema,
+         pg_catalog.md5(coalesce(pg_catalog.string_agg(l.kind || ' ' || l.name || ' ' || l.definition, E'\n'
+                                   ORDER BY l.kind, l.name), '')) AS fingerprint,
+         pg_catalog.count(l.kind)::int AS objects
+    FROM pg_catalog.pg_namespace w LEFT JOIN lines l ON l.schema = w.nspname
+   WHERE w.nspname = ANY ($1::text[]) GROUP BY w.nspname`;
+
+/**
+ * The schemas' fingerprints. Should some schema keep changing while it is read (other sessions'
+ * DDL, on a busy database), the schemas are read in halves, down to that one schema, which is
+ * then left out rather than failing the others.
+ */
+async function printsOf(
+  db: pg.Pool,
+  schemas: string[],
+): Promise<Array<{ schema: string; fingerprint: string; objects: number }>> {
+  try {
+    return await readCatalog(db, PRINTS, [schemas]);
+  } catch (error) {
+    if (!(error instanceof ServiceUnavailable)) throw error;
+    if (schemas.length === 1) return [];
+    const half = Math.ceil(schemas.length / 2);
+    return [...(await printsOf(db, schemas.slice(0, half))), ...(await printsOf(db, schemas.slice(half)))];
+  }
 }
 
 export interface Drift {

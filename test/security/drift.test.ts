@@ -26,7 +26,7 @@ describe('reading drift', () => {
     );
     await sightings(schema);
 
-    const all = await call(tenants, { path: '/api/drift' });
+    const all = await call(tenants, { path: '/api/drift', query: { template: schema } });
     const one = await call(tenants, { path: `/api/drift/${schema}`, query: { against: schema } });
 
     expect([all.status, one.status]).toEqual([200, 200]);
