@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { DBADMIN_SCHEMAS } from '#lib/db/own-schemas';
+import { assertTenantSchema } from '#lib/db/executor';
+import { NOT_TENANT_SCHEMAS } from '#lib/db/own-schemas';
 import { isPgError } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { NotFound, ServiceUnavailable } from '#lib/errors';
@@ -146,7 +147,7 @@ export async function fingerprints(
         AND ($2::text[] IS NULL OR n.nspname = ANY ($2::text[]))
         AND ($3::text IS NULL OR n.nspname = $3 OR t.template = $3)
       ORDER BY n.nspname`,
-    [[...DBADMIN_SCHEMAS, 'information_schema', 'public'], within, template ?? null],
+    [NOT_TENANT_SCHEMAS, within, template ?? null],
   );
   const wanted = [...new Set(targets.flatMap((t) => (t.template ? [t.schema, t.template] : [t.schema])))];
   const prints = new Map<string, { fingerprint: string; objects: number }>();
@@ -212,6 +213,8 @@ export interface Drift {
 
 /** How `schema` differs from `against` (by default its template), object by object. */
 export async function drift(db: pg.Pool, schema: string, against: string | undefined): Promise<Drift> {
+  assertTenantSchema(schema);
+  if (against !== undefined) assertTenantSchema(against);
   const base = against ?? (await templateOf(db, schema));
   const rows = await readCatalog<Definition & { schema: string }>(db, DEFINITIONS, [[schema, base]]);
   const found = new Set(rows.map((row) => row.schema));

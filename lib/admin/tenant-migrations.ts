@@ -4,8 +4,8 @@ import { type PlannedStatement, planStatements } from '#lib/admin/migration-plan
 import { getConfig } from '#lib/config';
 import type { AuditDraft } from '#lib/db/audit-log';
 import { isSystemSchema, type SchemaAccess } from '#lib/db/executor';
-import { DBADMIN_SCHEMAS } from '#lib/db/own-schemas';
-import { isPgError, type PgError } from '#lib/db/pg-errors';
+import { NOT_TENANT_SCHEMAS } from '#lib/db/own-schemas';
+import { pgErrorOf } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { inPlainTransaction } from '#lib/db/transaction';
 import { ApiError, BadRequest, Busy, NotFound, ServiceUnavailable } from '#lib/errors';
@@ -58,7 +58,7 @@ async function tenantSchemas(client: Queryable): Promise<string[]> {
   const { rows } = await client.query<{ name: string }>(
     `SELECT nspname AS name FROM pg_catalog.pg_namespace
       WHERE nspname !~ '^pg_' AND nspname <> ALL ($1::text[]) ORDER BY nspname`,
-    [[...DBADMIN_SCHEMAS, 'information_schema', 'public']],
+    [NOT_TENANT_SCHEMAS],
   );
   return rows.map((row) => row.name).filter((name) => !isSystemSchema(name));
 }
@@ -596,12 +596,6 @@ async function record(db: pg.Pool, migration: MigrationRow, key: string[], outco
      SELECT schema_name, $4, $5, $1 FROM applied ON CONFLICT DO NOTHING`,
     [...key, migration.name, migration.sql_hash],
   );
-}
-
-/** PostgreSQL's own error behind ours (a tenant's error is wrapped in a 400), if any. */
-function pgErrorOf(error: unknown): PgError | undefined {
-  for (let e: unknown = error; e; e = (e as { cause?: unknown }).cause) if (isPgError(e)) return e;
-  return undefined;
 }
 
 export type { PlannedStatement };

@@ -14,3 +14,6 @@ export const DBADMIN_SCHEMAS: readonly string[] = [
   ROLES_SCHEMA,
   POOLER_SCHEMA,
 ];
+
+/** Schemas that hold no tenant besides PostgreSQL's `pg_*`: dbadmin's, the standard's, public. */
+export const NOT_TENANT_SCHEMAS: readonly string[] = [...DBADMIN_SCHEMAS, 'information_schema', 'public'];

@@ -83,12 +83,15 @@ export function isPgError(error: unknown): error is PgError {
   return isErrorLike(error) && typeof error.code === 'string' && SQLSTATE.test(error.code);
 }
 
-/** The SQLSTATE of a database error, or of the one an ApiError was made from. */
-export function sqlState(error: unknown): string | undefined {
-  if (isPgError(error)) return error.code;
-  const cause = (error as { cause?: unknown } | undefined)?.cause;
-  return isPgError(cause) ? cause.code : undefined;
+/** The database error itself, or the one an error of ours was made from (along its causes). */
+export function pgErrorOf(error: unknown): PgError | undefined {
+  for (let e: unknown = error; isErrorLike(e); e = (e as { cause?: unknown }).cause)
+    if (isPgError(e)) return e;
+  return undefined;
 }
+
+/** The SQLSTATE of a database error, or of the one an ApiError was made from. */
+export const sqlState = (error: unknown): string | undefined => pgErrorOf(error)?.code;
 
 export function isConnectionError(error: unknown): boolean {
   // PostgreSQL's own errors are classified by SQLSTATE alone: their message can quote anything

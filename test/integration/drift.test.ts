@@ -96,5 +96,7 @@ describe('drift from a template', () => {
     expect(equal.body).toMatchObject({ same: true, missing: [], extra: [], different: [] });
     expect([noTemplate.status, noTemplate.body.error]).toEqual([404, 'No template']);
     expect([missing.status, missing.body.error]).toEqual([404, 'Schema not found']);
+    const system = await call(tenants, { path: '/api/drift/pg_catalog', query: { against: same } });
+    expect([system.status, system.body.error]).toEqual([400, 'System schema']);
   });
 });
