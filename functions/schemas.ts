@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { routes as backupRoutes } from '#functions/backups';
 import { routes as migrationRoutes } from '#functions/migrations';
 import { cloneSchema } from '#lib/admin/clone';
 import { createSchema, deleteSchema, schemasRead } from '#lib/admin/schemas';
@@ -103,7 +104,7 @@ const schemaRoutes = [
   }),
 ];
 
-/** The schemas function serves migrations across them too (functions/migrations). */
-export const routes = [...schemaRoutes, ...migrationRoutes];
+/** The schemas function serves migrations across them (functions/migrations) and tenants' backups (functions/backups) too. */
+export const routes = [...schemaRoutes, ...migrationRoutes, ...backupRoutes];
 
 export const handler = httpHandler(routes);

@@ -17,6 +17,7 @@ export const PERMISSIONS = {
   alter: 'change structure: tables, columns, constraints, indexes, types, views',
   'keys.read': 'list a schema’s API keys (never their secrets)',
   'keys.manage': 'create and delete API keys',
+  backups: 'back up a schema as a bundle and download it; restore a bundle over its rows',
   'schemas.create': 'create schemas (tenants)',
   'schemas.delete': 'delete schemas',
   migrations: 'change many schemas at once: migrations across tenants, their dry runs, runs and results',

@@ -36,3 +36,7 @@ export type Principal =
     };
 
 export type Person = Extract<Principal, { kind: 'person' }>;
+
+/** Whose a thing is (an import, a bundle): the admin's, one person's or one key's. */
+export const ownerOf = (principal: Principal | undefined) =>
+  principal === undefined || principal.kind === 'admin' ? 'admin' : `${principal.kind}:${principal.id}`;

@@ -1,7 +1,7 @@
 import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
-import { readSchemaDdl, type SchemaDdl } from '#lib/admin/schema-ddl';
+import { readSchemaDdl, type SchemaDdl, type TableData } from '#lib/admin/schema-ddl';
 import { type CreateSchemaInput, createSchema, deleteSchema } from '#lib/admin/schemas';
 import type { AuditDraft } from '#lib/db/audit-log';
 import type { SchemaAccess } from '#lib/db/executor';
@@ -52,8 +52,7 @@ export async function cloneSchema(
   const source = await accessTo(template);
   return source.run((from) =>
     inPlainTransaction(from, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async () => {
-      // A template whose tenant holds a lock answers 409 in seconds, not at the query timeout.
-      await from.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
+      await beginSnapshotRead(from);
       // The snapshot the copy is read in: the template's migrations committed in it are the copy's.
       const { rows: snapshot } = await from.query<{ snapshot: string }>(
         'SELECT pg_catalog.pg_current_snapshot()::text AS snapshot',
@@ -74,8 +73,11 @@ export async function cloneSchema(
         if (read.status === 'rejected') throw read.reason;
         const ddl = read.value;
         const target = await accessTo(schema.schemaName);
+        const rowsInto = withData
+          ? (to: pg.PoolClient, table: TableData) => copyRows(from, to, table)
+          : undefined;
         rows = await target.run((to) =>
-          inTransaction(to, () => fill(from, to, schema.schemaName, ddl, withData), { audit }),
+          inTransaction(to, () => fillSchema(to, schema.schemaName, ddl, rowsInto), { audit }),
         );
       } catch (error) {
         await deleteSchema(db, { schemaName: schema.schemaName, cascade: true }, undefined).catch(
@@ -94,13 +96,27 @@ export async function cloneSchema(
   );
 }
 
-/** The copy's statements, and between them its rows: answers how many rows were copied. */
-async function fill(
-  from: pg.PoolClient,
+/**
+ * Settles the transaction a schema is read in (a template, a bundle's source): a tenant's lock
+ * answers 409 in seconds, not at the query timeout, and a row that row-level security would hide
+ * from the reader fails the read rather than go missing from the copy.
+ */
+export async function beginSnapshotRead(from: pg.ClientBase): Promise<void> {
+  await from.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'; SET LOCAL row_security = off`);
+}
+
+/** Puts one table's rows into the copy (on `to`, its session): answers how many. */
+export type RowsInto = (to: pg.PoolClient, table: TableData) => Promise<number>;
+
+/**
+ * The copy's statements on `to` (in its transaction), and between them its rows when `rowsInto`
+ * brings them: answers how many rows came in. Refuses a copy that reaches outside its schema.
+ */
+export async function fillSchema(
   to: pg.PoolClient,
   copy: string,
   ddl: SchemaDdl,
-  withData: boolean,
+  rowsInto: RowsInto | undefined,
 ): Promise<number | undefined> {
   // Bodies naming tables made later in the copy are checked when they run, as PostgreSQL's dump does.
   await to.query('SET LOCAL check_function_bodies = off');
@@ -109,12 +125,12 @@ async function fill(
   const home = `SET LOCAL search_path TO ${quoteIdent(copy, 'schema name')}`;
   await batch(to, [home, ...ddl.before]);
   let rows: number | undefined;
-  if (withData) {
+  if (rowsInto) {
     rows = 0;
-    for (const table of ddl.tables) rows += await copyRows(from, to, table.table, table.columns);
+    for (const table of ddl.tables) rows += await rowsInto(to, table);
     await batch(to, [home, ...ddl.materialized.map((view) => `REFRESH MATERIALIZED VIEW ${view}`)]);
   }
-  await batch(to, [home, ...ddl.after]);
+  await batch(to, [home, ...ddl.after, ...(rowsInto ? ddl.sequenceValues : [])]);
   await assertSelfContained(to, copy);
   return rows;
 }
@@ -166,13 +182,17 @@ async function assertSelfContained(to: pg.PoolClient, copy: string): Promise<voi
   }
 }
 
-/** A table's rows from the template's session into the copy's, in COPY's text form. */
-async function copyRows(from: pg.PoolClient, to: pg.PoolClient, table: string, columns: string[]) {
-  // Names as the catalog quoted them (lib/admin/schema-ddl). Text, not binary: a binary array or
-  // row value carries its element type's oid, which is the template's, not the copy's.
-  const list = columns.join(', ');
-  const sink = to.query(copyFrom(`COPY ${table} (${list}) FROM STDIN`));
-  await pipeline(from.query(copyTo(`COPY ${table} (${list}) TO STDOUT`)), sink);
+/**
+ * COPY of a table's columns, as the catalog quoted their names (lib/admin/schema-ddl). In text, not
+ * binary: a binary array or row value carries its element type's oid, the template's, not the copy's.
+ */
+export const copyOut = ({ table, columns }: TableData) => `COPY ${table} (${columns.join(', ')}) TO STDOUT`;
+export const copyIn = ({ table, columns }: TableData) => `COPY ${table} (${columns.join(', ')}) FROM STDIN`;
+
+/** A table's rows from the template's session into the copy's. */
+async function copyRows(from: pg.PoolClient, to: pg.PoolClient, table: TableData) {
+  const sink = to.query(copyFrom(copyIn(table)));
+  await pipeline(from.query(copyTo(copyOut(table))), sink);
   return sink.rowCount;
 }
 

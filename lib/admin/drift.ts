@@ -181,6 +181,12 @@ const PRINTS = `
     FROM pg_catalog.pg_namespace w LEFT JOIN lines l ON l.schema = w.nspname
    WHERE w.nspname = ANY ($1::text[]) GROUP BY w.nspname`;
 
+/** One schema's fingerprint, read on `client`: in its transaction (a bundle's snapshot). */
+export async function fingerprintOf(client: pg.ClientBase | pg.Pool, schema: string): Promise<string> {
+  const { rows } = await client.query<{ fingerprint: string }>(PRINTS, [[schema]]);
+  return rows[0]?.fingerprint ?? '';
+}
+
 /**
  * The schemas' fingerprints. Should some schema keep changing while it is read (other sessions'
  * DDL, on a busy database), the schemas are read in halves, down to that one schema, which is

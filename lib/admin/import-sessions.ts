@@ -7,7 +7,7 @@ import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { INTERNAL_SCHEMA } from '#lib/db/migrations';
 import { withTransaction } from '#lib/db/pool';
 import { ApiError, BadRequest, NotFound, PayloadTooLarge } from '#lib/errors';
-import type { Principal } from '#lib/principal';
+import { ownerOf, type Principal } from '#lib/principal';
 
 /**
  * An import too large for one request (Lambda takes 6 MB): opened, sent in numbered parts of at
@@ -86,10 +86,6 @@ export const importLimits = (config: {
 });
 
 const staleSince = (limits: ImportLimits) => new Date(importClock.now() - limits.commitLimitMs);
-
-/** Whose import it is: the admin's, one person's or one key's (no other sees it). */
-const ownerOf = (principal: Principal | undefined) =>
-  principal === undefined || principal.kind === 'admin' ? 'admin' : `${principal.kind}:${principal.id}`;
 
 const now = () => new Date(importClock.now());
 const expiry = (ttlSeconds: number) => new Date(importClock.now() + ttlSeconds * 1000);

@@ -32,8 +32,10 @@ export interface TableData {
 export interface SchemaDdl {
   /** Run before rows are copied in: types, sequences, functions, tables with their keys, views. */
   before: string[];
-  /** Run after: indexes, foreign keys, triggers, policies, comments, grants, sequences' values. */
+  /** Run after: indexes, foreign keys, triggers, policies, comments, grants. */
   after: string[];
+  /** The template's sequences' values, when its rows come along (`setval`): run after the rows. */
+  sequenceValues: string[];
   /** The tables whose rows a copy with data carries, in the order they were made. */
   tables: TableData[];
   /** Materialized views to refresh once rows are in. */
@@ -53,11 +55,33 @@ export interface SchemaDdl {
 }
 
 interface Names {
-  /** The template's name as PostgreSQL quotes it (`quote_ident`), and the copy's. */
+  /** The template's name as PostgreSQL quotes it (`quote_ident`). */
   from: string;
-  to: string;
   fromName: string;
+  /** The copy's name, or OPEN_TARGET for a bundle's statements (named on restore: `retarget`). */
   toName: string;
+}
+
+/**
+ * The copy's name in statements written before it is known (a tenant's bundle, lib/admin/bundle):
+ * a NUL, which no text PostgreSQL holds can contain, so `retarget` replaces only what the writer
+ * put there: the copy's roles in grants and policies, and its name in a function's search path.
+ */
+export const OPEN_TARGET = '\u0000';
+
+/** Statements written for OPEN_TARGET, as they make the copy named `copy`. */
+export function retarget(statements: readonly string[], copy: string): string[] {
+  const swaps = [
+    ...[...CARRIED_ROLES, ...KEY_ROLES].map(
+      (suffix) => [quoteRole(`${OPEN_TARGET}${suffix}`), quoteRole(`${copy}${suffix}`)] as const,
+    ),
+    [searchPathItem(OPEN_TARGET), searchPathItem(copy)] as const,
+  ];
+  return statements.map((sql) =>
+    sql.includes(OPEN_TARGET)
+      ? swaps.reduce((text, [open, named]) => text.replaceAll(open, named), sql)
+      : sql,
+  );
 }
 
 /** Objects PostgreSQL keeps in a schema that a copy knows how to make again (by `pg_depend`). */
@@ -292,14 +316,14 @@ export async function readSchemaDdl(
   copy: string,
   withData: boolean,
 ): Promise<SchemaDdl> {
-  const { rows: found } = await client.query<{ id: string; from: string; to: string }>(
-    `SELECT n.oid::text AS id, pg_catalog.quote_ident($1) AS "from", pg_catalog.quote_ident($2) AS "to"
+  const { rows: found } = await client.query<{ id: string; from: string }>(
+    `SELECT n.oid::text AS id, pg_catalog.quote_ident($1) AS "from"
        FROM pg_catalog.pg_namespace n WHERE n.nspname = $1`,
-    [template, copy],
+    [template],
   );
   if (!found[0]) throw new BadRequest('Template not found', `schema "${template}" does not exist`);
   const ns = found[0].id;
-  const names: Names = { from: found[0].from, to: found[0].to, fromName: template, toName: copy };
+  const names: Names = { from: found[0].from, fromName: template, toName: copy };
   const unsupported = await readAll(client, [UNSUPPORTED_SQL], ns, withData);
   if (unsupported[0]?.length)
     throw cannotCopy(
@@ -360,7 +384,15 @@ class Writer {
     private readonly names: Names,
     counts: SchemaDdl['counts'],
   ) {
-    this.ddl = { before: [], after: [], tables: [], materialized: [], notCopied: [], counts };
+    this.ddl = {
+      before: [],
+      after: [],
+      sequenceValues: [],
+      tables: [],
+      materialized: [],
+      notCopied: [],
+      counts,
+    };
   }
 
   /** A deparsed statement, refused when it still names the template (its name was shadowed). */
@@ -386,7 +418,7 @@ class Writer {
           `CREATE SEQUENCE ${sequence.name} AS ${sequence.type} ${sequenceOptions(sequence)}`,
         );
       if (sequence.lastValue !== null) {
-        this.ddl.after.push(
+        this.ddl.sequenceValues.push(
           `SELECT pg_catalog.setval(${quoteLiteral(String(sequence.name))}, ${sequence.lastValue})`,
         );
       }
@@ -591,7 +623,6 @@ function functionDdl(def: string, names: Names): string | undefined {
     .map((kind) => `CREATE OR REPLACE ${kind} `)
     .find((start) => def.startsWith(`${start}${names.from}.`));
   if (header === undefined) return undefined;
-  const quoted = (name: string) => `'${name.replace(/'/g, "''")}'`;
   const sql = (header + def.slice(header.length + names.from.length + 1)).replace(
     /^ SET search_path TO (.*)$/m,
     (line, list: string) =>
@@ -599,7 +630,7 @@ function functionDdl(def: string, names: Names): string | undefined {
         list,
         list
           .split(', ')
-          .map((item) => (item === quoted(names.fromName) ? quoted(names.toName) : item))
+          .map((item) => (item === searchPathItem(names.fromName) ? searchPathItem(names.toName) : item))
           .join(', '),
       ),
   );
@@ -607,6 +638,9 @@ function functionDdl(def: string, names: Names): string | undefined {
   if (namesTemplate(body, names) || namesRole(body, names)) return undefined;
   return sql;
 }
+
+/** A schema's name in a function's `SET search_path TO` list, as pg_get_functiondef prints it. */
+const searchPathItem = (name: string) => `'${name.replace(/'/g, "''")}'`;
 
 function sequenceOptions(sequence: Row): string {
   return [

@@ -529,6 +529,34 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (schema_name, migration_name)
       )`,
   },
+  {
+    id: 21,
+    name: 'tenant bundles',
+    // A tenant's bundle (lib/admin/bundle): a backup made here, waiting to be downloaded, or a
+    // restore being sent here, with its parts. Unlogged like an import's: a crash loses only what
+    // can be made or sent again. The manifest is signed (lib/admin/bundle-format).
+    sql: `
+      CREATE UNLOGGED TABLE _dbadmin.bundles (
+        id          uuid PRIMARY KEY,
+        kind        text NOT NULL CHECK (kind IN ('backup', 'restore')),
+        schema_name text NOT NULL,
+        owner       text NOT NULL,
+        state       text NOT NULL CHECK (state IN ('writing', 'ready', 'open', 'restored')),
+        manifest    jsonb,
+        options     jsonb,
+        outcome     jsonb,
+        created_at  timestamptz NOT NULL,
+        expires_at  timestamptz NOT NULL
+      );
+      CREATE INDEX bundles_schema ON _dbadmin.bundles (schema_name, kind);
+      CREATE INDEX bundles_expiry ON _dbadmin.bundles (expires_at);
+      CREATE UNLOGGED TABLE _dbadmin.bundle_parts (
+        bundle_id uuid NOT NULL REFERENCES _dbadmin.bundles ON DELETE CASCADE,
+        part      integer NOT NULL,
+        bytes     bytea NOT NULL,
+        PRIMARY KEY (bundle_id, part)
+      )`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */
