@@ -74,7 +74,11 @@ export const storePart = (db: pg.Pool | pg.ClientBase, id: string, n: number, by
   );
 
 /** Part `n` of bundle `id`, its bytes; undefined when it is not there. */
-export async function loadPart(db: pg.Pool | pg.ClientBase, id: string, n: number): Promise<Buffer | undefined> {
+export async function loadPart(
+  db: pg.Pool | pg.ClientBase,
+  id: string,
+  n: number,
+): Promise<Buffer | undefined> {
   // As base64 text: the pools hand bytea over as PostgreSQL's text for it, for JSON answers.
   const { rows } = await db.query<{ bytes: string }>(
     `SELECT pg_catalog.encode(bytes, 'base64') AS bytes FROM ${BUNDLE_PARTS} WHERE bundle_id = $1 AND part = $2`,

@@ -355,15 +355,15 @@ async function checkParts(db: pg.Pool, id: string, count: number) {
 /** The parts' bytes in order, one part in memory at a time. */
 async function* partsOf(db: pg.Pool, id: string, count: number): AsyncGenerator<Buffer> {
   for (let part = 1; part <= count; part++) {
-    // In binary: bytea arrives as the bytes (the pools print it as text for JSON answers).
-    const { rows } = await db.query<{ bytes: Buffer }>({
-      text: `SELECT bytes FROM ${PARTS} WHERE session_id = $1 AND part = $2`,
-      values: [id, part],
-      binary: true,
-    } as pg.QueryConfig);
+    // As base64 text: the pools hand bytea over as PostgreSQL's text for it (for JSON answers),
+    // and pg decodes a binary column as UTF-8 text, which would break a character cut between parts.
+    const { rows } = await db.query<{ bytes: string }>(
+      `SELECT pg_catalog.encode(bytes, 'base64') AS bytes FROM ${PARTS} WHERE session_id = $1 AND part = $2`,
+      [id, part],
+    );
     const bytes = rows[0]?.bytes;
-    if (!bytes) throw new BadRequest('Part missing', `part ${part} of ${count} is gone`);
-    yield bytes;
+    if (bytes === undefined) throw new BadRequest('Part missing', `part ${part} of ${count} is gone`);
+    yield Buffer.from(bytes, 'base64');
   }
 }
 

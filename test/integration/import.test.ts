@@ -6,7 +6,7 @@ import { importClock } from '#lib/admin/import-sessions';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey } from '#test/security/tenant';
 import { directUrl, withAdminClient } from '#test/support/db';
-import { call, type Reply } from '#test/support/http';
+import { call, httpEvent, lambdaContext, type Reply } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { withSetting } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
@@ -368,6 +368,29 @@ describe('an import in parts', () => {
       outcome: done.body,
     });
     expect((await part(table, id, 4, 'x')).status).toBe(409);
+  });
+
+  it('joins a character cut between two parts, and keeps bytes as they were sent', async () => {
+    const table = await people();
+    const bytes = Buffer.from('id,name\n1,Zoë 𝄞\n', 'utf8');
+    const cut = bytes.indexOf(0xf0) + 2; // inside the four bytes of 𝄞
+    const id = (await open(table)).body.id as string;
+    for (const [n, piece] of [bytes.subarray(0, cut), bytes.subarray(cut)].entries()) {
+      // As API Gateway sends a binary body: base64.
+      const event = httpEvent({
+        method: 'PUT',
+        path: `/api/table/${table}/imports/${id}/parts/${n + 1}`,
+        query: { schema },
+        headers: { 'content-type': 'application/octet-stream' },
+        body: piece.toString('base64'),
+      });
+      const sent = (await imports({ ...event, isBase64Encoded: true }, lambdaContext())) as {
+        statusCode: number;
+      };
+      expect(sent.statusCode).toBe(200);
+    }
+    expect((await commit(table, id, 2)).body).toMatchObject({ success: true, rows: 1 });
+    expect((await all(table)).map((r) => r.name)).toEqual(['Zoë 𝄞']);
   });
 
   it('a missing part is a 400 naming it and writes nothing; sent, the commit goes through', async () => {
