@@ -51,6 +51,7 @@ const Manifest = z
     createdAt: z.string(),
     postgres: z.number().int(),
     fingerprint: z.string(),
+    selfNamed: z.array(z.string()),
     header: z.number().int(),
     tables: z.array(z.object({ table: z.string(), rows: z.number().int(), bytes: z.number().int() })),
     rows: z.number().int(),

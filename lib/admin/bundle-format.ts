@@ -51,6 +51,11 @@ export interface BundleManifest {
   postgres: number;
   /** The structure's fingerprint (lib/admin/drift): a restore replacing a schema's data needs the same. */
   fingerprint: string;
+  /**
+   * What in the schema names it (a function body's `shop.items`): such a bundle restores as a new
+   * schema only under its own name. Empty: under any name.
+   */
+  selfNamed: string[];
   /** The header line's bytes, its newline included. */
   header: number;
   tables: BundleTable[];

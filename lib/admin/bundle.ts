@@ -202,7 +202,10 @@ async function writeBundle(
 ): Promise<BundleManifest> {
   const { schema } = access;
   await beginSnapshotRead(client);
-  const ddl = await readSchemaDdl(client, schema, OPEN_TARGET, true);
+  const ddl = await readSchemaDdl(client, schema, OPEN_TARGET, true, {
+    keepSelfNamed: true,
+    purpose: 'backed up',
+  });
   const fingerprint = await fingerprintOf(client, schema);
   const { rows: server } = await client.query<{ version: number }>(
     `SELECT pg_catalog.current_setting('server_version_num')::int AS version`,
@@ -227,6 +230,7 @@ async function writeBundle(
     createdAt: createdAt.toISOString(),
     postgres: server[0]?.version ?? 0,
     fingerprint,
+    selfNamed: ddl.selfNamed,
     header: header.length,
     tables,
     rows: tables.reduce((sum, table) => sum + table.rows, 0),

@@ -106,6 +106,13 @@ export async function openRestore(
     throw new PayloadTooLarge(limits.maxBytes, ' in one bundle (IMPORT_MAX_BYTES)');
   }
   const exists = await schemaExists(db, schema);
+  if (mode === 'new' && schema !== manifest.schema && manifest.selfNamed.length > 0) {
+    throw new ApiError(
+      409,
+      'Bundle names its schema',
+      `the bundle's code names its own schema "${manifest.schema}" (${manifest.selfNamed.slice(0, 3).join('; ')}), so it restores as a new schema only under that name: delete or rename that schema first, or make the code name its objects unqualified and back it up again`,
+    );
+  }
   if (mode === 'new' && exists) {
     throw new ApiError(
       409,

@@ -42,6 +42,11 @@ export interface SchemaDdl {
   materialized: string[];
   /** What the copy leaves out, said plainly: grants to roles that are not the schema's own. */
   notCopied: string[];
+  /**
+   * What still names the schema itself (a function body's `tmpl.t`, its roles by name): made
+   * faithfully only under the schema's own name. Refused unless the reader keeps it (a bundle).
+   */
+  selfNamed: string[];
   counts: {
     tables: number;
     views: number;
@@ -304,6 +309,13 @@ async function readAll(
   return (Array.isArray(results) ? results : [results]).map((result) => result.rows);
 }
 
+export interface ReadOptions {
+  /** Keep what names the schema itself (`selfNamed`) rather than refuse it: a bundle's. */
+  keepSelfNamed?: boolean;
+  /** What the reading is for, in a refusal: a template `copied`, a schema `backed up`. */
+  purpose?: 'copied' | 'backed up';
+}
+
 /**
  * Reads the schema's structure on `client`, a session of the schema's own role, in the caller's
  * transaction (one snapshot), and writes it as the statements that make it again as `copy`.
@@ -315,6 +327,7 @@ export async function readSchemaDdl(
   template: string,
   copy: string,
   withData: boolean,
+  { keepSelfNamed = false, purpose = 'copied' }: ReadOptions = {},
 ): Promise<SchemaDdl> {
   const { rows: found } = await client.query<{ id: string; from: string }>(
     `SELECT n.oid::text AS id, pg_catalog.quote_ident($1) AS "from"
@@ -329,6 +342,7 @@ export async function readSchemaDdl(
     throw cannotCopy(
       template,
       unsupported[0].map((row) => String(row.what)),
+      purpose,
     );
   const [
     enums = [],
@@ -369,7 +383,9 @@ export async function readSchemaDdl(
     writer.ddl.after.push(`COMMENT ON ${target} IS ${quoteLiteral(String(comment.description))}`);
   }
   writer.ddl.after.push(...grantsDdl(grants, names, writer.ddl.notCopied));
-  if (writer.problems.length > 0) throw cannotCopy(template, writer.problems);
+  if (writer.problems.length > 0) throw cannotCopy(template, writer.problems, purpose);
+  if (writer.ddl.selfNamed.length > 0 && !keepSelfNamed)
+    throw cannotCopy(template, writer.ddl.selfNamed, purpose);
   return writer.ddl;
 }
 
@@ -391,13 +407,14 @@ class Writer {
       tables: [],
       materialized: [],
       notCopied: [],
+      selfNamed: [],
       counts,
     };
   }
 
   /** A deparsed statement, refused when it still names the template (its name was shadowed). */
   checked(what: string, sql: string): string {
-    if (namesTemplate(sql, this.names)) this.problems.push(`${what} names schema ${this.names.from}`);
+    if (namesTemplate(sql, this.names)) this.ddl.selfNamed.push(`${what} names schema ${this.names.from}`);
     return sql;
   }
 
@@ -441,10 +458,16 @@ class Writer {
   functions(functions: Row[]): string[] {
     const late: string[] = [];
     for (const fn of functions) {
-      const sql = functionDdl(String(fn.def), this.names);
-      if (sql === undefined)
-        this.problems.push(`function ${fn.signature} names schema ${this.names.from} in its body`);
-      else (fn.atomic || fn.usesRowType ? late : this.ddl.before).push(sql);
+      const made = functionDdl(String(fn.def), this.names);
+      if (made === undefined) {
+        this.problems.push(
+          `function ${fn.signature} is not printed as a function of schema ${this.names.from}`,
+        );
+        continue;
+      }
+      if (made.namesItself)
+        this.ddl.selfNamed.push(`function ${fn.signature} names schema ${this.names.from} in its body`);
+      (fn.atomic || fn.usesRowType ? late : this.ddl.before).push(made.sql);
     }
     return late;
   }
@@ -616,9 +639,10 @@ function namesRole(text: string, { fromName }: Names): boolean {
 /**
  * A function as the copy makes it: `CREATE OR REPLACE FUNCTION tmpl.f(...)` made unqualified (so
  * it lands in the copy's schema) and a `SET search_path` that names the template made to name the
- * copy. undefined when its body still names the template: a body is never rewritten.
+ * copy. `namesItself` when its body still names the template or its roles: a body is never
+ * rewritten. undefined when PostgreSQL did not print it as the template's function.
  */
-function functionDdl(def: string, names: Names): string | undefined {
+function functionDdl(def: string, names: Names): { sql: string; namesItself: boolean } | undefined {
   const header = ['FUNCTION', 'PROCEDURE']
     .map((kind) => `CREATE OR REPLACE ${kind} `)
     .find((start) => def.startsWith(`${start}${names.from}.`));
@@ -635,8 +659,7 @@ function functionDdl(def: string, names: Names): string | undefined {
       ),
   );
   const body = sql.slice(sql.indexOf('\n'));
-  if (namesTemplate(body, names) || namesRole(body, names)) return undefined;
-  return sql;
+  return { sql, namesItself: namesTemplate(body, names) || namesRole(body, names) };
 }
 
 /** A schema's name in a function's `SET search_path TO` list, as pg_get_functiondef prints it. */
@@ -735,11 +758,11 @@ function grantsDdl(grants: Row[], names: Names, notCopied: string[]): string[] {
   return statements;
 }
 
-function cannotCopy(template: string, problems: string[]): BadRequest {
+function cannotCopy(template: string, problems: string[], purpose: ReadOptions['purpose']): BadRequest {
   const shown = problems.slice(0, 5).join('; ');
   const more = problems.length > 5 ? ` and ${problems.length - 5} more` : '';
   return new BadRequest(
-    'Template not supported',
-    `schema "${template}" cannot be copied faithfully: ${shown}${more}. Remove or rewrite these (a body must name its objects unqualified: the copy's search path is its own schema) and try again`,
+    purpose === 'backed up' ? 'Schema not supported' : 'Template not supported',
+    `schema "${template}" cannot be ${purpose} faithfully: ${shown}${more}. Remove or rewrite these (a body must name its objects unqualified: the copy's search path is its own schema) and try again`,
   );
 }

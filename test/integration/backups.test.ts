@@ -158,6 +158,30 @@ describe('a tenant backup restored into a new schema', () => {
   });
 });
 
+describe('a tenant whose code names its own schema', () => {
+  it('is backed up, and restores as a new schema only under its own name', async () => {
+    const schema = await freshSchema('bkself');
+    await asTenant(
+      schema,
+      `CREATE TABLE items (id int); CREATE FUNCTION n() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM ${schema}.items $$`,
+    );
+    const { manifest, parts } = await backUp(schema);
+    expect(manifest.selfNamed).toEqual([`function n() names schema ${schema} in its body`]);
+    const elsewhere = await post('/api/restores', { schema: uniqueName('rs'), mode: 'new', manifest });
+    expect([elsewhere.status, elsewhere.body.error]).toEqual([409, 'Bundle names its schema']);
+    const deleted = await call(schemas, {
+      method: 'DELETE',
+      path: `/api/schema/${schema}`,
+      query: { cascade: 'true' },
+    });
+    expect(deleted.status).toBe(200);
+    const id = await sendRestore(schema, 'new', manifest, parts);
+    expect((await commit(schema, id, 'restore-pass-1')).status).toBe(200);
+    const counted = await withAdminClient((c) => c.query(`SELECT "${schema}".n() AS n`));
+    expect(Number(counted.rows[0].n)).toBe(0);
+  });
+});
+
 describe('a tenant backup restored over its schema', () => {
   it('puts back the rows as they were, without firing the tenant’s triggers', async () => {
     const schema = await tenant();

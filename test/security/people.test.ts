@@ -12,7 +12,8 @@ import { getConfig, resetConfig } from '#lib/config';
 import { closePool, getDatabase } from '#lib/db/pool';
 import { bearer, createKey, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
-import { ADMIN, type Call, call } from '#test/support/http';
+import { ADMIN, call } from '#test/support/http';
+import { addPerson, PASSWORD, person, signIn } from '#test/support/people';
 import { changingSettings, withSetting } from '#test/support/settings';
 
 /**
@@ -22,59 +23,6 @@ import { changingSettings, withSetting } from '#test/support/settings';
  * person's demotion. Every defence is enforced on the request path and, for SQL, by PostgreSQL.
  */
 afterAll(closePool);
-
-type Handler = Parameters<typeof call>[0];
-const PASSWORD = 'correct horse battery staple';
-
-interface Signed {
-  id: number;
-  cookie: string;
-  csrf: string;
-  /** A request with the session's cookie (and its CSRF token, unless `csrf: false`). */
-  as: (handler: Handler, request: Call, options?: { csrf?: boolean }) => ReturnType<typeof call>;
-}
-
-async function addPerson(
-  role: string,
-  schemas: string[] | null,
-  login = `p${randomBytes(5).toString('hex')}`,
-) {
-  const made = await call(people, {
-    method: 'POST',
-    path: '/api/people',
-    body: { login, role, schemas, password: PASSWORD },
-  });
-  if (made.status !== 201) throw new Error(`person: ${made.text}`);
-  return { login, id: made.body.person.id as number };
-}
-
-async function signIn(login: string, password = PASSWORD): Promise<Signed> {
-  const reply = await call(people, {
-    method: 'POST',
-    path: '/api/session',
-    auth: null,
-    body: { login, password },
-  });
-  if (reply.status !== 200) throw new Error(`sign-in: ${reply.text}`);
-  const cookie = (reply.headers['set-cookie'] ?? '').split(';')[0] ?? '';
-  const csrf = reply.body.csrfToken as string;
-  return {
-    id: reply.body.person.id,
-    cookie,
-    csrf,
-    as: (handler, request, { csrf: withCsrf = true } = {}) =>
-      call(handler, {
-        ...request,
-        auth: null,
-        headers: { ...request.headers, cookie, ...(withCsrf ? { 'x-csrf-token': csrf } : {}) },
-      }),
-  };
-}
-
-async function person(role: string, scope: string[] | null) {
-  const { login, id } = await addPerson(role, scope);
-  return { ...(await signIn(login)), login, id };
-}
 
 const itemNames = (schema: string) =>
   withAdminClient(async (c) =>

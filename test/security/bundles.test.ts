@@ -1,0 +1,234 @@
+import { createHash } from 'node:crypto';
+import { handler as schemas } from '#functions/schemas';
+import { closePool } from '#lib/db/pool';
+import {
+  asTenant,
+  bearer,
+  createKey,
+  expectTenantRightsOnly,
+  sightings,
+  tenantSchema,
+} from '#test/security/tenant';
+import { schemaExists, withAdminClient } from '#test/support/db';
+import { type Call, call } from '#test/support/http';
+import { uniqueName } from '#test/support/names';
+import { person } from '#test/support/people';
+import { freshSchema } from '#test/support/tables';
+
+/**
+ * A bundle is a tenant's whole schema, structure and rows: another tenant must never read it, and
+ * restoring one must never run what its tenant planted with the admin's rights. A bundle is also
+ * text a licensee can edit: a restore refuses any part or manifest that is not the one the service
+ * signed, rather than run DDL someone wrote into it.
+ */
+
+afterAll(closePool);
+
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+async function backUp(schema: string, as: Partial<Call> = {}) {
+  const made = await call(schemas, {
+    method: 'POST',
+    path: '/api/backups',
+    query: { schema },
+    ...as,
+    headers: { ...JSON_TYPE, ...as.headers },
+  });
+  expect(made.status).toBe(201);
+  const id = made.body.id as string;
+  const manifest = (await call(schemas, { path: `/api/backups/${id}`, query: { schema } })).body;
+  const parts: string[] = [];
+  for (let n = 1; n <= manifest.parts.length; n++)
+    parts.push((await call(schemas, { path: `/api/backups/${id}/parts/${n}`, query: { schema } })).text);
+  return { id, manifest, parts };
+}
+
+const openRestore = (schema: string, mode: string, manifest: unknown) =>
+  call(schemas, { method: 'POST', path: '/api/restores', body: { schema, mode, manifest } });
+
+const putPart = (schema: string, id: string, n: number, body: string) =>
+  call(schemas, {
+    method: 'PUT',
+    path: `/api/restores/${id}/parts/${n}`,
+    query: { schema },
+    headers: { 'content-type': 'application/octet-stream' },
+    body,
+  });
+
+const commit = (schema: string, id: string, password?: string) =>
+  call(schemas, {
+    method: 'POST',
+    path: `/api/restores/${id}/commit`,
+    body: { schema, ...(password && { password }) },
+  });
+
+/** A tenant whose code names nothing but its own objects, unqualified: its bundle restores under any name. */
+async function plainTenant(prefix: string): Promise<string> {
+  const schema = await freshSchema(prefix);
+  await asTenant(
+    schema,
+    `CREATE TABLE items (id serial PRIMARY KEY, name text); INSERT INTO items (name) VALUES ('first')`,
+  );
+  return schema;
+}
+
+/** Records who runs it in `canary` of whichever schema it runs in (its name is unqualified). */
+const SPY = `INSERT INTO canary VALUES (session_user, has_schema_privilege('_dbadmin', 'USAGE'))`;
+
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
+
+describe('a tenant’s bundle is its own', () => {
+  it('is out of reach of another tenant’s key, even by its id', async () => {
+    const victim = await tenantSchema('bkvictim');
+    const thief = await tenantSchema('bkthief');
+    const { id } = await backUp(victim);
+    const key = (await createKey(thief, 'service_role')).key as string;
+
+    const named = await call(schemas, {
+      path: `/api/backups/${id}`,
+      query: { schema: victim },
+      ...bearer(key),
+    });
+    const byId = await call(schemas, { path: `/api/backups/${id}`, ...bearer(key) });
+    const part = await call(schemas, { path: `/api/backups/${id}/parts/1`, ...bearer(key) });
+    const list = await call(schemas, { path: '/api/backups', ...bearer(key) });
+    const gone = await call(schemas, { method: 'DELETE', path: `/api/backups/${id}`, ...bearer(key) });
+
+    expect(named.status).toBe(403);
+    expect([byId.status, part.status, gone.status]).toEqual([404, 404, 404]);
+    expect(list.body).toEqual([]);
+    expect((await call(schemas, { path: `/api/backups/${id}`, query: { schema: victim } })).status).toBe(200);
+  });
+
+  it('is out of reach of an anon key of its own schema, and of a person scoped elsewhere', async () => {
+    const schema = await tenantSchema('bkscope');
+    const other = await tenantSchema('bkother');
+    const { id } = await backUp(schema);
+    const anon = (await createKey(schema, 'anon')).key as string;
+    const scoped = await person('admin', [other]);
+
+    const byAnon = await call(schemas, {
+      path: `/api/backups/${id}/parts/1`,
+      query: { schema },
+      ...bearer(anon),
+    });
+    const byPerson = await scoped.as(schemas, { path: `/api/backups/${id}/parts/1`, query: { schema } });
+    const restoreByPerson = await scoped.as(schemas, {
+      method: 'POST',
+      path: '/api/restores',
+      body: { schema: uniqueName('rs'), mode: 'new', manifest: {} },
+    });
+
+    expect([byAnon.status, byPerson.status, restoreByPerson.status]).toEqual([403, 403, 403]);
+  });
+
+  it('restores into a new schema only for whoever may create schemas: never a key', async () => {
+    const schema = await tenantSchema('bkkey');
+    const { manifest } = await backUp(schema);
+    const key = (await createKey(schema, 'service_role')).key as string;
+
+    const opened = await call(schemas, {
+      method: 'POST',
+      path: '/api/restores',
+      body: { schema, mode: 'new', manifest },
+      ...bearer(key),
+    });
+
+    expect(opened.status).toBe(403);
+  });
+});
+
+describe('a bundle edited by hand', () => {
+  it('is refused part by part, and its manifest with the checksum written again too', async () => {
+    const schema = await plainTenant('bkedit');
+    const { manifest, parts } = await backUp(schema);
+    const copy = uniqueName('rs');
+    const edited = (parts[0] as string).replace('CREATE TABLE', 'CREATE UNLOGGED TABLE');
+    expect(edited).not.toBe(parts[0]);
+
+    const opened = await openRestore(copy, 'new', manifest);
+    const sent = await putPart(copy, opened.body.id, 1, edited);
+    const rehashed = {
+      ...manifest,
+      parts: [{ bytes: Buffer.byteLength(edited), sha256: sha256(edited) }, ...manifest.parts.slice(1)],
+    };
+    const reopened = await openRestore(copy, 'new', rehashed);
+    const resigned = await openRestore(copy, 'new', { ...rehashed, mac: 'ab'.repeat(32) });
+    const unsigned = await openRestore(copy, 'new', { ...manifest, mac: undefined });
+
+    expect([sent.status, sent.body.error]).toEqual([400, 'Bundle refused']);
+    for (const reply of [reopened, resigned, unsigned]) {
+      expect([reply.status, reply.body.error]).toEqual([400, 'Bundle refused']);
+    }
+    expect(await schemaExists(copy)).toBe(false);
+  });
+
+  it('cannot be moved to another DBADMIN_SECRET’s service as it is, nor its tables swapped', async () => {
+    const schema = await tenantSchema('bkswap');
+    const { manifest } = await backUp(schema);
+    const swapped = { ...manifest, tables: [...manifest.tables].reverse(), schema: 'someone_else' };
+
+    const reply = await openRestore(uniqueName('rs'), 'new', swapped);
+
+    expect([reply.status, reply.body.error]).toEqual([400, 'Bundle refused']);
+  });
+});
+
+describe('restoring never runs a tenant’s code with the admin’s rights', () => {
+  it('checks, defaults and materialized views run as the restored schema’s role, in a new schema and over one', async () => {
+    const schema = await freshSchema('bkplant');
+    await asTenant(
+      schema,
+      `CREATE TABLE canary (who text, internal boolean);
+       CREATE FUNCTION spy() RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN ${SPY}; RETURN true; END $$;
+       -- A materialized view is filled under a safe search path (PostgreSQL 17): this one names its own.
+       CREATE FUNCTION spy_text() RETURNS text LANGUAGE plpgsql SET search_path = ${schema}
+         AS $$ BEGIN ${SPY}; RETURN 'x'; END $$;
+       CREATE TABLE items (id int PRIMARY KEY, note text DEFAULT spy_text(), CHECK (spy()));
+       INSERT INTO items VALUES (1, 'a'), (2, 'b');
+       CREATE MATERIALIZED VIEW seen AS SELECT spy_text() AS x;
+       DELETE FROM canary;`,
+    );
+    const { manifest, parts } = await backUp(schema);
+
+    const copy = uniqueName('rs');
+    const fresh = await openRestore(copy, 'new', manifest);
+    for (const [i, part] of parts.entries()) await putPart(copy, fresh.body.id, i + 1, part);
+    const restored = await commit(copy, fresh.body.id, 'restore-pass-1');
+    expect(restored.body).toMatchObject({ rows: 2 });
+    const seenNew = await sightings(copy);
+    expectTenantRightsOnly(seenNew);
+    expect(new Set(seenNew.map((s) => s.who))).toEqual(new Set([`${copy}_exec`]));
+
+    const over = await openRestore(schema, 'replace', manifest);
+    for (const [i, part] of parts.entries()) await putPart(schema, over.body.id, i + 1, part);
+    const replaced = await commit(schema, over.body.id);
+    expect(replaced.status).toBe(200);
+    const seenOver = await sightings(schema);
+    expectTenantRightsOnly(seenOver);
+    expect(new Set(seenOver.map((s) => s.who))).toEqual(new Set([`${schema}_exec`]));
+  });
+
+  it('a tenant’s lock bounds a replace, which then changes nothing', async () => {
+    const schema = await tenantSchema('bklock');
+    const { manifest, parts } = await backUp(schema);
+    const opened = await openRestore(schema, 'replace', manifest);
+    for (const [i, part] of parts.entries()) await putPart(schema, opened.body.id, i + 1, part);
+    await asTenant(schema, `INSERT INTO "${schema}".items (name) VALUES ('after')`);
+
+    const reply = await withAdminClient(async (holder) => {
+      await holder.query(`BEGIN; LOCK TABLE "${schema}".items IN ACCESS SHARE MODE`);
+      try {
+        return await commit(schema, opened.body.id);
+      } finally {
+        await holder.query('ROLLBACK');
+      }
+    });
+
+    expect(reply.status).toBe(409);
+    const names = await withAdminClient(
+      async (c) => (await c.query(`SELECT name FROM "${schema}".items ORDER BY id`)).rows,
+    );
+    expect(names.map((r) => r.name)).toContain('after');
+  });
+});
