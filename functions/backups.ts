@@ -295,12 +295,17 @@ export const routes = [
     }),
     response: RestoreOutcome,
     errors: [
-      ...SCHEMA_SESSION,
-      BUNDLE_REFUSED,
-      NO_RESTORE,
+      {
+        status: 400,
+        why: 'a new schema without its password, or parts that are not the bundle the manifest describes',
+      },
+      {
+        status: 404,
+        why: 'no such restore of the caller’s into the schema (expired or never opened), or its schema is gone',
+      },
       {
         status: 409,
-        why: 'parts missing, the restore being committed, the schema no longer shaped as the bundle’s, or created meanwhile',
+        why: 'parts missing, the restore being committed, a lock or a change of structure in the schema, or the new schema created meanwhile',
       },
     ],
     handler: async ({ params, body, accessTo, ...request }) => {

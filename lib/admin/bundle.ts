@@ -214,6 +214,7 @@ async function writeBundle(
     await store(n, bytes);
   }, bundleParts.bytes);
   const header = Buffer.from(`${JSON.stringify({ ddl })}\n`, 'utf8');
+  if (header.length > limits.maxBytes) throw tooLargeBundle(schema, limits.maxBytes);
   await writer.write(header);
   const tables: BundleTable[] = [];
   for (const table of ddl.tables) {
@@ -262,14 +263,15 @@ async function copyTable(
   } catch (error) {
     if (!tooLarge) throw error;
   }
-  if (tooLarge) {
-    throw new PayloadTooLarge(
-      maxBytes,
-      ` in one bundle (IMPORT_MAX_BYTES): schema "${access.schema}" holds more; back it up with pg_dump`,
-    );
-  }
+  if (tooLarge) throw tooLargeBundle(access.schema, maxBytes);
   return source.rowCount;
 }
+
+const tooLargeBundle = (schema: string, maxBytes: number) =>
+  new PayloadTooLarge(
+    maxBytes,
+    ` in one bundle (IMPORT_MAX_BYTES): schema "${schema}" holds more; back it up with pg_dump`,
+  );
 
 const notFound = (id: string, schema: string) =>
   new NotFound(

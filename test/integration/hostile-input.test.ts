@@ -222,6 +222,16 @@ function probes(h: string): Probe[] {
     ...(h === '' ? [] : [[schemas, 'GET', `/api/migrations/${p}`] as Probe]),
     [schemas, 'POST', `/api/migrations/${p}/run`, { body: {} }],
     [schemas, 'POST', '/api/migrations/1/retry', { body: { schemas: [h] } }],
+    [schemas, 'POST', '/api/backups', { query: { schema: h }, ...json(undefined) }],
+    [schemas, 'GET', '/api/backups', { query: { schema: h } }],
+    // Empty, the path is the list's (`/api/backups/`), which answers it.
+    ...(h === '' ? [] : [[schemas, 'GET', `/api/backups/${p}`, { query: { schema } }] as Probe]),
+    [schemas, 'GET', `/api/backups/${SOME_ID}/parts/${p}`, { query: { schema } }],
+    [schemas, 'DELETE', `/api/backups/${p}`, { query: { schema } }],
+    [schemas, 'POST', '/api/restores', { body: { schema: h, mode: 'replace', manifest: {} } }],
+    [schemas, 'PUT', `/api/restores/${p}/parts/1`, { query: { schema }, ...bytes('x') }],
+    [schemas, 'GET', `/api/restores/${p}`, { query: { schema } }],
+    [schemas, 'POST', `/api/restores/${p}/commit`, { body: { schema } }],
     [tenants, 'GET', '/api/drift', { query: { template: h } }],
     ...(h === '' ? [] : [[tenants, 'GET', `/api/drift/${p}`] as Probe]),
     [tenants, 'GET', `/api/drift/${schema}`, { query: { against: h } }],
@@ -263,8 +273,9 @@ const SOME_ID = '00000000-0000-4000-8000-000000000000';
 const csv = (body: string) => ({ headers: { 'content-type': 'text/csv' }, body });
 const json = (value: unknown) => ({
   headers: { 'content-type': 'application/json' },
-  body: JSON.stringify(value),
+  body: value === undefined ? undefined : JSON.stringify(value),
 });
+const bytes = (body: string) => ({ headers: { 'content-type': 'application/octet-stream' }, body });
 
 const template = (path: string) => path.replace(/\{[^}]+\}/g, '[^/]+');
 

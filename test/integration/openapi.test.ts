@@ -235,7 +235,9 @@ function sample(route: AnyRoute, inSchema = schema): Call {
     ...(route.body ? { body: takes(route.body, 'schema') ? { schema: inSchema } : {} } : {}),
     // An authenticated POST without a body still says it is JSON (lib/http/json-body jsonContentType).
     ...(!route.body && requiresJsonContentType(route) ? { body: {} } : {}),
-    ...(route.upload ? { body: 'name\nsample\n', headers: { 'content-type': 'text/csv' } } : {}),
+    ...(route.upload
+      ? { body: 'name\nsample\n', headers: { 'content-type': route.upload.types[0] as string } }
+      : {}),
   };
 }
 
@@ -277,6 +279,89 @@ async function scratchTable(): Promise<string> {
     `CREATE TABLE ${name} (id serial PRIMARY KEY, name text); INSERT INTO ${name} (name) VALUES ('a')`,
   );
   return name;
+}
+
+// ---------------------------------------------------------------- bundles
+
+const JSON_TYPE = { 'content-type': 'application/json' };
+const PART_TYPE = { 'content-type': 'application/octet-stream' };
+
+/** A schema of its own with one table: the fixtures' schema keeps four backups at most. */
+async function bundleSchema(sql = 'CREATE TABLE items (id serial PRIMARY KEY, name text)'): Promise<string> {
+  const name = await freshSchema('oasb');
+  const reply = await call(query.handler, {
+    method: 'POST',
+    path: '/api/query',
+    body: { sql, schema: name },
+  });
+  if (reply.status !== 200) throw new Error(`${sql}: ${reply.text}`);
+  return name;
+}
+
+interface Backup {
+  schema: string;
+  id: string;
+  manifest: Json & { parts: unknown[] };
+  parts: string[];
+}
+
+/** A backup of `of` (a schema of its own by default), its manifest and parts downloaded. */
+async function madeBackup(of?: string): Promise<Backup> {
+  const name = of ?? (await bundleSchema());
+  const made = await call(schemas.handler, {
+    method: 'POST',
+    path: '/api/backups',
+    query: { schema: name },
+    headers: JSON_TYPE,
+  });
+  if (made.status !== 201) throw new Error(`backup: ${made.text}`);
+  const id = made.body.id as string;
+  const manifest = (await call(schemas.handler, { path: `/api/backups/${id}`, query: { schema: name } }))
+    .body;
+  const parts: string[] = [];
+  for (let n = 1; n <= manifest.parts.length; n++)
+    parts.push(
+      (await call(schemas.handler, { path: `/api/backups/${id}/parts/${n}`, query: { schema: name } })).text,
+    );
+  return { schema: name, id, manifest, parts };
+}
+
+/** A restore over the schema it was made of, opened, with every part sent when `sent`. */
+async function openedRestore(backup: Backup, sent: boolean): Promise<string> {
+  const opened = await call(schemas.handler, {
+    method: 'POST',
+    path: '/api/restores',
+    body: { schema: backup.schema, mode: 'replace', manifest: backup.manifest },
+  });
+  if (opened.status !== 201) throw new Error(`restore: ${opened.text}`);
+  const id = opened.body.id as string;
+  for (const [i, part] of (sent ? backup.parts : []).entries()) {
+    await call(schemas.handler, {
+      method: 'PUT',
+      path: `/api/restores/${id}/parts/${i + 1}`,
+      query: { schema: backup.schema },
+      headers: PART_TYPE,
+      body: part,
+    });
+  }
+  return id;
+}
+
+/** A backup shown as still being made: its row as the backup's first transaction leaves it. */
+async function backupBeingMade(): Promise<{ schema: string; id: string }> {
+  const name = await bundleSchema();
+  const id = '00000000-0000-4000-8000-00000000b0b0'.replace('b0b0', Math.random().toString(16).slice(2, 6));
+  const reply = await call(query.handler, {
+    method: 'POST',
+    path: '/api/query',
+    body: {
+      runAs: 'admin',
+      sql: `INSERT INTO _dbadmin.bundles (id, kind, schema_name, owner, state, created_at, expires_at)
+            VALUES ('${id}', 'backup', '${name}', 'admin', 'writing', now(), now() + interval '1 hour')`,
+    },
+  });
+  if (reply.status !== 200) throw new Error(`writing backup: ${reply.text}`);
+  return { schema: name, id };
 }
 
 // ---------------------------------------------------------------- the cases
@@ -559,6 +644,315 @@ const CASES: Record<string, Case[]> = {
       status: 404,
       why: 'no such migration',
       request: () => ({ method: 'POST', path: '/api/migrations/999999999/retry', body: {} }),
+    },
+  ],
+  'POST /api/backups': [
+    {
+      status: 201,
+      why: 'backed up',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/backups',
+        query: { schema: await bundleSchema() },
+        headers: JSON_TYPE,
+      }),
+    },
+    {
+      status: 400,
+      why: 'a schema holding what a bundle cannot carry',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/backups',
+        query: { schema: await bundleSchema('CREATE DOMAIN positive AS int CHECK (VALUE > 0)') },
+        headers: JSON_TYPE,
+      }),
+    },
+    {
+      status: 403,
+      why: 'a table its own role may no longer read',
+      request: async () => {
+        const name = await bundleSchema();
+        await call(query.handler, {
+          method: 'POST',
+          path: '/api/query',
+          body: { schema: name, sql: `REVOKE SELECT ON items FROM "${name}_owner"` },
+        });
+        return { method: 'POST', path: '/api/backups', query: { schema: name }, headers: JSON_TYPE };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({
+        method: 'POST',
+        path: '/api/backups',
+        query: { schema: NO_SCHEMA },
+        headers: JSON_TYPE,
+      }),
+    },
+    {
+      status: 409,
+      why: 'a fifth backup of one schema',
+      request: async () => {
+        const name = await bundleSchema();
+        for (let i = 0; i < 4; i++) await madeBackup(name);
+        return { method: 'POST', path: '/api/backups', query: { schema: name }, headers: JSON_TYPE };
+      },
+    },
+  ],
+  'GET /api/backups': [
+    {
+      status: 200,
+      why: 'the list',
+      request: async () => ({ path: '/api/backups', query: { schema: (await madeBackup()).schema } }),
+    },
+  ],
+  'GET /api/backups/{backupId}': [
+    {
+      status: 200,
+      why: 'the manifest',
+      request: async () => {
+        const { schema: name, id } = await madeBackup();
+        return { path: `/api/backups/${id}`, query: { schema: name } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such backup',
+      request: () => ({ path: `/api/backups/${NO_IMPORT}`, query: { schema } }),
+    },
+    {
+      status: 409,
+      why: 'still being made',
+      request: async () => {
+        const { schema: name, id } = await backupBeingMade();
+        return { path: `/api/backups/${id}`, query: { schema: name } };
+      },
+    },
+  ],
+  'GET /api/backups/{backupId}/parts/{part}': [
+    {
+      status: 200,
+      why: 'a part',
+      request: async () => {
+        const { schema: name, id } = await madeBackup();
+        return { path: `/api/backups/${id}/parts/1`, query: { schema: name } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such backup',
+      request: () => ({ path: `/api/backups/${NO_IMPORT}/parts/1`, query: { schema } }),
+    },
+    {
+      status: 409,
+      why: 'still being made',
+      request: async () => {
+        const { schema: name, id } = await backupBeingMade();
+        return { path: `/api/backups/${id}/parts/1`, query: { schema: name } };
+      },
+    },
+  ],
+  'DELETE /api/backups/{backupId}': [
+    {
+      status: 200,
+      why: 'deleted',
+      request: async () => {
+        const { schema: name, id } = await madeBackup();
+        return { method: 'DELETE', path: `/api/backups/${id}`, query: { schema: name } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such backup',
+      request: () => ({ method: 'DELETE', path: `/api/backups/${NO_IMPORT}`, query: { schema } }),
+    },
+  ],
+  'POST /api/restores': [
+    {
+      status: 201,
+      why: 'opened',
+      request: async () => {
+        const backup = await madeBackup();
+        return {
+          method: 'POST',
+          path: '/api/restores',
+          body: { schema: backup.schema, mode: 'replace', manifest: backup.manifest },
+        };
+      },
+    },
+    {
+      status: 400,
+      why: 'not a manifest the service signed',
+      request: () => ({
+        method: 'POST',
+        path: '/api/restores',
+        body: { schema, mode: 'replace', manifest: {} },
+      }),
+    },
+    {
+      status: 403,
+      why: 'a new schema asked for by a key',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/restores',
+        body: { schema, mode: 'new', manifest: (await madeBackup()).manifest },
+        ...bearer(serviceKey),
+      }),
+    },
+    {
+      status: 404,
+      why: 'no schema to replace',
+      request: async () => ({
+        method: 'POST',
+        path: '/api/restores',
+        body: { schema: NO_SCHEMA, mode: 'replace', manifest: (await madeBackup()).manifest },
+      }),
+    },
+    {
+      status: 409,
+      why: 'a new schema that exists',
+      request: async () => {
+        const backup = await madeBackup();
+        return {
+          method: 'POST',
+          path: '/api/restores',
+          body: { schema: backup.schema, mode: 'new', manifest: backup.manifest },
+        };
+      },
+    },
+  ],
+  'PUT /api/restores/{restoreId}/parts/{part}': [
+    {
+      status: 200,
+      why: 'a part',
+      request: async () => {
+        const backup = await madeBackup(schema);
+        return {
+          method: 'PUT',
+          path: `/api/restores/${await openedRestore(backup, false)}/parts/1`,
+          query: { schema },
+          headers: PART_TYPE,
+          body: backup.parts[0],
+        };
+      },
+    },
+    {
+      status: 400,
+      why: 'a part edited',
+      request: async () => {
+        const backup = await madeBackup();
+        return {
+          method: 'PUT',
+          path: `/api/restores/${await openedRestore(backup, false)}/parts/1`,
+          query: { schema: backup.schema },
+          headers: PART_TYPE,
+          body: `${backup.parts[0]} `,
+        };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such restore',
+      request: () => ({
+        method: 'PUT',
+        path: `/api/restores/${NO_IMPORT}/parts/1`,
+        query: { schema },
+        headers: PART_TYPE,
+        body: 'x',
+      }),
+    },
+    {
+      status: 409,
+      why: 'committed',
+      request: async () => {
+        const backup = await madeBackup();
+        const id = await openedRestore(backup, true);
+        await call(schemas.handler, {
+          method: 'POST',
+          path: `/api/restores/${id}/commit`,
+          body: { schema: backup.schema },
+        });
+        return {
+          method: 'PUT',
+          path: `/api/restores/${id}/parts/1`,
+          query: { schema: backup.schema },
+          headers: PART_TYPE,
+          body: backup.parts[0],
+        };
+      },
+    },
+  ],
+  'GET /api/restores/{restoreId}': [
+    {
+      status: 200,
+      why: 'its state',
+      request: async () => {
+        const backup = await madeBackup();
+        return {
+          path: `/api/restores/${await openedRestore(backup, false)}`,
+          query: { schema: backup.schema },
+        };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such restore',
+      request: () => ({ path: `/api/restores/${NO_IMPORT}`, query: { schema } }),
+    },
+  ],
+  'POST /api/restores/{restoreId}/commit': [
+    {
+      status: 200,
+      why: 'restored',
+      request: async () => {
+        const backup = await madeBackup(schema);
+        return {
+          method: 'POST',
+          path: `/api/restores/${await openedRestore(backup, true)}/commit`,
+          body: { schema },
+        };
+      },
+    },
+    {
+      status: 400,
+      why: 'a new schema without its password',
+      request: async () => {
+        const backup = await madeBackup();
+        const name = uniqueName('oasr');
+        const opened = await call(schemas.handler, {
+          method: 'POST',
+          path: '/api/restores',
+          body: { schema: name, mode: 'new', manifest: backup.manifest },
+        });
+        for (const [i, part] of backup.parts.entries()) {
+          await call(schemas.handler, {
+            method: 'PUT',
+            path: `/api/restores/${opened.body.id}/parts/${i + 1}`,
+            query: { schema: name },
+            headers: PART_TYPE,
+            body: part,
+          });
+        }
+        return { method: 'POST', path: `/api/restores/${opened.body.id}/commit`, body: { schema: name } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such restore',
+      request: () => ({ method: 'POST', path: `/api/restores/${NO_IMPORT}/commit`, body: { schema } }),
+    },
+    {
+      status: 409,
+      why: 'parts missing',
+      request: async () => {
+        const backup = await madeBackup();
+        return {
+          method: 'POST',
+          path: `/api/restores/${await openedRestore(backup, false)}/commit`,
+          body: { schema: backup.schema },
+        };
+      },
     },
   ],
   'GET /api/drift': [{ status: 200, why: 'the fingerprints', request: () => ({ path: '/api/drift' }) }],
@@ -1861,6 +2255,34 @@ describe('507 while the schema is over its storage quota', () => {
       ...bearer(serviceKey),
     });
     expectDocumented(route, 507, reply);
+  });
+});
+
+describe('bundles past IMPORT_MAX_BYTES', () => {
+  const { set, restore } = changingSettings();
+  const routeOf = (operation: string) =>
+    ROUTES.find(({ route }) => operationOf(route) === operation)?.route as AnyRoute;
+
+  it('POST /api/backups and POST /api/restores: 413', async () => {
+    const backup = await madeBackup();
+    set({ IMPORT_MAX_BYTES: '100' });
+    try {
+      const made = await call(schemas.handler, {
+        method: 'POST',
+        path: '/api/backups',
+        query: { schema: backup.schema },
+        headers: JSON_TYPE,
+      });
+      expectDocumented(routeOf('POST /api/backups'), 413, made);
+      const opened = await call(schemas.handler, {
+        method: 'POST',
+        path: '/api/restores',
+        body: { schema: backup.schema, mode: 'replace', manifest: backup.manifest },
+      });
+      expectDocumented(routeOf('POST /api/restores'), 413, opened);
+    } finally {
+      restore();
+    }
   });
 });
 

@@ -76,6 +76,44 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     path: `/api/migrations/${NONE}/retry`,
     body: {},
   }),
+  'POST /api/backups': ({ schema }) => ({
+    method: 'POST',
+    path: '/api/backups',
+    query: { schema },
+    headers: { 'content-type': 'application/json' },
+  }),
+  'GET /api/backups': ({ schema }) => ({ path: '/api/backups', query: { schema } }),
+  'GET /api/backups/{backupId}': ({ schema }) => ({ path: `/api/backups/${NO_IMPORT}`, query: { schema } }),
+  'GET /api/backups/{backupId}/parts/{part}': ({ schema }) => ({
+    path: `/api/backups/${NO_IMPORT}/parts/1`,
+    query: { schema },
+  }),
+  'DELETE /api/backups/{backupId}': ({ schema }) => ({
+    method: 'DELETE',
+    path: `/api/backups/${NO_IMPORT}`,
+    query: { schema },
+  }),
+  'POST /api/restores': ({ schema }) => ({
+    method: 'POST',
+    path: '/api/restores',
+    body: { schema, mode: 'replace', manifest: {} },
+  }),
+  'PUT /api/restores/{restoreId}/parts/{part}': ({ schema }) => ({
+    method: 'PUT',
+    path: `/api/restores/${NO_IMPORT}/parts/1`,
+    query: { schema },
+    headers: { 'content-type': 'application/octet-stream' },
+    body: 'x',
+  }),
+  'GET /api/restores/{restoreId}': ({ schema }) => ({
+    path: `/api/restores/${NO_IMPORT}`,
+    query: { schema },
+  }),
+  'POST /api/restores/{restoreId}/commit': ({ schema }) => ({
+    method: 'POST',
+    path: `/api/restores/${NO_IMPORT}/commit`,
+    body: { schema },
+  }),
   'GET /api/tables': ({ schema }) => ({ path: '/api/tables', query: { schema } }),
   'GET /api/table/{tableName}': ({ schema }) => ({ path: '/api/table/items', query: { schema } }),
   'POST /api/table/create': ({ schema }) => ({
