@@ -86,6 +86,7 @@ export type Permission =
   | 'alter'
   | 'keys.read'
   | 'keys.manage'
+  | 'backups'
   | 'schemas.create'
   | 'schemas.delete'
   | 'migrations'
@@ -160,7 +161,8 @@ async function send(method: string, url: string, body: unknown, signal?: AbortSi
     headers['content-type'] = body.contentType;
     return fetch(url, { method, headers, body: body.blob, signal });
   }
-  if (body !== undefined) headers['content-type'] = 'application/json';
+  // The service takes an authenticated POST only as JSON, with a body or without (lib/http/json-body).
+  if (body !== undefined || method === 'POST') headers['content-type'] = 'application/json';
   return fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
 }
 

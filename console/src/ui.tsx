@@ -103,16 +103,18 @@ export function Dialog({
   );
 }
 
-/** Deleting something that holds data: the user types its name first. */
+/** Deleting (or overwriting, `verb`) something that holds data: the user types its name first. */
 export function ConfirmByName({
   what,
   name,
+  verb = 'Delete',
   onConfirm,
   onClose,
   children,
 }: {
   what: string;
   name: string;
+  verb?: string;
   onConfirm: () => Promise<void>;
   onClose: () => void;
   children?: ComponentChildren;
@@ -123,7 +125,7 @@ export function ConfirmByName({
     onClose();
   });
   return (
-    <Dialog title={`Delete ${what} ${name}`} onClose={onClose}>
+    <Dialog title={`${verb} ${what} ${name}`} onClose={onClose}>
       <Form onSubmit={() => typed === name && action.run()}>
         <p>
           This cannot be undone. Type <strong>{name}</strong> to confirm.
@@ -141,7 +143,7 @@ export function ConfirmByName({
             Cancel
           </button>
           <button type="submit" class="danger" disabled={typed !== name || action.busy}>
-            Delete {what}
+            {verb} {what}
           </button>
         </div>
       </Form>

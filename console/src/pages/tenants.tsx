@@ -3,6 +3,7 @@ import { api, may } from '../api';
 import { formatBytes } from '../changes/preview';
 import { href } from '../router';
 import { Dialog, ErrorText, formatDate, useAction, useLoad } from '../ui';
+import { BackupsSection } from './backups';
 import { DriftCell, DriftSection, useDrift } from './drift';
 import { type Quota, QuotaSection, storageText } from './quota';
 
@@ -263,6 +264,7 @@ function TenantDetail({ schema }: { schema: string }) {
         </p>
       )}
       <DriftSection schema={schema} />
+      {may('backups') && <BackupsSection schema={schema} />}
       <h2>API keys</h2>
       <ul class="list">
         {(t?.keys ?? []).map((k) => (
