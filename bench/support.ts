@@ -10,6 +10,7 @@ import autocannon from 'autocannon';
 import { buildProduction, type ServiceFunction } from '../bin/build';
 import { startTemporaryPostgres } from '../bin/embedded-postgres';
 import { freePort } from '../bin/free-port';
+import type { EmbeddedMajor } from '../bin/postgres-reach';
 import { gone } from '../bin/processes';
 import { runTmpdir } from '../bin/run-tmpdir';
 
@@ -402,6 +403,8 @@ export function printTargets(targets: Target[]): void {
 export function runBench(
   purpose: string,
   body: (databaseUrl: string, superuserUrl: string | undefined) => Promise<void>,
+  /** The embedded server's major, when DATABASE_URL is unset (a bench that runs pg_dump needs its own). */
+  { major }: { major?: EmbeddedMajor } = {},
 ): void {
   const removeTmpdir = runTmpdir(`dbadmin-${purpose}`);
   const run = async () => {
@@ -412,7 +415,7 @@ export function runBench(
     try {
       await buildBenchHost();
       if (!databaseUrl) {
-        const database = await startTemporaryPostgres(purpose);
+        const database = await startTemporaryPostgres(purpose, { major });
         databaseUrl = database.url;
         superuserUrl = database.superuserUrl;
         stopDatabase = database.stop;

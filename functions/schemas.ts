@@ -76,7 +76,7 @@ const schemaRoutes = [
     status: 201,
     errors: [NO_SCHEMA, ROLES_BUSY],
     handler: async ({ body, audit, accessTo }) => {
-      const [db, { DBADMIN_SECRET }] = await Promise.all([getDatabase(), getConfig()]);
+      const [db, { DBADMIN_SECRET, IMPORT_MAX_BYTES }] = await Promise.all([getDatabase(), getConfig()]);
       const { template, withData, ...schema } = body;
       if (template === undefined) return createSchema(db, DBADMIN_SECRET, schema, audit);
       return cloneSchema(
@@ -85,6 +85,7 @@ const schemaRoutes = [
         { ...schema, template, withData: withData ?? false },
         accessTo,
         audit,
+        IMPORT_MAX_BYTES,
       );
     },
   }),

@@ -17,6 +17,7 @@ import type { AuditDraft } from '#lib/db/audit-log';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { INTERNAL_SCHEMA } from '#lib/db/own-schemas';
 import { withTransaction } from '#lib/db/pool';
+import { copyWire } from '#lib/db/result-limits';
 import { inPlainTransaction } from '#lib/db/transaction';
 import { Download } from '#lib/download';
 import { ApiError, NotFound, PayloadTooLarge } from '#lib/errors';
@@ -161,17 +162,19 @@ export async function backupSchema(
     );
   });
   try {
-    const manifest = await access.run((client) =>
-      inPlainTransaction(client, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', () =>
-        writeBundle(
-          client,
-          access,
-          secret,
-          { id, createdAt },
-          (n, bytes) => storePart(db, id, n, bytes),
-          limits,
+    const manifest = await access.run(
+      (client) =>
+        inPlainTransaction(client, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', () =>
+          writeBundle(
+            client,
+            access,
+            secret,
+            { id, createdAt },
+            (n, bytes) => storePart(db, id, n, bytes),
+            limits,
+          ),
         ),
-      ),
+      { wire: copyWire(limits.maxBytes) },
     );
     const { rows } = await withTransaction(
       db,

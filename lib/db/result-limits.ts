@@ -47,6 +47,15 @@ const socketOf = (client: pg.ClientBase) =>
  */
 export const wireLimit = (limits: ResultLimits) => 2 * limits.maxBytes + 1024 * 1024;
 
+/**
+ * What a session streaming a copy onward, never holding it (a backup's parts, a clone's rows), may
+ * read: the copy's own bound (IMPORT_MAX_BYTES) twice over, for COPY's framing per row, and 1 MiB.
+ */
+export const copyWire = (maxBytes: number) => ({
+  bytes: 2 * maxBytes + 1024 * 1024,
+  setting: 'IMPORT_MAX_BYTES',
+});
+
 /** How often the socket's byte count is looked at: at loopback speed, a few MB between looks. */
 const WIRE_CHECK_MS = 5;
 

@@ -7,6 +7,7 @@ import { asTenant } from '#test/security/tenant';
 import { schemaExists, withAdminClient } from '#test/support/db';
 import { call, type Reply } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
+import { changingSettings } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
 
 afterAll(closePool);
@@ -155,6 +156,33 @@ describe('a tenant backup restored into a new schema', () => {
     const noPassword = await commit(copy, id);
     expect([noPassword.status, noPassword.body.message]).toEqual([400, expect.stringMatching(/password/)]);
     expect(await schemaExists(copy)).toBe(false);
+  });
+});
+
+describe('a tenant larger than a result may be', () => {
+  const { set, restore } = changingSettings();
+  afterEach(restore);
+
+  it('is backed up and restored whole: its rows stream on, never held', async () => {
+    const schema = await freshSchema('bkbig');
+    await asTenant(
+      schema,
+      `CREATE TABLE blobs (id int PRIMARY KEY, body text);
+       INSERT INTO blobs SELECT i, repeat(md5(i::text), 40) FROM generate_series(1, 2000) i`,
+    );
+    set({ QUERY_MAX_BYTES: '1000' }); // its sessions' wire limit: about 1 MiB; the rows are 2.6 MB
+    const { manifest, parts } = await backUp(schema);
+    expect(manifest.rows).toBe(2000);
+    const copy = uniqueName('rs');
+    const id = await sendRestore(copy, 'new', manifest, parts);
+    expect((await commit(copy, id, 'restore-pass-1')).body).toMatchObject({ rows: 2000 });
+    const cloned = await post('/api/schema/create', {
+      schemaName: uniqueName('cl'),
+      password: 'clone-pass-1',
+      template: schema,
+      withData: true,
+    });
+    expect([cloned.status, cloned.body.clone?.rows]).toEqual([201, 2000]);
   });
 });
 
