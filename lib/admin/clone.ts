@@ -103,11 +103,11 @@ export async function cloneSchema(
 
 /**
  * Settles the transaction a schema is read in (a template, a bundle's source): a tenant's lock
- * answers 409 in seconds, not at the query timeout, and a row that row-level security would hide
- * from the reader fails the read rather than go missing from the copy.
+ * answers 409 in seconds, not at the query timeout. Rows are read as the schema's own role sees
+ * them: through its policies, where it forced row-level security on itself.
  */
 export async function beginSnapshotRead(from: pg.ClientBase): Promise<void> {
-  await from.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'; SET LOCAL row_security = off`);
+  await from.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
 }
 
 /** Puts one table's rows into the copy (on `to`, its session): answers how many. */
