@@ -138,6 +138,7 @@ export class PartWriter {
   private readonly whole = createHash('sha256');
   private pending: Buffer[] = [];
   private pendingBytes = 0;
+  private storing: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly store: (n: number, bytes: Buffer) => Promise<void>,
@@ -161,17 +162,22 @@ export class PartWriter {
     this.pendingBytes = rest.length;
   }
 
-  /** The last part, and the whole stream's hash. */
+  /** The last part, and the whole stream's hash, once every part is stored. */
   async end(): Promise<string> {
     if (this.pendingBytes > 0) await this.emit(Buffer.concat(this.pending));
     this.pending = [];
     this.pendingBytes = 0;
+    await this.storing;
     return this.whole.digest('hex');
   }
 
+  /** One part is stored while the next is read: at most two in memory. */
   private async emit(part: Buffer) {
+    await this.storing;
     this.parts.push({ bytes: part.length, sha256: sha256(part) });
-    await this.store(this.parts.length, part);
+    this.storing = this.store(this.parts.length, part);
+    // Awaited by the next part or by end(); should the writer be abandoned first, not unhandled.
+    this.storing.catch(() => undefined);
   }
 }
 
