@@ -4,8 +4,9 @@ import { bundleClock, bundleParts } from '#lib/admin/bundle';
 import { PART_BYTES } from '#lib/admin/bundle-format';
 import { closePool } from '#lib/db/pool';
 import { asTenant } from '#test/security/tenant';
+import { backUp, commit, putPart, sendRestore } from '#test/support/bundles';
 import { schemaExists, withAdminClient } from '#test/support/db';
-import { call, type Reply } from '#test/support/http';
+import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { changingSettings } from '#test/support/settings';
 import { freshSchema } from '#test/support/tables';
@@ -55,45 +56,6 @@ async function tenant(): Promise<string> {
 
 const post = (path: string, body: unknown, query?: Record<string, string>) =>
   call(schemas, { method: 'POST', path, body, query, headers: { 'content-type': 'application/json' } });
-
-/** Backs the schema up and downloads its manifest and parts, as a client would. */
-async function backUp(schema: string) {
-  const made = await post('/api/backups', undefined, { schema });
-  expect(made.status).toBe(201);
-  const id = made.body.id as string;
-  const manifest = (await call(schemas, { path: `/api/backups/${id}`, query: { schema } })).body;
-  const parts: string[] = [];
-  for (let n = 1; n <= manifest.parts.length; n++) {
-    const part = await call(schemas, { path: `/api/backups/${id}/parts/${n}`, query: { schema } });
-    expect(part.status).toBe(200);
-    parts.push(part.text);
-  }
-  return { id, made: made.body, manifest, parts };
-}
-
-/** Opens a restore and sends its parts, last first (any order will do). */
-async function sendRestore(schema: string, mode: 'new' | 'replace', manifest: unknown, parts: string[]) {
-  const opened = await post('/api/restores', { schema, mode, manifest });
-  expect(opened.status).toBe(201);
-  const id = opened.body.id as string;
-  for (let n = parts.length; n >= 1; n--) {
-    const sent = await putPart(schema, id, n, parts[n - 1] as string);
-    expect([sent.status, sent.body.message]).toEqual([200, undefined]);
-  }
-  return id;
-}
-
-const putPart = (schema: string, id: string, n: number, body: string): Promise<Reply> =>
-  call(schemas, {
-    method: 'PUT',
-    path: `/api/restores/${id}/parts/${n}`,
-    query: { schema },
-    headers: { 'content-type': 'application/octet-stream' },
-    body,
-  });
-
-const commit = (schema: string, id: string, password?: string) =>
-  post(`/api/restores/${id}/commit`, { schema, ...(password && { password }) });
 
 /** Every table's rows, as text, in a stable order. */
 const contents = (schema: string) =>

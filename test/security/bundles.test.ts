@@ -9,8 +9,9 @@ import {
   sightings,
   tenantSchema,
 } from '#test/security/tenant';
+import { backUp, commit, openRestore, putPart } from '#test/support/bundles';
 import { schemaExists, withAdminClient } from '#test/support/db';
-import { type Call, call } from '#test/support/http';
+import { call } from '#test/support/http';
 import { uniqueName } from '#test/support/names';
 import { person } from '#test/support/people';
 import { freshSchema } from '#test/support/tables';
@@ -23,44 +24,6 @@ import { freshSchema } from '#test/support/tables';
  */
 
 afterAll(closePool);
-
-const JSON_TYPE = { 'content-type': 'application/json' };
-
-async function backUp(schema: string, as: Partial<Call> = {}) {
-  const made = await call(schemas, {
-    method: 'POST',
-    path: '/api/backups',
-    query: { schema },
-    ...as,
-    headers: { ...JSON_TYPE, ...as.headers },
-  });
-  expect(made.status).toBe(201);
-  const id = made.body.id as string;
-  const manifest = (await call(schemas, { path: `/api/backups/${id}`, query: { schema } })).body;
-  const parts: string[] = [];
-  for (let n = 1; n <= manifest.parts.length; n++)
-    parts.push((await call(schemas, { path: `/api/backups/${id}/parts/${n}`, query: { schema } })).text);
-  return { id, manifest, parts };
-}
-
-const openRestore = (schema: string, mode: string, manifest: unknown) =>
-  call(schemas, { method: 'POST', path: '/api/restores', body: { schema, mode, manifest } });
-
-const putPart = (schema: string, id: string, n: number, body: string) =>
-  call(schemas, {
-    method: 'PUT',
-    path: `/api/restores/${id}/parts/${n}`,
-    query: { schema },
-    headers: { 'content-type': 'application/octet-stream' },
-    body,
-  });
-
-const commit = (schema: string, id: string, password?: string) =>
-  call(schemas, {
-    method: 'POST',
-    path: `/api/restores/${id}/commit`,
-    body: { schema, ...(password && { password }) },
-  });
 
 /** A tenant whose code names nothing but its own objects, unqualified: its bundle restores under any name. */
 async function plainTenant(prefix: string): Promise<string> {
