@@ -10,6 +10,7 @@ import {
 } from '#lib/admin/bundle';
 import { PART_BYTES } from '#lib/admin/bundle-format';
 import {
+  abandonRestore,
   commitRestore,
   openRestore,
   putRestorePart,
@@ -278,6 +279,20 @@ export const routes = [
     errors: [NO_RESTORE],
     handler: async ({ params, query, ...request }) =>
       restoreStatus(await getDatabase(), params.restoreId, restoreScope(query.schema, request)),
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/api/restores/{restoreId}',
+    audit: { action: 'restore.abandon', target: ({ params }) => `restore ${params.restoreId}` },
+    summary: 'Abandon an open restore; its parts are deleted',
+    access: 'write',
+    permission: 'backups',
+    params: restoreId,
+    query: z.strictObject({ schema: inSchema }),
+    response: Outcome,
+    errors: [NO_RESTORE, { status: 409, why: 'the restore was committed, or is being committed' }],
+    handler: async ({ params, query, ...request }) =>
+      abandonRestore(await getDatabase(), params.restoreId, restoreScope(query.schema, request)),
   }),
   defineRoute({
     method: 'POST',

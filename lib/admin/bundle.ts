@@ -10,14 +10,14 @@ import {
   PartWriter,
   sign,
 } from '#lib/admin/bundle-format';
-import { beginSnapshotRead, copyOut } from '#lib/admin/clone';
+import { beginSnapshotRead, copyOut, holdTables } from '#lib/admin/clone';
 import { fingerprintOf } from '#lib/admin/drift';
 import { OPEN_TARGET, readSchemaDdl } from '#lib/admin/schema-ddl';
 import type { AuditDraft } from '#lib/db/audit-log';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { INTERNAL_SCHEMA } from '#lib/db/own-schemas';
 import { withTransaction } from '#lib/db/pool';
-import { copyWire } from '#lib/db/result-limits';
+import { streamingCopy } from '#lib/db/result-limits';
 import { inPlainTransaction } from '#lib/db/transaction';
 import { Download } from '#lib/download';
 import { ApiError, NotFound, PayloadTooLarge } from '#lib/errors';
@@ -35,6 +35,9 @@ export const BUNDLES = `${INTERNAL_SCHEMA}.bundles`;
 export const BUNDLE_PARTS = `${INTERNAL_SCHEMA}.bundle_parts`;
 /** Parts of one bundle, at most: 40 GB, far past IMPORT_MAX_BYTES. */
 export const BUNDLE_PARTS_MAX = 10_000;
+/** The oid of the schema named by `$2`: a backup is its schema's, not its name's. */
+const SCHEMA_OID = '(SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = $2::text)';
+
 /** Backups of one schema kept at once: each may hold up to BundleLimits.maxBytes. */
 export const MAX_BACKUPS_PER_SCHEMA = 4;
 
@@ -156,25 +159,23 @@ export async function backupSchema(
       );
     }
     await client.query(
-      `INSERT INTO ${BUNDLES} (id, kind, schema_name, owner, state, created_at, expires_at)
-       VALUES ($1, 'backup', $2, $3, 'writing', $4, $5)`,
+      `INSERT INTO ${BUNDLES} (id, kind, schema_name, schema_oid, owner, state, created_at, expires_at)
+       VALUES ($1, 'backup', $2, ${SCHEMA_OID}, $3, 'writing', $4, $5)`,
       [id, schema, ownerOf(principal), createdAt, expiry(limits)],
     );
   });
   try {
-    const manifest = await access.run(
-      (client) =>
-        inPlainTransaction(client, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', () =>
-          writeBundle(
-            client,
-            access,
-            secret,
-            { id, createdAt },
-            (n, bytes) => storePart(db, id, n, bytes),
-            limits,
-          ),
+    const manifest = await access.run((client) =>
+      inPlainTransaction(client, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', () =>
+        writeBundle(
+          client,
+          access,
+          secret,
+          { id, createdAt },
+          (n, bytes) => storePart(db, id, n, bytes),
+          limits,
         ),
-      { wire: copyWire(limits.maxBytes) },
+      ),
     );
     const { rows } = await withTransaction(
       db,
@@ -218,6 +219,8 @@ async function writeBundle(
   }, bundleParts.bytes);
   const header = Buffer.from(`${JSON.stringify({ ddl })}\n`, 'utf8');
   if (header.length > limits.maxBytes) throw tooLargeBundle(schema, limits.maxBytes);
+  await holdTables(client, ddl.tables);
+  streamingCopy(client, limits.maxBytes);
   await writer.write(header);
   const tables: BundleTable[] = [];
   for (const table of ddl.tables) {
@@ -285,7 +288,7 @@ const notFound = (id: string, schema: string) =>
 async function readyBackup(db: pg.Pool, schema: string, id: string): Promise<BundleRow> {
   const { rows } = await db.query<BundleRow>(
     `SELECT id, schema_name, state, manifest, created_at, expires_at FROM ${BUNDLES}
-      WHERE id = $1 AND schema_name = $2 AND kind = 'backup' AND expires_at >= $3`,
+      WHERE id = $1 AND schema_name = $2 AND schema_oid = ${SCHEMA_OID} AND kind = 'backup' AND expires_at >= $3`,
     [id, schema, new Date(bundleClock.now())],
   );
   const found = rows[0];
@@ -300,8 +303,9 @@ async function readyBackup(db: pg.Pool, schema: string, id: string): Promise<Bun
 export async function listBackups(db: pg.Pool, schema: string): Promise<BackupSummary[]> {
   const { rows } = await db.query<BundleRow>(
     `SELECT id, schema_name, state, manifest, created_at, expires_at FROM ${BUNDLES}
-      WHERE schema_name = $1 AND kind = 'backup' AND expires_at >= $2 ORDER BY created_at DESC, id`,
-    [schema, new Date(bundleClock.now())],
+      WHERE schema_name = $2 AND schema_oid = ${SCHEMA_OID} AND kind = 'backup' AND expires_at >= $1
+      ORDER BY created_at DESC, id`,
+    [new Date(bundleClock.now()), schema],
   );
   return rows.map(summaryOf);
 }
@@ -328,10 +332,10 @@ export async function deleteBackup(db: pg.Pool, schema: string, id: string, audi
   const { rowCount } = await withTransaction(
     db,
     (client) =>
-      client.query(`DELETE FROM ${BUNDLES} WHERE id = $1 AND schema_name = $2 AND kind = 'backup'`, [
-        id,
-        schema,
-      ]),
+      client.query(
+        `DELETE FROM ${BUNDLES} WHERE id = $1 AND schema_name = $2 AND schema_oid = ${SCHEMA_OID} AND kind = 'backup'`,
+        [id, schema],
+      ),
     { audit },
   );
   if (rowCount !== 1) throw notFound(id, schema);

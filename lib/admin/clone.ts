@@ -7,7 +7,7 @@ import type { AuditDraft } from '#lib/db/audit-log';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { isPgError } from '#lib/db/pg-errors';
-import { copyWire } from '#lib/db/result-limits';
+import { streamingCopy } from '#lib/db/result-limits';
 import { LOCK_WAIT } from '#lib/db/schema-roles';
 import { inPlainTransaction, inTransaction } from '#lib/db/transaction';
 import { BadRequest } from '#lib/errors';
@@ -53,51 +53,53 @@ export async function cloneSchema(
     throw new BadRequest('Invalid template', 'a schema cannot be its own template; name another schema');
   }
   const source = await accessTo(template);
-  return source.run(
-    (from) =>
-      inPlainTransaction(from, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async () => {
-        await beginSnapshotRead(from);
-        // The snapshot the copy is read in: the template's migrations committed in it are the copy's.
-        const { rows: snapshot } = await from.query<{ snapshot: string }>(
-          'SELECT pg_catalog.pg_current_snapshot()::text AS snapshot',
-        );
-        // The schema is made while the template is read (another connection); a refused template
-        // deletes it again, like a failed copy.
-        const [read, made] = await Promise.allSettled([
-          readSchemaDdl(from, template, schema.schemaName, withData),
-          createSchema(db, secret, schema, undefined, {
-            template,
-            withData,
-            snapshot: snapshot[0]?.snapshot as string,
-          }),
-        ]);
-        if (made.status === 'rejected') throw made.reason;
-        let rows: number | undefined;
-        try {
-          if (read.status === 'rejected') throw read.reason;
-          const ddl = read.value;
-          const target = await accessTo(schema.schemaName);
-          const rowsInto = withData
-            ? (to: pg.PoolClient, table: TableData) => copyRows(from, to, table)
-            : undefined;
-          rows = await target.run((to) =>
-            inTransaction(to, () => fillSchema(to, schema.schemaName, ddl, rowsInto), { audit }),
-          );
-        } catch (error) {
-          await deleteSchema(db, { schemaName: schema.schemaName, cascade: true }, undefined).catch(
-            (cleanup: unknown) =>
-              logger.error('a failed clone left its schema behind', {
-                schema: schema.schemaName,
-                error: loggedError(cleanup),
-              }),
-          );
-          throw error;
+  return source.run((from) =>
+    inPlainTransaction(from, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async () => {
+      await beginSnapshotRead(from);
+      // The snapshot the copy is read in: the template's migrations committed in it are the copy's.
+      const { rows: snapshot } = await from.query<{ snapshot: string }>(
+        'SELECT pg_catalog.pg_current_snapshot()::text AS snapshot',
+      );
+      // The schema is made while the template is read (another connection); a refused template
+      // deletes it again, like a failed copy.
+      const [read, made] = await Promise.allSettled([
+        readSchemaDdl(from, template, schema.schemaName, withData),
+        createSchema(db, secret, schema, undefined, {
+          template,
+          withData,
+          snapshot: snapshot[0]?.snapshot as string,
+        }),
+      ]);
+      if (made.status === 'rejected') throw made.reason;
+      let rows: number | undefined;
+      try {
+        if (read.status === 'rejected') throw read.reason;
+        const ddl = read.value;
+        if (withData) {
+          await holdTables(from, ddl.tables);
+          streamingCopy(from, maxBytes);
         }
-        const { counts, notCopied } = read.value;
-        const clone: CloneSummary = { template, withData, counts, rows, notCopied };
-        return { ...made.value, message: `${made.value.message} from template "${template}"`, clone };
-      }),
-    { wire: copyWire(maxBytes) },
+        const target = await accessTo(schema.schemaName);
+        const rowsInto = withData
+          ? (to: pg.PoolClient, table: TableData) => copyRows(from, to, table)
+          : undefined;
+        rows = await target.run((to) =>
+          inTransaction(to, () => fillSchema(to, schema.schemaName, ddl, rowsInto), { audit }),
+        );
+      } catch (error) {
+        await deleteSchema(db, { schemaName: schema.schemaName, cascade: true }, undefined).catch(
+          (cleanup: unknown) =>
+            logger.error('a failed clone left its schema behind', {
+              schema: schema.schemaName,
+              error: loggedError(cleanup),
+            }),
+        );
+        throw error;
+      }
+      const { counts, notCopied } = read.value;
+      const clone: CloneSummary = { template, withData, counts, rows, notCopied };
+      return { ...made.value, message: `${made.value.message} from template "${template}"`, clone };
+    }),
   );
 }
 
@@ -108,6 +110,15 @@ export async function cloneSchema(
  */
 export async function beginSnapshotRead(from: pg.ClientBase): Promise<void> {
   await from.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
+}
+
+/**
+ * Holds the tables read against TRUNCATE and ALTER, which a snapshot does not see through, until
+ * the read ends, as pg_dump does; a tenant's lock answers 409 after the snapshot read's wait.
+ */
+export async function holdTables(from: pg.ClientBase, tables: TableData[]): Promise<void> {
+  if (tables.length === 0) return;
+  await from.query(`LOCK TABLE ${tables.map((t) => t.table).join(', ')} IN ACCESS SHARE MODE`);
 }
 
 /** Puts one table's rows into the copy (on `to`, its session): answers how many. */

@@ -181,8 +181,13 @@ const PRINTS = `
     FROM pg_catalog.pg_namespace w LEFT JOIN lines l ON l.schema = w.nspname
    WHERE w.nspname = ANY ($1::text[]) GROUP BY w.nspname`;
 
+/** One schema's fingerprint on the service's connection, read as the list's are (bounded, read again). */
+export async function schemaFingerprint(db: pg.Pool, schema: string): Promise<string | undefined> {
+  return (await printsOf(db, [schema]))[0]?.fingerprint;
+}
+
 /** One schema's fingerprint, read on `client`: in its transaction (a bundle's snapshot). */
-export async function fingerprintOf(client: pg.ClientBase | pg.Pool, schema: string): Promise<string> {
+export async function fingerprintOf(client: pg.ClientBase, schema: string): Promise<string> {
   const { rows } = await client.query<{ fingerprint: string }>(PRINTS, [[schema]]);
   return rows[0]?.fingerprint ?? '';
 }

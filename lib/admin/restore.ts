@@ -11,11 +11,12 @@ import {
   bundleClock,
   expiry,
   loadPart,
+  removeExpiredBundles,
   storePart,
 } from '#lib/admin/bundle';
 import { type BundleManifest, BundleReader, checkPart, verifiedManifest } from '#lib/admin/bundle-format';
 import { copyIn, fillSchema } from '#lib/admin/clone';
-import { fingerprintOf } from '#lib/admin/drift';
+import { fingerprintOf, schemaFingerprint } from '#lib/admin/drift';
 import { retarget, type SchemaDdl, type TableData } from '#lib/admin/schema-ddl';
 import { createSchema, deleteSchema } from '#lib/admin/schemas';
 import { type AuditDraft, nothingChanged } from '#lib/db/audit-log';
@@ -39,6 +40,9 @@ import { ownerOf, type Principal } from '#lib/principal';
  */
 
 export type RestoreMode = 'new' | 'replace';
+
+/** Restores open into one schema at once: each stages up to IMPORT_MAX_BYTES of parts. */
+export const MAX_RESTORES_PER_SCHEMA = 4;
 
 export interface RestoreScope {
   schema: string;
@@ -126,15 +130,29 @@ export async function openRestore(
         'Schema not found',
         `schema "${schema}" does not exist; restore into it with "mode": "new"`,
       );
-    if ((await fingerprintOf(db, schema)) !== manifest.fingerprint)
+    if ((await schemaFingerprint(db, schema)) !== manifest.fingerprint)
       throw structureDiffers(schema, manifest.schema);
   }
   const id = randomUUID();
   const expiresAt = expiry(limits);
   await withTransaction(
     db,
-    (client) =>
-      client.query(
+    async (client) => {
+      // One at a time, so the count cannot be raced past (as an import's open, lib/admin/import-sessions).
+      await client.query(`LOCK TABLE ${BUNDLES} IN SHARE UPDATE EXCLUSIVE MODE`);
+      await removeExpiredBundles(client);
+      const { rows: open } = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${BUNDLES} WHERE schema_name = $1 AND kind = 'restore' AND state = 'open'`,
+        [schema],
+      );
+      if ((open[0]?.n ?? 0) >= MAX_RESTORES_PER_SCHEMA) {
+        throw new ApiError(
+          409,
+          'Too many restores',
+          `schema "${schema}" has ${MAX_RESTORES_PER_SCHEMA} restores open: commit or abandon one (DELETE /api/restores/{id}) first`,
+        );
+      }
+      await client.query(
         `INSERT INTO ${BUNDLES} (id, kind, schema_name, owner, state, manifest, options, created_at, expires_at)
          VALUES ($1, 'restore', $2, $3, 'open', $4, $5, $6, $7)`,
         [
@@ -146,7 +164,8 @@ export async function openRestore(
           new Date(bundleClock.now()),
           expiresAt,
         ],
-      ),
+      );
+    },
     { audit: scope.audit },
   );
   return {
@@ -174,6 +193,20 @@ async function restoreSession(client: pg.ClientBase | pg.Pool, id: string, scope
   return rows[0];
 }
 
+/** The restore, held by this transaction: one being committed meanwhile answers 409 at once. */
+async function held(client: pg.ClientBase, id: string, scope: RestoreScope): Promise<RestoreRow> {
+  try {
+    return await restoreSession(client, id, scope, 'FOR UPDATE NOWAIT');
+  } catch (error) {
+    if ((error as { code?: string }).code !== '55P03') throw error;
+    throw new ApiError(
+      409,
+      'Restore committing',
+      `restore ${id} is being committed; ask for it again shortly`,
+    );
+  }
+}
+
 const restored = (id: string) =>
   new ApiError(409, 'Restore committed', `restore ${id} was committed; open a new one to restore again`);
 
@@ -189,7 +222,7 @@ export async function putRestorePart(
   return withTransaction(
     db,
     async (client) => {
-      const found = await restoreSession(client, id, scope, 'FOR UPDATE');
+      const found = await held(client, id, scope);
       if (found.state !== 'open') throw restored(id);
       checkPart(found.manifest, n, bytes);
       await storePart(client, id, n, bytes);
@@ -227,6 +260,20 @@ export async function restoreStatus(db: pg.Pool, id: string, scope: RestoreScope
   };
 }
 
+/** Abandons an open restore: its parts are deleted. */
+export async function abandonRestore(db: pg.Pool, id: string, scope: RestoreScope) {
+  return withTransaction(
+    db,
+    async (client) => {
+      const found = await held(client, id, scope);
+      if (found.state !== 'open') throw restored(id);
+      await client.query(`DELETE FROM ${BUNDLES} WHERE id = $1`, [id]);
+      return { success: true, message: `Restore ${id} abandoned; its parts are deleted` };
+    },
+    { audit: scope.audit },
+  );
+}
+
 export interface CommitInput {
   /** The new schema's login password ("mode": "new"). */
   password?: string;
@@ -248,17 +295,7 @@ export async function commitRestore(
   accessTo: (schema: string) => Promise<SchemaAccess>,
 ): Promise<RestoreOutcome> {
   return withTransaction(db, async (client) => {
-    let found: RestoreRow;
-    try {
-      found = await restoreSession(client, id, scope, 'FOR UPDATE NOWAIT');
-    } catch (error) {
-      if ((error as { code?: string }).code !== '55P03') throw error;
-      throw new ApiError(
-        409,
-        'Restore committing',
-        `restore ${id} is being committed; ask for it again shortly`,
-      );
-    }
+    const found = await held(client, id, scope);
     if (found.state === 'restored' && found.outcome) {
       nothingChanged(scope.audit);
       return found.outcome;
@@ -434,14 +471,14 @@ async function heldAside(to: pg.PoolClient, schema: string): Promise<{ off: stri
      SELECT 'trigger' AS kind, pg_catalog.quote_ident(c.relname) AS tab, pg_catalog.quote_ident(t.tgname) AS name,
             t.tgenabled::text AS detail
        FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid, n
-      WHERE c.relnamespace = n.oid AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+      WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p') AND NOT t.tgisinternal AND t.tgenabled <> 'D'
      UNION ALL
      SELECT 'fk', pg_catalog.quote_ident(c.relname), pg_catalog.quote_ident(k.conname), pg_catalog.pg_get_constraintdef(k.oid)
        FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid, n
       WHERE c.relnamespace = n.oid AND k.contype = 'f'
      UNION ALL
      SELECT 'forced', pg_catalog.quote_ident(c.relname), '', ''
-       FROM pg_catalog.pg_class c, n WHERE c.relnamespace = n.oid AND c.relforcerowsecurity`,
+       FROM pg_catalog.pg_class c, n WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p') AND c.relforcerowsecurity`,
     [schema],
   );
   const off: string[] = [];

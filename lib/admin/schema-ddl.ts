@@ -748,11 +748,12 @@ function grantsDdl(grants: Row[], names: Names, notCopied: string[]): string[] {
       notCopied.push(`${grant.privilege} on ${object} to ${role}`);
       continue;
     }
-    const key = `${object}\u0000${to}\u0000${grant.grantable ? ' WITH GRANT OPTION' : ''}`;
+    // A role of a bundle's holds OPEN_TARGET (a NUL): the key is JSON, never split on a character.
+    const key = JSON.stringify([object, to, grant.grantable ? ' WITH GRANT OPTION' : '']);
     byGrantee.set(key, [...(byGrantee.get(key) ?? []), String(grant.privilege)]);
   }
   for (const [key, privileges] of byGrantee) {
-    const [object, to, option] = key.split('\u0000');
+    const [object, to, option] = JSON.parse(key) as [string, string, string];
     statements.push(`GRANT ${privileges.join(', ')} ON ${object} TO ${to}${option}`);
   }
   return statements;

@@ -231,6 +231,10 @@ export async function deleteSchema(
       await client.query('DELETE FROM _dbadmin.tenant_migration_schemas WHERE schema_name = $1', [
         schemaName,
       ]);
+      // Its backups are its tenant's data: never another tenant's of the same name later.
+      await client.query(`DELETE FROM _dbadmin.bundles WHERE schema_name = $1 AND kind = 'backup'`, [
+        schemaName,
+      ]);
       await forgetSchemaRecords(client, schemaName);
       await withRoleAdmin(client, schemaName, async (roles) => {
         // Every role's rights at once: the drops below need them (dropRole lends no role twice).

@@ -18,7 +18,7 @@ import {
 } from '#lib/db/pool';
 import { beginText } from '#lib/db/pooler';
 import { currentQuotas, statementTimeoutMs } from '#lib/db/quotas';
-import { ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
+import { CopyTooLarge, ResultTooLarge, watchWire, wireLimit } from '#lib/db/result-limits';
 import {
   kindOfKey,
   type RoleKind,
@@ -29,7 +29,7 @@ import {
 } from '#lib/db/role-names';
 import { prepareSchemaRole, roleReady, sessionSettings } from '#lib/db/schema-roles';
 import { isNoSession, type SessionPool } from '#lib/db/session-pool';
-import { BadRequest, Busy, PayloadTooLarge, QueryTimeout, ServiceUnavailable } from '#lib/errors';
+import { BadRequest, Busy, QueryTimeout, ServiceUnavailable } from '#lib/errors';
 import type { Principal } from '#lib/principal';
 
 /**
@@ -58,22 +58,13 @@ export function assertTenantSchema(schema: string): void {
   }
 }
 
-export interface RunOptions {
-  /**
-   * What the work may read from its session before the session is cut off: by default a result's
-   * (QUERY_MAX_BYTES, lib/db/result-limits wireLimit). Work that streams a copy of its own bounded
-   * size onward, never holding it (a backup's parts, a clone's rows), says its own bound.
-   */
-  wire?: { bytes: number; setting: string };
-}
-
 /** A schema as seen by one principal: where its SQL runs. */
 export interface SchemaAccess {
   schema: string;
   /** dbadmin's own pool, for catalog reads (never runs tenant code). */
   catalog: pg.Pool;
   /** Runs `work` on a session of the schema's role; the session is clean again before anyone else gets it. */
-  run<T>(work: (client: pg.PoolClient) => Promise<T>, options?: RunOptions): Promise<T>;
+  run<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T>;
   /**
    * An anon key's access: `run` gives its work a read-only transaction already open, which is rolled
    * back after it (the work must neither open nor end one).
@@ -270,14 +261,13 @@ export async function schemaAccess(
     readOnly,
     timeoutMs,
     audit,
-    run: async (work, options) =>
+    run: async (work) =>
       guarded(
         catalog,
         timeoutMs,
         () => connect(schema, kind, timeoutMs),
         readOnly ? rolledBack(work) : work,
         signal,
-        options,
       ),
     cancel: (client) => stopBackend(catalog, client, 'cancel'),
   };
@@ -313,7 +303,6 @@ async function guarded<T>(
   open: () => Promise<pg.PoolClient>,
   work: (client: pg.PoolClient) => Promise<T>,
   signal: AbortSignal | undefined,
-  { wire }: RunOptions = {},
 ): Promise<T> {
   // A request that has already ended (it waited for a connection) starts nothing.
   const ended = () => new QueryTimeout("ran longer than the function's time allows");
@@ -331,17 +320,18 @@ async function guarded<T>(
   };
   signal?.addEventListener('abort', onAbort, { once: true });
   const limits = resultLimits(await getConfig());
-  const wireBytes = wire?.bytes ?? wireLimit(limits);
   let cutOff = false;
+  let copyCutOff = false;
   try {
     return await withSession(
       client,
       (session) =>
         watchWire(
           session,
-          wireBytes,
-          () => {
+          wireLimit(limits),
+          (copying) => {
             cutOff = true;
+            copyCutOff = copying;
             discardAfterUse(session);
           },
           () => work(session),
@@ -349,8 +339,7 @@ async function guarded<T>(
       { afterMs: timeoutMs + 1000, terminate },
     );
   } catch (error) {
-    if (cutOff && wire)
-      throw new PayloadTooLarge(wire.bytes, ` read from the schema at once (${wire.setting})`);
+    if (copyCutOff) throw new CopyTooLarge();
     if (cutOff) throw new ResultTooLarge('QUERY_MAX_BYTES', limits.maxBytes);
     if (ending) throw new QueryTimeout("ran longer than the function's time allows", error);
     throw fromTenantCode(error);
@@ -389,14 +378,13 @@ export async function adminAccess(
     readOnly: false,
     timeoutMs: config.QUERY_TIMEOUT_MS,
     audit,
-    run: async (work, options) =>
+    run: async (work) =>
       guarded(
         catalog,
         config.QUERY_TIMEOUT_MS,
         () => pool.connect().catch((error) => Promise.reject(busy(error))),
         work,
         signal,
-        options,
       ),
     cancel: (client) => stopBackend(catalog, client, 'cancel'),
   };

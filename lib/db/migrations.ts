@@ -540,6 +540,8 @@ export const MIGRATIONS: readonly Migration[] = [
         id          uuid PRIMARY KEY,
         kind        text NOT NULL CHECK (kind IN ('backup', 'restore')),
         schema_name text NOT NULL,
+        -- A backup's schema by oid too: a schema dropped and made again under its name is another.
+        schema_oid  oid,
         owner       text NOT NULL,
         state       text NOT NULL CHECK (state IN ('writing', 'ready', 'open', 'restored')),
         manifest    jsonb,

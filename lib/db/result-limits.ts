@@ -47,14 +47,30 @@ const socketOf = (client: pg.ClientBase) =>
  */
 export const wireLimit = (limits: ResultLimits) => 2 * limits.maxBytes + 1024 * 1024;
 
+/** A copy that read past its bound (streamingCopy): the schema holds more than one copy may move. */
+export class CopyTooLarge extends ApiError {
+  constructor() {
+    super(
+      413,
+      'Copy too large',
+      'the schema holds more than one copy or backup may move (IMPORT_MAX_BYTES); copy or back it up with pg_dump',
+    );
+  }
+}
+
+/** Sessions streaming a copy onward: where on the wire it began, and what it may read from there. */
+const copies = new WeakMap<pg.ClientBase, { from: number; bytes: number }>();
+
 /**
- * What a session streaming a copy onward, never holding it (a backup's parts, a clone's rows), may
- * read: the copy's own bound (IMPORT_MAX_BYTES) twice over, for COPY's framing per row, and 1 MiB.
+ * From now on, until its work ends, the session streams a copy onward and never holds it (a
+ * backup's parts, a clone's rows): it may read the copy's own bound (IMPORT_MAX_BYTES) twice over,
+ * for COPY's framing per row, and 1 MiB, rather than a result's. Its catalog reads before stay
+ * under a result's limit.
  */
-export const copyWire = (maxBytes: number) => ({
-  bytes: 2 * maxBytes + 1024 * 1024,
-  setting: 'IMPORT_MAX_BYTES',
-});
+export function streamingCopy(client: pg.ClientBase, maxBytes: number): void {
+  const socket = socketOf(client);
+  if (socket) copies.set(client, { from: socket.bytesRead, bytes: 2 * maxBytes + 1024 * 1024 });
+}
 
 /** How often the socket's byte count is looked at: at loopback speed, a few MB between looks. */
 const WIRE_CHECK_MS = 5;
@@ -67,22 +83,24 @@ const WIRE_CHECK_MS = 5;
 export async function watchWire<T>(
   client: pg.ClientBase,
   limit: number,
-  onExceeded: () => void,
+  onExceeded: (copying: boolean) => void,
   work: () => Promise<T>,
 ): Promise<T> {
   const socket = socketOf(client);
   if (!socket) return work();
   const start = socket.bytesRead;
   const timer = setInterval(() => {
-    if (socket.bytesRead - start <= limit) return;
+    const copy = copies.get(client);
+    if (copy ? socket.bytesRead - copy.from <= copy.bytes : socket.bytesRead - start <= limit) return;
     clearInterval(timer);
-    onExceeded();
+    onExceeded(copy !== undefined);
     socket.destroy();
   }, WIRE_CHECK_MS);
   try {
     return await work();
   } finally {
     clearInterval(timer);
+    copies.delete(client);
   }
 }
 

@@ -218,6 +218,70 @@ describe('a tenant backup restored over its schema', () => {
   });
 });
 
+describe('what a restore keeps and refuses', () => {
+  it('carries grants to the schema’s own roles, under the new schema’s names', async () => {
+    const source = await freshSchema('bkgrant');
+    await asTenant(
+      source,
+      `CREATE TABLE items (id int); GRANT SELECT, INSERT ON items TO "${source}_user" WITH GRANT OPTION`,
+    );
+    const { manifest, parts } = await backUp(source);
+    const copy = uniqueName('rs');
+    const id = await sendRestore(copy, 'new', manifest, parts);
+    expect((await commit(copy, id, 'restore-pass-1')).status).toBe(200);
+    const grants = await withAdminClient(
+      async (c) =>
+        (
+          await c.query(
+            `SELECT grantee, privilege_type, is_grantable FROM information_schema.role_table_grants
+              WHERE table_schema = $1 AND table_name = 'items' AND grantee = $2 ORDER BY privilege_type`,
+            [copy, `${copy}_user`],
+          )
+        ).rows,
+    );
+    expect(grants).toEqual([
+      { grantee: `${copy}_user`, privilege_type: 'INSERT', is_grantable: 'YES' },
+      { grantee: `${copy}_user`, privilege_type: 'SELECT', is_grantable: 'YES' },
+    ]);
+  });
+
+  it('replaces a schema whose view has an INSTEAD OF trigger', async () => {
+    const schema = await freshSchema('bkview');
+    await asTenant(
+      schema,
+      `CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items VALUES (1, 'a');
+       CREATE VIEW named AS SELECT id, name FROM items;
+       CREATE FUNCTION put() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN INSERT INTO items VALUES (NEW.id, NEW.name); RETURN NEW; END $$;
+       CREATE TRIGGER put INSTEAD OF INSERT ON named FOR EACH ROW EXECUTE FUNCTION put()`,
+    );
+    const { manifest, parts } = await backUp(schema);
+    await asTenant(schema, `DELETE FROM items`);
+    const id = await sendRestore(schema, 'replace', manifest, parts);
+    expect((await commit(schema, id)).body).toMatchObject({ rows: 1 });
+  });
+
+  it('keeps four restores open into one schema at most, and abandons one with its parts', async () => {
+    const schema = await freshSchema('bkopen');
+    await asTenant(schema, 'CREATE TABLE items (id int)');
+    const { manifest } = await backUp(schema);
+    const open = () => post('/api/restores', { schema, mode: 'replace', manifest });
+    const opened = [await open(), await open(), await open(), await open()];
+    const fifth = await open();
+    expect(opened.map((r) => r.status)).toEqual([201, 201, 201, 201]);
+    expect([fifth.status, fifth.body.error]).toEqual([409, 'Too many restores']);
+    const first = opened[0]?.body.id as string;
+    const abandoned = await call(schemas, {
+      method: 'DELETE',
+      path: `/api/restores/${first}`,
+      query: { schema },
+    });
+    expect(abandoned.status).toBe(200);
+    expect((await call(schemas, { path: `/api/restores/${first}`, query: { schema } })).status).toBe(404);
+    expect((await open()).status).toBe(201);
+  });
+});
+
 describe('backups kept', () => {
   it('lists, expires and deletes them', async () => {
     const schema = await tenant();

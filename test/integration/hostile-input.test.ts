@@ -231,6 +231,7 @@ function probes(h: string): Probe[] {
     [schemas, 'POST', '/api/restores', { body: { schema: h, mode: 'replace', manifest: {} } }],
     [schemas, 'PUT', `/api/restores/${p}/parts/1`, { query: { schema }, ...bytes('x') }],
     [schemas, 'GET', `/api/restores/${p}`, { query: { schema } }],
+    [schemas, 'DELETE', `/api/restores/${p}`, { query: { schema } }],
     [schemas, 'POST', `/api/restores/${p}/commit`, { body: { schema } }],
     [tenants, 'GET', '/api/drift', { query: { template: h } }],
     ...(h === '' ? [] : [[tenants, 'GET', `/api/drift/${p}`] as Probe]),

@@ -356,8 +356,8 @@ async function backupBeingMade(): Promise<{ schema: string; id: string }> {
     path: '/api/query',
     body: {
       runAs: 'admin',
-      sql: `INSERT INTO _dbadmin.bundles (id, kind, schema_name, owner, state, created_at, expires_at)
-            VALUES ('${id}', 'backup', '${name}', 'admin', 'writing', now(), now() + interval '1 hour')`,
+      sql: `INSERT INTO _dbadmin.bundles (id, kind, schema_name, schema_oid, owner, state, created_at, expires_at)
+            VALUES ('${id}', 'backup', '${name}', '"${name}"'::regnamespace, 'admin', 'writing', now(), now() + interval '1 hour')`,
     },
   });
   if (reply.status !== 200) throw new Error(`writing backup: ${reply.text}`);
@@ -899,6 +899,39 @@ const CASES: Record<string, Case[]> = {
       status: 404,
       why: 'no such restore',
       request: () => ({ path: `/api/restores/${NO_IMPORT}`, query: { schema } }),
+    },
+  ],
+  'DELETE /api/restores/{restoreId}': [
+    {
+      status: 200,
+      why: 'abandoned',
+      request: async () => {
+        const backup = await madeBackup();
+        return {
+          method: 'DELETE',
+          path: `/api/restores/${await openedRestore(backup, true)}`,
+          query: { schema: backup.schema },
+        };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such restore',
+      request: () => ({ method: 'DELETE', path: `/api/restores/${NO_IMPORT}`, query: { schema } }),
+    },
+    {
+      status: 409,
+      why: 'committed',
+      request: async () => {
+        const backup = await madeBackup();
+        const id = await openedRestore(backup, true);
+        await call(schemas.handler, {
+          method: 'POST',
+          path: `/api/restores/${id}/commit`,
+          body: { schema: backup.schema },
+        });
+        return { method: 'DELETE', path: `/api/restores/${id}`, query: { schema: backup.schema } };
+      },
     },
   ],
   'POST /api/restores/{restoreId}/commit': [

@@ -101,6 +101,35 @@ describe('a tenant’s bundle is its own', () => {
   });
 });
 
+describe('a tenant’s backups go with its schema', () => {
+  it('are never the next tenant’s of the same name, deleted through the API or dropped behind it', async () => {
+    const schema = await plainTenant('bkreuse');
+    const { id } = await backUp(schema);
+    const deleted = await call(schemas, {
+      method: 'DELETE',
+      path: `/api/schema/${schema}`,
+      query: { cascade: 'true' },
+    });
+    expect(deleted.status).toBe(200);
+    const made = await call(schemas, {
+      method: 'POST',
+      path: '/api/schema/create',
+      body: { schemaName: schema, password: 'next-tenant-1' },
+    });
+    expect(made.status).toBe(201);
+    const { id: second } = await backUp(schema);
+    // Dropped by SQL, behind the service's back, and made again: another schema, by its oid.
+    await withAdminClient((c) => c.query(`DROP SCHEMA "${schema}" CASCADE; CREATE SCHEMA "${schema}"`));
+
+    const list = await call(schemas, { path: '/api/backups', query: { schema } });
+    const first = await call(schemas, { path: `/api/backups/${id}/parts/1`, query: { schema } });
+    const later = await call(schemas, { path: `/api/backups/${second}/parts/1`, query: { schema } });
+
+    expect(list.body).toEqual([]);
+    expect([first.status, later.status]).toEqual([404, 404]);
+  });
+});
+
 describe('a bundle edited by hand', () => {
   it('is refused part by part, and its manifest with the checksum written again too', async () => {
     const schema = await plainTenant('bkedit');

@@ -109,6 +109,11 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     path: `/api/restores/${NO_IMPORT}`,
     query: { schema },
   }),
+  'DELETE /api/restores/{restoreId}': ({ schema }) => ({
+    method: 'DELETE',
+    path: `/api/restores/${NO_IMPORT}`,
+    query: { schema },
+  }),
   'POST /api/restores/{restoreId}/commit': ({ schema }) => ({
     method: 'POST',
     path: `/api/restores/${NO_IMPORT}/commit`,
