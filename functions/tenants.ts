@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { granted } from '#lib/access';
 import { drift, fingerprints } from '#lib/admin/drift';
+import { driftFix } from '#lib/admin/drift-fix';
 import { setQuota } from '#lib/admin/quotas';
 import { describeTenant, listTenants, stopTenantSession, TENANT_SORTS } from '#lib/admin/tenants';
 import { getDatabase } from '#lib/db/pool';
@@ -172,6 +173,51 @@ const driftRoutes = [
       assertInScope(principal, params.schema);
       if (query.against) assertInScope(principal, query.against);
       return drift(await getDatabase(), params.schema, query.against);
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/drift/{schema}/fix',
+    summary:
+      'The SQL that brings a schema back in line with its template (or another schema), previewed with its locks: create it as a migration over the schema to apply it',
+    access: 'admin',
+    permission: 'read',
+    params: z.object({ schema: schemaRef }),
+    query: z.strictObject({
+      against: schemaRef
+        .optional()
+        .describe('The schema to bring it in line with; left out, the one it was cloned from'),
+    }),
+    response: z.object({
+      schema: z.string(),
+      against: z.string(),
+      sql: z.string().describe('Empty when nothing differs; else a migration’s SQL, names unqualified'),
+      statements: z.array(
+        z.object({
+          sql: z.string(),
+          kind: z.string(),
+          locks: z.array(z.object({ table: z.string(), level: z.string() })),
+          mayRewrite: z.boolean(),
+        }),
+      ),
+      destructive: z.boolean().describe('It drops a table, column, function, type or sequence'),
+      notWritten: z
+        .array(z.object({ kind: z.string(), name: z.string(), why: z.string() }))
+        .describe('Differences the SQL does not mend, to write by hand'),
+    }),
+    errors: [
+      {
+        status: 400,
+        why: 'the SQL written would not run as a migration (it names another schema, say): the message says which statement',
+      },
+      NO_SCHEMA,
+      { status: 404, why: 'no template to compare with: name one in against' },
+      CATALOG_CHANGED,
+    ],
+    handler: async ({ params, query, principal }) => {
+      assertInScope(principal, params.schema);
+      if (query.against) assertInScope(principal, query.against);
+      return driftFix(await getDatabase(), params.schema, query.against);
     },
   }),
 ];

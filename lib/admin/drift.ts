@@ -99,7 +99,7 @@ const READS = 3;
  * The catalog read, in a transaction whose lock waits are bounded (a tenant may hold a lock),
  * read again when an object was dropped while it was read; 503 should that keep happening.
  */
-async function readCatalog<T extends pg.QueryResultRow>(
+export async function readCatalog<T extends pg.QueryResultRow>(
   db: pg.Pool,
   text: string,
   values: unknown[],
@@ -256,7 +256,7 @@ export async function drift(db: pg.Pool, schema: string, against: string | undef
   };
 }
 
-async function templateOf(db: pg.Pool, schema: string): Promise<string> {
+export async function templateOf(db: pg.Pool, schema: string): Promise<string> {
   const { rows } = await db.query<{ template: string }>(
     'SELECT template FROM _dbadmin.schema_templates WHERE schema_name = $1',
     [schema],

@@ -59,7 +59,7 @@ export interface SchemaDdl {
   };
 }
 
-interface Names {
+export interface Names {
   /** The template's name as PostgreSQL quotes it (`quote_ident`). */
   from: string;
   fromName: string;
@@ -642,7 +642,7 @@ function namesRole(text: string, { fromName }: Names): boolean {
  * copy. `namesItself` when its body still names the template or its roles: a body is never
  * rewritten. undefined when PostgreSQL did not print it as the template's function.
  */
-function functionDdl(def: string, names: Names): { sql: string; namesItself: boolean } | undefined {
+export function functionDdl(def: string, names: Names): { sql: string; namesItself: boolean } | undefined {
   const header = ['FUNCTION', 'PROCEDURE']
     .map((kind) => `CREATE OR REPLACE ${kind} `)
     .find((start) => def.startsWith(`${start}${names.from}.`));

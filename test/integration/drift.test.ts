@@ -100,3 +100,97 @@ describe('drift from a template', () => {
     expect([system.status, system.body.error]).toEqual([400, 'System schema']);
   });
 });
+
+describe('the SQL that brings a drifted schema back in line', () => {
+  /** A template with one of each kind the fix writes, and a copy of it drifted in each. */
+  async function drifted() {
+    const template = await freshSchema('dfix');
+    await asTenant(
+      template,
+      `CREATE TYPE mood AS ENUM ('calm', 'ok', 'loud');
+       CREATE SEQUENCE ticket START 100;
+       CREATE FUNCTION shout(t text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT upper(t) $$;
+       CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.name := shout(NEW.name); RETURN NEW; END $$;
+       CREATE TABLE owners (id int PRIMARY KEY);
+       CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL DEFAULT 'x', mood mood, owner int,
+                           price numeric(10,2) CHECK (price >= 0));
+       ALTER TABLE items ADD CONSTRAINT items_owner FOREIGN KEY (owner) REFERENCES owners (id);
+       CREATE INDEX items_name ON items (lower(name));
+       CREATE TRIGGER stamp BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION stamp();
+       CREATE VIEW named AS SELECT id, name FROM items;
+       CREATE TABLE notes (id int PRIMARY KEY, body text)`,
+    );
+    const copy = await cloneOf(template);
+    await asTenant(
+      copy,
+      `ALTER TABLE items DROP CONSTRAINT items_owner;
+       DROP INDEX items_name;
+       ALTER TABLE items ALTER COLUMN name DROP NOT NULL, ALTER COLUMN name SET DEFAULT 'y';
+       ALTER TABLE items ALTER COLUMN price TYPE numeric(12,3);
+       ALTER TABLE items ADD COLUMN extra int;
+       ALTER TABLE items DISABLE TRIGGER stamp;
+       ALTER TYPE mood RENAME TO mood_old;
+       CREATE TYPE mood AS ENUM ('calm', 'loud');
+       ALTER TABLE items ALTER COLUMN mood TYPE mood USING mood::text::mood;
+       DROP TYPE mood_old;
+       CREATE OR REPLACE VIEW named AS SELECT id, name, mood FROM items;
+       CREATE OR REPLACE FUNCTION shout(t text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT lower(t) $$;
+       DROP TABLE notes;
+       CREATE TABLE scratch (id int);
+       DROP SEQUENCE ticket`,
+    );
+    return { template, copy };
+  }
+
+  const post = (path: string, body: unknown) => call(schemas, { method: 'POST', path, body });
+
+  it('is written, previewed with its locks, and applied as a migration leaves no drift', async () => {
+    const { template, copy } = await drifted();
+    const before = await call(tenants, { path: `/api/drift/${copy}` });
+    expect(before.body.same).toBe(false);
+
+    const fix = await call(tenants, { path: `/api/drift/${copy}/fix` });
+
+    expect(fix.status).toBe(200);
+    expect(fix.body).toMatchObject({ schema: copy, against: template, destructive: true, notWritten: [] });
+    expect(fix.body.sql).toMatch(/DROP TABLE "?scratch"? CASCADE/);
+    expect(fix.body.sql).toMatch(/ALTER TYPE "mood" ADD VALUE 'ok' AFTER 'calm'/);
+    const locks = fix.body.statements.flatMap((s: { locks: Array<{ level: string }> }) => s.locks);
+    expect(locks.map((l: { level: string }) => l.level)).toContain('ACCESS EXCLUSIVE');
+
+    const created = await post('/api/migrations', {
+      name: uniqueName('fix'),
+      sql: fix.body.sql,
+      target: { schemas: [copy] },
+    });
+    expect(created.status).toBe(201);
+    let run = await post(`/api/migrations/${created.body.id}/run`, {});
+    while (!run.body.done) run = await post(`/api/migrations/${created.body.id}/run`, {});
+    expect(run.body.counts).toMatchObject({ applied: 1, failed: 0 });
+
+    const after = await call(tenants, { path: `/api/drift/${copy}` });
+    expect(after.body).toMatchObject({ same: true, missing: [], extra: [], different: [] });
+    const again = await call(tenants, { path: `/api/drift/${copy}/fix` });
+    expect(again.body).toMatchObject({ sql: '', statements: [], destructive: false });
+  });
+
+  it('lists what it does not write, and refuses what it cannot read', async () => {
+    const { template, copy } = await drifted();
+    await asTenant(
+      template,
+      `ALTER TABLE owners ENABLE ROW LEVEL SECURITY; CREATE POLICY mine ON owners USING (id > 0);
+       CREATE FUNCTION count_items() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM ${template}.items $$`,
+    );
+    const fix = await call(tenants, { path: `/api/drift/${copy}/fix` });
+    expect(fix.body.notWritten).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ kind: 'policy', name: 'owners.mine' }),
+        expect.objectContaining({ kind: 'function', name: 'count_items()' }),
+      ]),
+    );
+    expect(
+      (await call(tenants, { path: '/api/drift/missing_schema_x/fix', query: { against: template } })).status,
+    ).toBe(404);
+    expect((await call(tenants, { path: `/api/drift/${template}/fix` })).status).toBe(404);
+  });
+});

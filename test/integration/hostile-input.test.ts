@@ -236,6 +236,8 @@ function probes(h: string): Probe[] {
     [tenants, 'GET', '/api/drift', { query: { template: h } }],
     ...(h === '' ? [] : [[tenants, 'GET', `/api/drift/${p}`] as Probe]),
     [tenants, 'GET', `/api/drift/${schema}`, { query: { against: h } }],
+    [tenants, 'GET', `/api/drift/${p}/fix`],
+    [tenants, 'GET', `/api/drift/${schema}/fix`, { query: { against: h } }],
     [query, 'POST', '/api/query', { body: { sql: 'SELECT 1', schema: h } }],
     [keys, 'POST', `/api/project/${p}/keys`, { body: { keyName: 'k' } }],
     [keys, 'GET', `/api/project/${p}/keys`],

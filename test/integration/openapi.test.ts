@@ -989,6 +989,18 @@ const CASES: Record<string, Case[]> = {
     },
   ],
   'GET /api/drift': [{ status: 200, why: 'the fingerprints', request: () => ({ path: '/api/drift' }) }],
+  'GET /api/drift/{schema}/fix': [
+    {
+      status: 200,
+      why: 'the SQL, previewed',
+      request: () => ({ path: `/api/drift/${schema}/fix`, query: { against: schema } }),
+    },
+    {
+      status: 404,
+      why: 'no such schema, or no template',
+      request: () => ({ path: `/api/drift/${schema}/fix` }),
+    },
+  ],
   'GET /api/drift/{schema}': [
     {
       status: 200,

@@ -28,8 +28,10 @@ describe('reading drift', () => {
 
     const all = await call(tenants, { path: '/api/drift', query: { template: schema } });
     const one = await call(tenants, { path: `/api/drift/${schema}`, query: { against: schema } });
+    const fix = await call(tenants, { path: `/api/drift/${schema}/fix`, query: { against: schema } });
 
-    expect([all.status, one.status]).toEqual([200, 200]);
+    expect([all.status, one.status, fix.status]).toEqual([200, 200, 200]);
+    expect(fix.body.sql).toBe('');
     expect(one.body.same).toBe(true);
     expect(await sightings(schema)).toEqual([]);
   });

@@ -58,6 +58,10 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
   }),
   'GET /api/drift': ({ schema }) => ({ path: '/api/drift', query: { template: schema } }),
   'GET /api/drift/{schema}': ({ schema }) => ({ path: `/api/drift/${schema}`, query: { against: schema } }),
+  'GET /api/drift/{schema}/fix': ({ schema }) => ({
+    path: `/api/drift/${schema}/fix`,
+    query: { against: schema },
+  }),
   'GET /api/migrations': () => ({ path: '/api/migrations' }),
   'POST /api/migrations/preview': ({ schema }) => ({
     method: 'POST',
