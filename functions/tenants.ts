@@ -9,6 +9,7 @@ import { type Answer, NO_SCHEMA } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
 import { assertInScope } from '#lib/http/person-scope';
 import { defineRoute } from '#lib/http/route';
+import type { Principal } from '#lib/principal';
 import { queryInt, schemaRef } from '#lib/validation';
 
 /**
@@ -108,6 +109,23 @@ const CATALOG_CHANGED: Answer = {
   why: 'schemas were changed while their structure was read, three times over; try again',
 };
 
+const AgainstQuery = z.strictObject({
+  against: schemaRef.optional().describe('The schema to compare with; left out, the one it was cloned from'),
+});
+
+/** What comparing a schema with another may answer besides its own answer. */
+const COMPARED = [
+  NO_SCHEMA,
+  { status: 404, why: 'no template to compare with: name one in against' },
+  CATALOG_CHANGED,
+] as const;
+
+/** A person compares schemas in their scope only: the schema, and what it is compared with. */
+function assertComparable(principal: Principal | undefined, schema: string, against: string | undefined) {
+  assertInScope(principal, schema);
+  if (against) assertInScope(principal, against);
+}
+
 /** Drift from templates (lib/admin/drift): read on the catalog, no tenant code. */
 const driftRoutes = [
   defineRoute({
@@ -149,11 +167,7 @@ const driftRoutes = [
     access: 'admin',
     permission: 'read',
     params: z.object({ schema: schemaRef }),
-    query: z.strictObject({
-      against: schemaRef
-        .optional()
-        .describe('The schema to compare with; left out, the one it was cloned from'),
-    }),
+    query: AgainstQuery,
     response: z.object({
       schema: z.string(),
       against: z.string(),
@@ -164,14 +178,9 @@ const driftRoutes = [
         z.object({ kind: z.string(), name: z.string(), expected: z.string(), actual: z.string() }),
       ),
     }),
-    errors: [
-      NO_SCHEMA,
-      { status: 404, why: 'no template to compare with: name one in against' },
-      CATALOG_CHANGED,
-    ],
+    errors: COMPARED,
     handler: async ({ params, query, principal }) => {
-      assertInScope(principal, params.schema);
-      if (query.against) assertInScope(principal, query.against);
+      assertComparable(principal, params.schema, query.against);
       return drift(await getDatabase(), params.schema, query.against);
     },
   }),
@@ -183,11 +192,7 @@ const driftRoutes = [
     access: 'admin',
     permission: 'read',
     params: z.object({ schema: schemaRef }),
-    query: z.strictObject({
-      against: schemaRef
-        .optional()
-        .describe('The schema to bring it in line with; left out, the one it was cloned from'),
-    }),
+    query: AgainstQuery,
     response: z.object({
       schema: z.string(),
       against: z.string(),
@@ -210,13 +215,10 @@ const driftRoutes = [
         status: 400,
         why: 'the SQL written would not run as a migration (it names another schema, say): the message says which statement',
       },
-      NO_SCHEMA,
-      { status: 404, why: 'no template to compare with: name one in against' },
-      CATALOG_CHANGED,
+      ...COMPARED,
     ],
     handler: async ({ params, query, principal }) => {
-      assertInScope(principal, params.schema);
-      if (query.against) assertInScope(principal, query.against);
+      assertComparable(principal, params.schema, query.against);
       return driftFix(await getDatabase(), params.schema, query.against);
     },
   }),

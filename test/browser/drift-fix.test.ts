@@ -12,12 +12,6 @@ jest.setTimeout(120_000);
 const h = new ConsoleHarness();
 const PASSWORD = 'pw-0123456789';
 
-/** Runs `sql` in `schema` as the schema's own role (its tables are the tenant's). */
-async function runIn(schema: string, sql: string): Promise<void> {
-  const ran = await h.api('POST', 'query', { schema, sql, runAs: 'schema' });
-  if (ran.status !== 200) throw new Error(`${sql}: ${JSON.stringify(ran.body)}`);
-}
-
 describeInBrowser('bringing a drifted schema back in line in the console', () => {
   const base = uniqueName('base');
   const copy = uniqueName('copy');
@@ -26,7 +20,7 @@ describeInBrowser('bringing a drifted schema back in line in the console', () =>
     await h.start();
     expect((await h.api('POST', 'trial/start', { email: 'owner@example.com' })).status).toBe(200);
     expect((await h.api('POST', 'schema/create', { schemaName: base, password: PASSWORD })).status).toBe(201);
-    await runIn(
+    await h.runIn(
       base,
       'CREATE TABLE items (id int PRIMARY KEY, name text); CREATE INDEX items_name ON items (name)',
     );
@@ -36,7 +30,7 @@ describeInBrowser('bringing a drifted schema back in line in the console', () =>
       template: base,
     });
     expect(made.status).toBe(201);
-    await runIn(copy, 'DROP INDEX items_name; ALTER TABLE items ADD COLUMN extra text');
+    await h.runIn(copy, 'DROP INDEX items_name; ALTER TABLE items ADD COLUMN extra text');
   }, 180_000);
   afterAll(() => h.close());
 
@@ -67,7 +61,7 @@ describeInBrowser('bringing a drifted schema back in line in the console', () =>
     const fix = drift.getByRole('region', { name: 'Bring back in line' });
     await expectText(fix.locator('pre'), 'ALTER TABLE "items" DROP COLUMN "extra"');
     await expectText(fix.locator('pre'), 'CREATE INDEX items_name ON items');
-    await expectText(fix, 'ACCESS EXCLUSIVE on items');
+    await expectText(fix, 'items in ACCESS EXCLUSIVE mode');
     await expectText(fix, 'drops tables, columns, functions, types or sequences: their rows are gone');
 
     await fix.getByRole('button', { name: 'Create migration' }).click();

@@ -13,12 +13,6 @@ jest.setTimeout(120_000);
 const h = new ConsoleHarness();
 const PASSWORD = 'pw-0123456789';
 
-/** Runs `sql` in `schema` as the schema's own role (its tables are the tenant's, as a migration needs). */
-async function runIn(schema: string, sql: string): Promise<void> {
-  const ran = await h.api('POST', 'query', { schema, sql, runAs: 'schema' });
-  if (ran.status !== 200) throw new Error(`${sql}: ${JSON.stringify(ran.body)}`);
-}
-
 describeInBrowser('templates and migrations in the console', () => {
   beforeAll(async () => {
     await h.start();
@@ -31,7 +25,7 @@ describeInBrowser('templates and migrations in the console', () => {
     const copy = uniqueName('copy');
     const broken = uniqueName('copy');
     expect((await h.api('POST', 'schema/create', { schemaName: base, password: PASSWORD })).status).toBe(201);
-    await runIn(base, 'CREATE TABLE items (id int PRIMARY KEY, name text)');
+    await h.runIn(base, 'CREATE TABLE items (id int PRIMARY KEY, name text)');
 
     const { page, errors } = await h.signedIn('#/schemas');
     const create = page.getByRole('form', { name: 'Create a schema' });
@@ -49,7 +43,7 @@ describeInBrowser('templates and migrations in the console', () => {
       template: base,
     });
     expect(made.status).toBe(201);
-    await runIn(broken, 'DROP TABLE items');
+    await h.runIn(broken, 'DROP TABLE items');
 
     await page.getByRole('link', { name: 'Migrations', exact: true }).click();
     const form = page.getByRole('form', { name: 'New migration' });

@@ -347,6 +347,18 @@ async function openedRestore(backup: Backup, sent: boolean): Promise<string> {
   return id;
 }
 
+/** A restore over the schema it was made of, committed: its id. */
+async function committedRestore(backup: Backup): Promise<string> {
+  const id = await openedRestore(backup, true);
+  const done = await call(schemas.handler, {
+    method: 'POST',
+    path: `/api/restores/${id}/commit`,
+    body: { schema: backup.schema },
+  });
+  if (done.status !== 200) throw new Error(`commit: ${done.text}`);
+  return id;
+}
+
 /** A backup shown as still being made: its row as the backup's first transaction leaves it. */
 async function backupBeingMade(): Promise<{ schema: string; id: string }> {
   const name = await bundleSchema();
@@ -867,12 +879,7 @@ const CASES: Record<string, Case[]> = {
       why: 'committed',
       request: async () => {
         const backup = await madeBackup();
-        const id = await openedRestore(backup, true);
-        await call(schemas.handler, {
-          method: 'POST',
-          path: `/api/restores/${id}/commit`,
-          body: { schema: backup.schema },
-        });
+        const id = await committedRestore(backup);
         return {
           method: 'PUT',
           path: `/api/restores/${id}/parts/1`,
@@ -924,12 +931,7 @@ const CASES: Record<string, Case[]> = {
       why: 'committed',
       request: async () => {
         const backup = await madeBackup();
-        const id = await openedRestore(backup, true);
-        await call(schemas.handler, {
-          method: 'POST',
-          path: `/api/restores/${id}/commit`,
-          body: { schema: backup.schema },
-        });
+        const id = await committedRestore(backup);
         return { method: 'DELETE', path: `/api/restores/${id}`, query: { schema: backup.schema } };
       },
     },

@@ -134,6 +134,12 @@ export class ConsoleHarness {
     return schema;
   }
 
+  /** Runs `sql` in `schema` as the schema's own role (its tables are the tenant's, as a migration needs). */
+  async runIn(schema: string, sql: string): Promise<void> {
+    const ran = await this.api('POST', 'query', { schema, sql, runAs: 'schema' });
+    if (ran.status !== 200) throw new Error(`${sql}: ${JSON.stringify(ran.body)}`);
+  }
+
   /** Calls the API as the admin (setting up what a test needs, or checking what the console did). */
   async api<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
     const response = await fetch(`${this.host.base}/api/${path}`, {

@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, may } from '../api';
 import { go } from '../router';
 import { ErrorText, useAction, useLoad } from '../ui';
+import { StatementList } from './migrations';
 
 /**
  * Drift from templates (GET /api/drift): for the tenants list, each schema's template and whether
@@ -71,10 +72,6 @@ const definitionList = (title: string, items: Definition[]) =>
     </>
   );
 
-/** Each table once, with the level it is locked in. */
-const locksText = (locks: Fix['statements'][number]['locks']) =>
-  [...new Set(locks.map((lock) => `${lock.level} on ${lock.table}`))].join(', ');
-
 /** `fix-SCHEMA-20261128T145500`: when it was made (UTC, to the second), so each fix is named anew. */
 const fixName = (schema: string) =>
   `fix-${schema}-${new Date().toISOString().replace(/[-:]/g, '').slice(0, 15)}`;
@@ -83,16 +80,7 @@ function FixText({ fix }: { fix: Fix }) {
   return (
     <>
       {fix.sql === '' && <p role="status">No SQL to write against {fix.against}.</p>}
-      <ol class="locks">
-        {fix.statements.map((s) => (
-          <li key={s.sql}>
-            <pre class="sql">{s.sql}</pre>
-            <strong>{s.kind}</strong>
-            {s.locks.length === 0 ? ': takes no lock on a table' : `: locks ${locksText(s.locks)}`}
-            {s.mayRewrite && <span class="warning">; may rewrite the table (every row written anew)</span>}
-          </li>
-        ))}
-      </ol>
+      <StatementList statements={fix.statements} />
       {fix.destructive && (
         <p class="warning">
           <strong>Destructive:</strong> it drops tables, columns, functions, types or sequences: their rows

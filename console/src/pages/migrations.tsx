@@ -69,20 +69,27 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
 const locksText = (locks: Preview['statements'][number]['locks']) =>
   [...new Set(locks.map((lock) => `${lock.table} in ${lock.level} mode`))].join(', ');
 
+/** A migration's statements as its preview plans them: each with its locks, and whether it may rewrite. */
+export function StatementList({ statements }: { statements: Preview['statements'] }) {
+  return (
+    <ol class="locks">
+      {statements.map((s) => (
+        <li key={s.sql}>
+          <pre class="sql">{s.sql}</pre>
+          <strong>{s.kind}</strong>
+          {s.locks.length === 0 ? ': takes no lock on a table' : `: locks ${locksText(s.locks)}`}
+          {s.mayRewrite && <span class="warning">; may rewrite the table (every row written anew)</span>}
+        </li>
+      ))}
+    </ol>
+  );
+}
+
 function PreviewText({ preview }: { preview: Preview }) {
   const { pending, skipped } = preview.counts;
   return (
     <div class="preview" role="status" aria-label="Preview">
-      <ol class="locks">
-        {preview.statements.map((s) => (
-          <li key={s.sql}>
-            <pre class="sql">{s.sql}</pre>
-            <strong>{s.kind}</strong>
-            {s.locks.length === 0 ? ': takes no lock on a table' : `: locks ${locksText(s.locks)}`}
-            {s.mayRewrite && <span class="warning">; may rewrite the table (every row written anew)</span>}
-          </li>
-        ))}
-      </ol>
+      <StatementList statements={preview.statements} />
       <p>
         {plural(pending, 'schema')} to change, {skipped} skipped (already applied).
       </p>
