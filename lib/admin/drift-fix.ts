@@ -208,8 +208,9 @@ class FixWriter {
     this.views();
     this.indexes();
     this.constraints();
-    this.functions();
+    // Columns and tables go before the functions their defaults may call.
     this.columnsAndTables();
+    this.functions();
     this.sequences();
     this.enums();
     for (const policy of [
@@ -369,8 +370,10 @@ class FixWriter {
       this.destructive = true;
       this.drops.push(`DROP SEQUENCE ${id(s.name)}`);
     }
+    // A serial column's sequence comes before its table (its default names it); an identity
+    // column's comes with the column, which is not written.
     for (const s of this.missing('sequence'))
-      if (!s.extra?.[0]) this.made.sequences.push(`CREATE SEQUENCE ${id(s.name)} ${s.def}`);
+      if (s.extra?.[0] !== 'i') this.made.sequences.push(`CREATE SEQUENCE ${id(s.name)} ${s.def}`);
     for (const [ours, wanted] of this.different('sequence'))
       this.made.sequences.push(
         `ALTER SEQUENCE ${id(ours.name)} ${String(wanted.def).replace(/^AS \S+ /, '')}`,

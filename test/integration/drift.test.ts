@@ -118,7 +118,7 @@ describe('the SQL that brings a drifted schema back in line', () => {
        CREATE INDEX items_name ON items (lower(name));
        CREATE TRIGGER stamp BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION stamp();
        CREATE VIEW named AS SELECT id, name FROM items;
-       CREATE TABLE notes (id int PRIMARY KEY, body text)`,
+       CREATE TABLE notes (id serial PRIMARY KEY, body text)`,
     );
     const copy = await cloneOf(template);
     await asTenant(
