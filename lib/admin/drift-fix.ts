@@ -291,7 +291,7 @@ class FixWriter {
         this.notWritten.push({ kind: 'function', name: f.name, why });
         continue;
       }
-      this.made.functions.push(made.sql.replace(/\s*$/, ''));
+      this.made.functions.push(made.sql.trimEnd());
     }
   }
 
