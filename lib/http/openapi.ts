@@ -243,7 +243,15 @@ function successResponse(route: AnyRoute) {
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
     content: {
       'application/json': { schema: toSchema(route.response, 'output') },
-      ...(route.alsoProduces ? { [route.alsoProduces]: { schema: { type: 'string' } } } : {}),
+      ...(route.alsoProduces
+        ? {
+            [route.alsoProduces]: {
+              schema: route.alsoProduces.startsWith('text/')
+                ? { type: 'string' }
+                : { type: 'string', format: 'binary' },
+            },
+          }
+        : {}),
     },
   };
 }

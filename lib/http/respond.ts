@@ -9,7 +9,7 @@ export interface HttpResponse {
   statusCode: number;
   headers: Record<string, string>;
   body: string;
-  /** The body is base64 (compressed assets); API Gateway decodes it. */
+  /** The body is base64 (compressed assets, binary downloads); API Gateway decodes it. */
   isBase64Encoded?: boolean;
 }
 
@@ -34,6 +34,7 @@ export function jsonText(
 
 /** A file download (an export) as an attachment; without a file name, a plain answer. */
 export function download(file: Download): HttpResponse {
+  const binary = Buffer.isBuffer(file.body);
   return {
     statusCode: 200,
     headers: {
@@ -45,7 +46,8 @@ export function download(file: Download): HttpResponse {
       'x-content-type-options': 'nosniff',
       ...file.headers,
     },
-    body: file.body,
+    body: binary ? file.body.toString('base64') : (file.body as string),
+    ...(binary && { isBase64Encoded: true }),
   };
 }
 

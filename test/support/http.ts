@@ -9,7 +9,7 @@ export interface Call {
   /** An array repeats the name (`filter=a&filter=b`). */
   query?: Record<string, string | string[]>;
   headers?: Record<string, string>;
-  /** An object is sent as JSON; a string as it is. */
+  /** An object is sent as JSON; a string as it is; bytes as base64, as API Gateway sends binary. */
   body?: unknown;
   /** Basic credentials; defaults to the test admin. `null` sends no Authorization header. */
   auth?: { user: string; pass: string } | null;
@@ -22,6 +22,8 @@ export interface Reply {
   headers: Record<string, string>;
   body: any;
   text: string;
+  /** The body's bytes: decoded when the answer is base64 (binary downloads, compressed assets). */
+  bytes: Buffer;
 }
 
 export const ADMIN = { user: 'test-admin', pass: 'test-admin-password' };
@@ -37,7 +39,9 @@ export function httpEvent(call: Call) {
   const auth = call.auth === undefined ? ADMIN : call.auth;
   if (auth && !headers.authorization) headers.authorization = basic(auth);
   let body: string | undefined;
+  const binary = Buffer.isBuffer(call.body);
   if (typeof call.body === 'string') body = call.body;
+  else if (Buffer.isBuffer(call.body)) body = call.body.toString('base64');
   else if (call.body !== undefined) {
     body = JSON.stringify(call.body);
     headers['content-type'] ??= 'application/json';
@@ -69,7 +73,7 @@ export function httpEvent(call: Call) {
       stage: '$default',
     },
     body,
-    isBase64Encoded: false,
+    isBase64Encoded: binary,
   };
 }
 
@@ -87,13 +91,15 @@ export async function call(handler: Handler, request: Call): Promise<Reply> {
     statusCode: number;
     headers?: Record<string, string>;
     body?: string;
+    isBase64Encoded?: boolean;
   };
   const text = response.body ?? '';
+  const bytes = Buffer.from(text, response.isBase64Encoded ? 'base64' : 'utf8');
   let body: unknown = text;
   try {
     body = JSON.parse(text);
   } catch {
     // not JSON: leave as text
   }
-  return { status: response.statusCode, headers: response.headers ?? {}, body, text };
+  return { status: response.statusCode, headers: response.headers ?? {}, body, text, bytes };
 }

@@ -36,6 +36,18 @@ describe('envelopeBytes', () => {
     expect(envelopeBytes(reply)).toBeGreaterThan(LAMBDA_RESPONSE_LIMIT);
   });
 
+  it('measures a base64 body exactly by its length, without stringifying it', () => {
+    const small = { ...response('QUJD'.repeat(1_000_000)), isBase64Encoded: true };
+    const over = { ...small, body: 'QUJD'.repeat(LAMBDA_RESPONSE_LIMIT / 4) };
+    const expected = [exactBytes(small), exactBytes(over)];
+    const stringify = jest.spyOn(JSON, 'stringify');
+
+    expect([envelopeBytes(small), envelopeBytes(over)]).toEqual(expected);
+    expect(envelopeBytes(over)).toBeGreaterThan(LAMBDA_RESPONSE_LIMIT);
+    expect(stringify.mock.calls.every(([value]) => (value as HttpResponse).body === '')).toBe(true);
+    stringify.mockRestore();
+  });
+
   it('passes a megabyte of JSON by its bound, without stringifying it', () => {
     const reply = response(`[${'{"id":1,"name":"item \\"1\\""},'.repeat(35_000)}{}]`);
     const stringify = jest.spyOn(JSON, 'stringify');
