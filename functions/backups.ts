@@ -153,13 +153,13 @@ export const routes = [
   defineRoute({
     method: 'GET',
     path: '/api/backups/{backupId}/parts/{part}',
-    summary: 'Part n of a backup (from 1), as text',
+    summary: 'Part n of a backup (from 1): bytes of its compressed stream, to keep as they are',
     access: 'write',
     permission: 'backups',
     params: backupId.extend({ part }),
     query: z.strictObject({ schema: inSchema }),
     response: z.string(),
-    alsoProduces: 'text/plain',
+    alsoProduces: 'application/octet-stream',
     errors: [NO_BACKUP, { status: 409, why: 'the backup is still being made' }],
     handler: async ({ params, query }) =>
       backupPart(await getDatabase(), query.schema, params.backupId, params.part),
@@ -229,7 +229,8 @@ export const routes = [
       target: ({ params }) => `restore ${params.restoreId} part ${params.part}`,
     },
     addsData: true,
-    summary: 'Send part n of the bundle (from 1), exactly as downloaded; sent again, it replaces itself',
+    summary:
+      'Send part n of the bundle (from 1), exactly as downloaded, beside others if you like; sent again, it replaces itself',
     access: 'write',
     permission: 'backups',
     params: restoreId.extend({ part }),
@@ -245,7 +246,11 @@ export const routes = [
       received: z.number().int(),
       missing: z.array(z.number().int()),
     }),
-    errors: [BUNDLE_REFUSED, NO_RESTORE, { status: 409, why: 'the restore was committed' }],
+    errors: [
+      BUNDLE_REFUSED,
+      NO_RESTORE,
+      { status: 409, why: 'the restore was committed, or is being committed or abandoned' },
+    ],
     handler: async ({ params, query, upload, ...request }) =>
       putRestorePart(
         await getDatabase(),
@@ -290,7 +295,10 @@ export const routes = [
     params: restoreId,
     query: z.strictObject({ schema: inSchema }),
     response: Outcome,
-    errors: [NO_RESTORE, { status: 409, why: 'the restore was committed, or is being committed' }],
+    errors: [
+      NO_RESTORE,
+      { status: 409, why: 'the restore was committed, or is being committed, or a part of it sent' },
+    ],
     handler: async ({ params, query, ...request }) =>
       abandonRestore(await getDatabase(), params.restoreId, restoreScope(query.schema, request)),
   }),
@@ -320,7 +328,7 @@ export const routes = [
       },
       {
         status: 409,
-        why: 'parts missing, the restore being committed, a lock or a change of structure in the schema, or the new schema created meanwhile',
+        why: 'parts missing, the restore being committed or a part of it sent, a lock or a change of structure in the schema, or the new schema created meanwhile',
       },
     ],
     handler: async ({ params, body, accessTo, ...request }) => {

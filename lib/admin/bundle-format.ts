@@ -1,6 +1,10 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { once } from 'node:events';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { constants, createBrotliCompress, createBrotliDecompress } from 'node:zlib';
 import type { SchemaDdl } from '#lib/admin/schema-ddl';
-import { BadRequest } from '#lib/errors';
+import { ApiError, BadRequest } from '#lib/errors';
 
 /**
  * A tenant's bundle, as it travels: one stream of bytes, cut into parts, and a manifest that
@@ -8,21 +12,30 @@ import { BadRequest } from '#lib/errors';
  *
  * - The stream opens with a header line: the schema's structure as the statements that make it
  *   again under any name (lib/admin/schema-ddl, OPEN_TARGET), as JSON.
- * - Then each table's rows follow in COPY's text form, one table after the other. The manifest
- *   says how many bytes each table takes.
- * - The stream is cut into parts of at most PART_BYTES at line ends, so each part is whole UTF-8
- *   text and fits in one Lambda response. A single line longer than a part is cut between
- *   characters.
- * - The manifest holds each part's SHA-256 and the whole stream's, and is signed with a key
- *   derived from the service's secret (HMAC-SHA-256). A damaged part fails its checksum. A part or
+ * - Then each table's rows follow as COPY writes them, one table after the other: in its binary
+ *   form where every column's type is PostgreSQL's own, else in text (lib/admin/clone, copyOut).
+ *   The manifest says how many bytes each table takes.
+ * - The stream is compressed with Brotli at quality 1 (rows shrink to a quarter or a third, at
+ *   twice gzip's fastest speed), and the compressed bytes are cut into parts of PART_BYTES, the
+ *   last shorter: a fraction of the bytes to store, send and read back. Each part fits one Lambda
+ *   response as base64.
+ * - The manifest holds each part's SHA-256 and the whole stream's (before compression), and is
+ *   signed with a key derived from the service's secret (HMAC-SHA-256). A damaged part fails its checksum. A part or
  *   manifest edited by hand fails the signature, even with its checksums written again. So a
  *   bundle restores only where DBADMIN_SECRET is the one it was made under.
  */
 
 export const BUNDLE_FORMAT = 'dbadmin-bundle';
-export const BUNDLE_VERSION = 1;
-/** Under Lambda's 6 MB response, with room for its headers. */
+/** 2: the stream is compressed, binary rows among it (1 held text alone). */
+export const BUNDLE_VERSION = 2;
+/** Under Lambda's 6 MB response as base64 (5.6 MB), with room for its headers. */
 export const PART_BYTES = 4 * 1024 * 1024;
+/** What the writer may hand the compressor ahead of it: the rows are read while it works. */
+const WRITE_AHEAD = 4 * 1024 * 1024;
+/** Handed to the compressor this much at a time: it works twice as fast on a block as on COPY's chunks. */
+const BATCH_BYTES = 1024 * 1024;
+/** Quality 1: a sixth smaller than 0, for a few more milliseconds a megabyte. */
+const COMPRESSION = { params: { [constants.BROTLI_PARAM_QUALITY]: 1 }, chunkSize: 256 * 1024 };
 
 export interface BundleHeader {
   ddl: SchemaDdl;
@@ -32,9 +45,11 @@ export interface BundleTable {
   /** As the catalog quotes it, unqualified. */
   table: string;
   rows: number;
+  /** Its rows' bytes in the stream (before compression). */
   bytes: number;
 }
 
+/** A part as stored and sent: compressed bytes. */
 export interface BundlePart {
   bytes: number;
   sha256: string;
@@ -56,10 +71,11 @@ export interface BundleManifest {
    * schema only under its own name. Empty: under any name.
    */
   selfNamed: string[];
-  /** The header line's bytes, its newline included. */
+  /** The header line's bytes, its newline included (before compression). */
   header: number;
   tables: BundleTable[];
   rows: number;
+  /** The stream's bytes, and their SHA-256, before compression. */
   bytes: number;
   sha256: string;
   parts: BundlePart[];
@@ -129,87 +145,127 @@ export function checkPart(manifest: BundleManifest, n: number, bytes: Buffer): v
 }
 
 /**
- * Cuts a stream into parts at line ends as it is written, handing each to `store` (awaited: the
- * writer waits for the store). Counts the bytes, and hashes each part and the whole.
+ * Compresses a stream as it is written (on zlib's own threads, while the rows are read) and
+ * cuts the compressed bytes into parts of `partBytes`, handing each to `store` in order, one at a
+ * time. Counts the stream's bytes, and hashes each part and the whole stream. The writer waits for
+ * the store once two parts are queued: at most three parts in memory.
  */
 export class PartWriter {
   readonly parts: BundlePart[] = [];
+  /** The stream's bytes (before compression). */
   bytes = 0;
   private readonly whole = createHash('sha256');
-  private pending: Buffer[] = [];
-  private pendingBytes = 0;
+  private readonly compress = createBrotliCompress(COMPRESSION);
+  private batch: Buffer[] = [];
+  private batchBytes = 0;
+  private compressed: Buffer[] = [];
+  private compressedBytes = 0;
   private storing: Promise<void> = Promise.resolve();
+  private queued = 0;
+  private failed: Error | undefined;
 
   constructor(
     private readonly store: (n: number, bytes: Buffer) => Promise<void>,
     private readonly partBytes = PART_BYTES,
-  ) {}
+  ) {
+    this.compress.on('data', (chunk: Buffer) => this.cut(chunk));
+    this.compress.on('error', (error) => {
+      this.failed = error;
+    });
+  }
 
   /** Takes a copy of `chunk`: a stream may reuse its memory (pg's reader does) once this returns. */
   async write(chunk: Buffer): Promise<void> {
+    if (this.failed) throw this.failed;
     this.bytes += chunk.length;
     this.whole.update(chunk);
-    this.pending.push(Buffer.from(chunk));
-    this.pendingBytes += chunk.length;
-    if (this.pendingBytes < this.partBytes) return;
-    let rest = Buffer.concat(this.pending);
-    while (rest.length >= this.partBytes) {
-      const cut = cutAt(rest, this.partBytes);
-      await this.emit(rest.subarray(0, cut));
-      rest = rest.subarray(cut);
-    }
-    this.pending = [rest];
-    this.pendingBytes = rest.length;
+    this.batch.push(Buffer.from(chunk));
+    this.batchBytes += chunk.length;
+    if (this.batchBytes >= BATCH_BYTES) this.flushBatch();
+    if (this.compress.writableLength >= WRITE_AHEAD) await once(this.compress, 'drain');
+    if (this.queued > 1) await this.storing;
   }
 
   /** The last part, and the whole stream's hash, once every part is stored. */
   async end(): Promise<string> {
-    if (this.pendingBytes > 0) await this.emit(Buffer.concat(this.pending));
-    this.pending = [];
-    this.pendingBytes = 0;
+    if (this.failed) throw this.failed;
+    this.flushBatch();
+    const ended = once(this.compress, 'end');
+    this.compress.end();
+    await ended;
+    if (this.compressedBytes > 0) this.emit(Buffer.concat(this.compressed));
+    this.compressed = [];
+    this.compressedBytes = 0;
     await this.storing;
     return this.whole.digest('hex');
   }
 
-  /** One part is stored while the next is read: at most two in memory. */
-  private async emit(part: Buffer) {
-    await this.storing;
+  /** Stops a writer whose stream will not end (its rows failed): the compressor's memory is let go. */
+  abandon(): void {
+    this.compress.destroy();
+  }
+
+  private flushBatch() {
+    if (this.batchBytes === 0) return;
+    this.compress.write(Buffer.concat(this.batch, this.batchBytes));
+    this.batch = [];
+    this.batchBytes = 0;
+  }
+
+  private cut(chunk: Buffer) {
+    this.compressed.push(chunk);
+    this.compressedBytes += chunk.length;
+    if (this.compressedBytes < this.partBytes) return;
+    let rest = Buffer.concat(this.compressed);
+    while (rest.length >= this.partBytes) {
+      this.emit(rest.subarray(0, this.partBytes));
+      rest = rest.subarray(this.partBytes);
+    }
+    this.compressed = [rest];
+    this.compressedBytes = rest.length;
+  }
+
+  private emit(part: Buffer) {
     this.parts.push({ bytes: part.length, sha256: sha256(part) });
-    this.storing = this.store(this.parts.length, part);
-    // Awaited by the next part or by end(); should the writer be abandoned first, not unhandled.
-    this.storing.catch(() => undefined);
+    const n = this.parts.length;
+    this.queued += 1;
+    const stored = this.storing.then(async () => {
+      await this.store(n, part);
+      this.queued -= 1;
+    });
+    // Awaited by write() or end(); should the writer be abandoned first, not unhandled.
+    stored.catch(() => undefined);
+    this.storing = stored;
   }
 }
 
-/** Where to cut a part of at most `max` bytes: after its last line end, else between characters. */
-function cutAt(bytes: Buffer, max: number): number {
-  const lineEnd = bytes.lastIndexOf(0x0a, max - 1);
-  if (lineEnd >= 0) return lineEnd + 1;
-  let cut = max;
-  // Never inside a UTF-8 character: back off its continuation bytes (10xxxxxx).
-  while (cut > 0 && ((bytes[cut] as number) & 0xc0) === 0x80) cut--;
-  return cut;
-}
-
 /**
- * Reads a bundle's stream again from its parts, one part in memory at a time, each checked against
- * the manifest, and the whole against its hash at the end: `take(n)` the next n bytes.
+ * Reads a bundle's stream again from its parts, each checked against the manifest as it is loaded
+ * (the next while this one is read), decompressed, and the whole checked against its hash at the
+ * end: `take(n)` the next n bytes of the stream.
  */
 export class BundleReader {
-  private part = 0;
+  private readonly stream: AsyncIterator<Buffer>;
   private buffered: Buffer = Buffer.alloc(0);
   private readonly whole = createHash('sha256');
 
   constructor(
     private readonly manifest: BundleManifest,
     private readonly load: (n: number) => Promise<Buffer>,
-  ) {}
+  ) {
+    this.stream = this.decompressed();
+  }
 
-  /** The next `n` bytes, in chunks as the parts hold them. */
+  /** The next `n` bytes, in chunks as they are decompressed. */
   async *take(n: number): AsyncGenerator<Buffer> {
     let left = n;
     while (left > 0) {
-      if (this.buffered.length === 0) await this.next();
+      if (this.buffered.length === 0) {
+        const next = await this.stream.next();
+        if (next.done) throw refused('the bundle ends before its tables do');
+        this.whole.update(next.value);
+        this.buffered = next.value;
+      }
       const chunk = this.buffered.subarray(0, left);
       this.buffered = this.buffered.subarray(chunk.length);
       left -= chunk.length;
@@ -227,21 +283,44 @@ export class BundleReader {
     }
   }
 
-  /** Refuses a stream that is not the manifest's whole (read to its end). */
+  /** Refuses a stream that is not the manifest's whole (read to its end, every part loaded). */
   async end(): Promise<void> {
-    if (this.buffered.length > 0 || this.part < this.manifest.parts.length) {
+    if (this.buffered.length > 0 || !(await this.stream.next()).done) {
       throw refused('the bundle holds more than its tables');
     }
     if (this.whole.digest('hex') !== this.manifest.sha256)
       throw refused('the bundle’s checksum does not match');
   }
 
-  private async next() {
-    this.part += 1;
-    if (this.part > this.manifest.parts.length) throw refused('the bundle ends before its tables do');
-    const bytes = await this.load(this.part);
-    checkPart(this.manifest, this.part, bytes);
-    this.whole.update(bytes);
-    this.buffered = bytes;
+  private async *decompressed(): AsyncGenerator<Buffer> {
+    const decompress = createBrotliDecompress({ chunkSize: 256 * 1024 });
+    const feeding = pipeline(Readable.from(this.parts()), decompress);
+    // Its failure (a part refused) is the iteration's too, which throws it; awaited below.
+    feeding.catch(() => undefined);
+    try {
+      for await (const chunk of decompress) yield chunk as Buffer;
+      await feeding;
+    } catch (error) {
+      throw error instanceof ApiError ? error : refused('the bundle’s parts do not decompress');
+    } finally {
+      decompress.destroy();
+    }
+  }
+
+  /** The parts in order, each checked; the next one loading while this one is decompressed. */
+  private async *parts(): AsyncGenerator<Buffer> {
+    const count = this.manifest.parts.length;
+    const checked = async (n: number) => {
+      const bytes = await this.load(n);
+      checkPart(this.manifest, n, bytes);
+      return bytes;
+    };
+    let next = count > 0 ? checked(1) : undefined;
+    for (let n = 1; next; n++) {
+      const bytes = await next;
+      next = n < count ? checked(n + 1) : undefined;
+      next?.catch(() => undefined);
+      yield bytes;
+    }
   }
 }

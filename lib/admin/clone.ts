@@ -199,11 +199,14 @@ async function assertSelfContained(to: pg.PoolClient, copy: string): Promise<voi
 }
 
 /**
- * COPY of a table's columns, as the catalog quoted their names (lib/admin/schema-ddl). In text, not
- * binary: a binary array or row value carries its element type's oid, the template's, not the copy's.
+ * COPY of a table's columns, as the catalog quoted their names (lib/admin/schema-ddl). In binary
+ * when every column's type is PostgreSQL's own, else in text: a binary array or row value carries
+ * its element type's oid, the template's, not the copy's.
  */
-export const copyOut = ({ table, columns }: TableData) => `COPY ${table} (${columns.join(', ')}) TO STDOUT`;
-export const copyIn = ({ table, columns }: TableData) => `COPY ${table} (${columns.join(', ')}) FROM STDIN`;
+const copyOf = ({ table, columns, binary }: TableData, direction: 'TO STDOUT' | 'FROM STDIN') =>
+  `COPY ${table} (${columns.join(', ')}) ${direction}${binary ? ' (FORMAT binary)' : ''}`;
+export const copyOut = (table: TableData) => copyOf(table, 'TO STDOUT');
+export const copyIn = (table: TableData) => copyOf(table, 'FROM STDIN');
 
 /** A table's rows from the template's session into the copy's. */
 async function copyRows(from: pg.PoolClient, to: pg.PoolClient, table: TableData) {

@@ -193,22 +193,35 @@ async function restoreSession(client: pg.ClientBase | pg.Pool, id: string, scope
   return rows[0];
 }
 
-/** The restore, held by this transaction: one being committed meanwhile answers 409 at once. */
-async function held(client: pg.ClientBase, id: string, scope: RestoreScope): Promise<RestoreRow> {
+/**
+ * The restore, held by this transaction: alone (to commit or abandon it), or beside others sending
+ * parts (`shared`: parts travel in parallel). What it cannot take at once answers 409 at once.
+ */
+async function held(
+  client: pg.ClientBase,
+  id: string,
+  scope: RestoreScope,
+  shared = false,
+): Promise<RestoreRow> {
   try {
-    return await restoreSession(client, id, scope, 'FOR UPDATE NOWAIT');
+    return await restoreSession(client, id, scope, shared ? 'FOR KEY SHARE NOWAIT' : 'FOR UPDATE NOWAIT');
   } catch (error) {
     if ((error as { code?: string }).code !== '55P03') throw error;
     throw new ApiError(
       409,
-      'Restore committing',
-      `restore ${id} is being committed; ask for it again shortly`,
+      'Restore busy',
+      shared
+        ? `restore ${id} is being committed or abandoned; ask for it again shortly`
+        : `restore ${id} is being committed, or a part of it sent, right now; ask again once that is done`,
     );
   }
 }
 
 const restored = (id: string) =>
   new ApiError(409, 'Restore committed', `restore ${id} was committed; open a new one to restore again`);
+
+/** How far a part moves its restore's expiry on, at least. */
+const EXPIRY_STEP_MS = 60_000;
 
 /** Takes part `n` of the bundle: refused when it is not the manifest's part `n`. */
 export async function putRestorePart(
@@ -222,11 +235,19 @@ export async function putRestorePart(
   return withTransaction(
     db,
     async (client) => {
-      const found = await held(client, id, scope);
+      // Shared with the other parts' (a row's KEY SHARE lets each update its expiry in turn).
+      const found = await held(client, id, scope, true);
       if (found.state !== 'open') throw restored(id);
       checkPart(found.manifest, n, bytes);
       await storePart(client, id, n, bytes);
-      await client.query(`UPDATE ${BUNDLES} SET expires_at = $2 WHERE id = $1`, [id, expiry(limits)]);
+      // Kept open while parts come; moved on at most once a minute, so parts sent side by side
+      // seldom wait for one another's update of the row.
+      const until = expiry(limits);
+      await client.query(`UPDATE ${BUNDLES} SET expires_at = $2 WHERE id = $1 AND expires_at < $3`, [
+        id,
+        until,
+        new Date(until.getTime() - EXPIRY_STEP_MS),
+      ]);
       return { part: n, bytes: bytes.length, ...(await partsOf(client, found)) };
     },
     { audit: scope.audit },

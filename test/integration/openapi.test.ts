@@ -302,7 +302,7 @@ interface Backup {
   schema: string;
   id: string;
   manifest: Json & { parts: unknown[] };
-  parts: string[];
+  parts: Buffer[];
 }
 
 /** A backup of `of` (a schema of its own by default), its manifest and parts downloaded. */
@@ -318,10 +318,10 @@ async function madeBackup(of?: string): Promise<Backup> {
   const id = made.body.id as string;
   const manifest = (await call(schemas.handler, { path: `/api/backups/${id}`, query: { schema: name } }))
     .body;
-  const parts: string[] = [];
+  const parts: Buffer[] = [];
   for (let n = 1; n <= manifest.parts.length; n++)
     parts.push(
-      (await call(schemas.handler, { path: `/api/backups/${id}/parts/${n}`, query: { schema: name } })).text,
+      (await call(schemas.handler, { path: `/api/backups/${id}/parts/${n}`, query: { schema: name } })).bytes,
     );
   return { schema: name, id, manifest, parts };
 }
@@ -859,7 +859,7 @@ const CASES: Record<string, Case[]> = {
           path: `/api/restores/${await openedRestore(backup, false)}/parts/1`,
           query: { schema: backup.schema },
           headers: PART_TYPE,
-          body: `${backup.parts[0]} `,
+          body: Buffer.concat([backup.parts[0] as Buffer, Buffer.from(' ')]),
         };
       },
     },

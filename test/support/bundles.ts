@@ -17,11 +17,11 @@ export async function backUp(schema: string, as: Partial<Call> = {}) {
   expect([made.status, made.body.message]).toEqual([201, undefined]);
   const id = made.body.id as string;
   const manifest = (await call(schemas, { path: `/api/backups/${id}`, query: { schema } })).body;
-  const parts: string[] = [];
+  const parts: Buffer[] = [];
   for (let n = 1; n <= manifest.parts.length; n++) {
     const part = await call(schemas, { path: `/api/backups/${id}/parts/${n}`, query: { schema } });
     expect(part.status).toBe(200);
-    parts.push(part.text);
+    parts.push(part.bytes);
   }
   return { id, made: made.body, manifest, parts };
 }
@@ -29,7 +29,7 @@ export async function backUp(schema: string, as: Partial<Call> = {}) {
 export const openRestore = (schema: string, mode: string, manifest: unknown) =>
   call(schemas, { method: 'POST', path: '/api/restores', body: { schema, mode, manifest } });
 
-export const putPart = (schema: string, id: string, n: number, body: string): Promise<Reply> =>
+export const putPart = (schema: string, id: string, n: number, body: Buffer): Promise<Reply> =>
   call(schemas, {
     method: 'PUT',
     path: `/api/restores/${id}/parts/${n}`,
@@ -43,13 +43,13 @@ export async function sendRestore(
   schema: string,
   mode: 'new' | 'replace',
   manifest: unknown,
-  parts: string[],
+  parts: Buffer[],
 ) {
   const opened = await openRestore(schema, mode, manifest);
   expect([opened.status, opened.body.message]).toEqual([201, undefined]);
   const id = opened.body.id as string;
   for (let n = parts.length; n >= 1; n--) {
-    const sent = await putPart(schema, id, n, parts[n - 1] as string);
+    const sent = await putPart(schema, id, n, parts[n - 1] as Buffer);
     expect([sent.status, sent.body.message]).toEqual([200, undefined]);
   }
   return id;
