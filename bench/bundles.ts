@@ -75,12 +75,18 @@ function api(host: Host, method: string, path: string, body?: unknown, type = 'a
   );
 }
 
-/** Parts 1 to `count`, TRANSFERS at a time, as the console sends and fetches them: their answers in order. */
+/** Parts 1 to `count`, TRANSFERS at a time, as the console moves them: their answers in order. */
 async function eachPart<T>(count: number, transfer: (n: number) => Promise<T>): Promise<T[]> {
   const done: T[] = [];
   let next = 1;
+  let failed = false;
   const lane = async () => {
-    for (let n = next++; n <= count; n = next++) done[n - 1] = await transfer(n);
+    for (let n = next++; n <= count && !failed; n = next++) {
+      done[n - 1] = await transfer(n).catch((error: unknown) => {
+        failed = true;
+        throw error;
+      });
+    }
   };
   await Promise.all(Array.from({ length: TRANSFERS }, lane));
   return done;

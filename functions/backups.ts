@@ -206,7 +206,7 @@ export const routes = [
       NO_SCHEMA,
       {
         status: 409,
-        why: '"new" into a schema that exists, or "replace" of a schema no longer shaped as the bundle’s',
+        why: '"new" into a schema that exists, "replace" of a schema no longer shaped as the bundle’s, or a bundle made on a later PostgreSQL major',
       },
       { status: 413, why: 'the bundle is larger than IMPORT_MAX_BYTES' },
     ],

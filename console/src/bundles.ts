@@ -53,29 +53,34 @@ const TRANSFERS = 3;
 
 /**
  * Runs `transfer` for parts 1 to `count`, TRANSFERS at a time, `onDone` after each; answers them in
- * order. The first to fail stops the others taking more.
+ * order. The first to fail cancels the others (through the signal each is given), as does `signal`.
  */
 async function eachPart<T>(
   count: number,
-  transfer: (n: number) => Promise<T>,
+  transfer: (n: number, signal: AbortSignal) => Promise<T>,
   onDone: (done: number) => void,
+  signal: AbortSignal,
 ): Promise<T[]> {
+  const lanes = new AbortController();
+  const stop = () => lanes.abort();
+  signal.addEventListener('abort', stop, { once: true });
   const results: T[] = [];
   let next = 1;
   let done = 0;
-  let failed = false;
   const lane = async () => {
-    for (let n = next++; n <= count && !failed; n = next++) {
-      try {
-        results[n - 1] = await transfer(n);
-      } catch (error) {
-        failed = true;
-        throw error;
-      }
+    for (let n = next++; n <= count && !lanes.signal.aborted; n = next++) {
+      results[n - 1] = await transfer(n, lanes.signal);
       onDone(++done);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(TRANSFERS, count) }, lane));
+  try {
+    await Promise.all(Array.from({ length: Math.min(TRANSFERS, count) }, lane));
+  } catch (error) {
+    lanes.abort();
+    throw error;
+  } finally {
+    signal.removeEventListener('abort', stop);
+  }
   return results;
 }
 
@@ -96,9 +101,10 @@ export async function downloadBackup(
   onPart(0, total);
   const parts = await eachPart(
     total,
-    async (n) =>
-      (await answer('GET', `${backupPath(backup.id)}/parts/${n}`, { query, signal })).arrayBuffer(),
+    async (n, lane) =>
+      (await answer('GET', `${backupPath(backup.id)}/parts/${n}`, { query, signal: lane })).arrayBuffer(),
     (done) => onPart(done, total),
+    signal,
   );
   return {
     file: new Blob([`${JSON.stringify(manifest)}\n`, ...parts], { type: 'application/octet-stream' }),
@@ -183,18 +189,25 @@ export async function restoreBundle(
   const at = `restores/${encodeURIComponent(opened.id)}`;
   const total = bundle.parts.length;
   onPart(0, total);
-  await eachPart(
-    total,
-    (n) =>
-      api('PUT', `${at}/parts/${n}`, {
-        query: { schema },
-        body: { blob: bundle.parts[n - 1] as Blob, contentType: 'application/octet-stream' },
-        signal,
-      }),
-    (done) => onPart(done, total),
-  );
-  return api<RestoreOutcome>('POST', `${at}/commit`, {
-    body: target.mode === 'new' ? { schema, password: target.password } : { schema },
-    signal,
-  });
+  try {
+    await eachPart(
+      total,
+      (n, lane) =>
+        api('PUT', `${at}/parts/${n}`, {
+          query: { schema },
+          body: { blob: bundle.parts[n - 1] as Blob, contentType: 'application/octet-stream' },
+          signal: lane,
+        }),
+      (done) => onPart(done, total),
+      signal,
+    );
+    return await api<RestoreOutcome>('POST', `${at}/commit`, {
+      body: target.mode === 'new' ? { schema, password: target.password } : { schema },
+      signal,
+    });
+  } catch (error) {
+    // Not left open, counting against the schema's four: abandoned, whatever stopped it.
+    await api('DELETE', at, { query: { schema } }).catch(() => undefined);
+    throw error;
+  }
 }

@@ -245,9 +245,11 @@ export class PartWriter {
  * end: `take(n)` the next n bytes of the stream.
  */
 export class BundleReader {
-  private readonly stream: AsyncIterator<Buffer>;
+  private readonly stream: AsyncGenerator<Buffer>;
   private buffered: Buffer = Buffer.alloc(0);
   private readonly whole = createHash('sha256');
+  /** The part being loaded, ahead of its turn. */
+  private loading: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly manifest: BundleManifest,
@@ -283,6 +285,15 @@ export class BundleReader {
     }
   }
 
+  /**
+   * Stops reading, read to its end or not: no part is loaded after this answers, so the caller may
+   * hand its connection on.
+   */
+  async close(): Promise<void> {
+    await this.stream.return(undefined);
+    await this.loading.catch(() => undefined);
+  }
+
   /** Refuses a stream that is not the manifest's whole (read to its end, every part loaded). */
   async end(): Promise<void> {
     if (this.buffered.length > 0 || !(await this.stream.next()).done) {
@@ -301,7 +312,12 @@ export class BundleReader {
       for await (const chunk of decompress) yield chunk as Buffer;
       await feeding;
     } catch (error) {
-      throw error instanceof ApiError ? error : refused('the bundle’s parts do not decompress');
+      // zlib's errors (ERR__ERROR_FORMAT_..., Z_BUF_ERROR) mean the parts; any other (a part's
+      // load: the connection, a timeout) is the database's, as it is.
+      const code = String((error as { code?: unknown }).code ?? '');
+      throw (code.startsWith('ERR_') || code.startsWith('Z_')) && !(error instanceof ApiError)
+        ? refused('the bundle’s parts do not decompress')
+        : error;
     } finally {
       decompress.destroy();
     }
@@ -317,9 +333,11 @@ export class BundleReader {
     };
     let next = count > 0 ? checked(1) : undefined;
     for (let n = 1; next; n++) {
+      this.loading = next;
       const bytes = await next;
       next = n < count ? checked(n + 1) : undefined;
       next?.catch(() => undefined);
+      if (next) this.loading = next;
       yield bytes;
     }
   }

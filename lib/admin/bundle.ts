@@ -78,8 +78,9 @@ export const storePart = (db: pg.Pool | pg.ClientBase, id: string, n: number, by
     [id, n, bytes],
   );
 
-/** COPY's binary form: its 19-byte header, a row's field count (2) and the field's length (4). */
-const COPY_BINARY_ROW_AT = 19 + 2;
+/** COPY's binary form: its signature, flags and header extension length, then each row. */
+const COPY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+const COPY_HEADER_BYTES = COPY_SIGNATURE.length + 8;
 
 /**
  * Part `n` of bundle `id`, its bytes; undefined when it is not there. Read by COPY in binary: the
@@ -91,12 +92,23 @@ export async function loadPart(client: pg.ClientBase, id: string, n: number): Pr
   const sql = `COPY (SELECT bytes FROM ${BUNDLE_PARTS} WHERE bundle_id = ${quoteLiteral(id)} AND part = ${Number(n)})
                TO STDOUT (FORMAT binary)`;
   for await (const chunk of client.query(copyTo(sql))) chunks.push(Buffer.from(chunk as Buffer));
-  const copy = Buffer.concat(chunks);
-  // No row: the header, then the trailer (-1) where a row's field count would be.
-  if (copy.length <= COPY_BINARY_ROW_AT + 4 || copy.readInt16BE(19) !== 1) return undefined;
-  const length = copy.readInt32BE(COPY_BINARY_ROW_AT);
-  const at = COPY_BINARY_ROW_AT + 4;
-  return length < 0 ? undefined : copy.subarray(at, at + length);
+  return onlyValue(Buffer.concat(chunks));
+}
+
+/** The one bytea of a binary COPY of at most one row: undefined for no row or NULL. */
+function onlyValue(copy: Buffer): Buffer | undefined {
+  const unexpected = () => new Error(`COPY answered ${copy.length} bytes that are not one bytea`);
+  if (copy.length < COPY_HEADER_BYTES + 2 || !copy.subarray(0, COPY_SIGNATURE.length).equals(COPY_SIGNATURE))
+    throw unexpected();
+  let at = COPY_HEADER_BYTES + copy.readUInt32BE(COPY_HEADER_BYTES - 4);
+  const fields = copy.readInt16BE(at);
+  if (fields === -1) return undefined; // the trailer: no row
+  if (fields !== 1) throw unexpected();
+  const length = copy.readInt32BE(at + 2);
+  at += 6;
+  if (length < 0) return undefined;
+  if (at + length > copy.length) throw unexpected();
+  return copy.subarray(at, at + length);
 }
 
 export interface BackupSummary {
@@ -229,14 +241,20 @@ async function writeBundle(
   if (header.length > limits.maxBytes) throw tooLargeBundle(schema, limits.maxBytes);
   await holdTables(client, ddl.tables);
   streamingCopy(client, limits.maxBytes);
-  await writer.write(header);
   const tables: BundleTable[] = [];
-  for (const table of ddl.tables) {
-    const before = writer.bytes;
-    const rows = await copyTable(client, access, copyOut(table), writer, limits.maxBytes);
-    tables.push({ table: table.table, rows, bytes: writer.bytes - before });
+  let sha256: string;
+  try {
+    await writer.write(header);
+    for (const table of ddl.tables) {
+      const before = writer.bytes;
+      const rows = await copyTable(client, access, copyOut(table), writer, limits.maxBytes);
+      tables.push({ table: table.table, rows, bytes: writer.bytes - before });
+    }
+    sha256 = await writer.end();
+  } catch (error) {
+    writer.abandon();
+    throw error;
   }
-  const sha256 = await writer.end();
   return sign(secret, {
     format: BUNDLE_FORMAT,
     version: BUNDLE_VERSION,
@@ -328,7 +346,14 @@ export async function backupPart(db: pg.Pool, schema: string, id: string, n: num
   const { manifest } = await readyBackup(db, schema, id);
   const count = manifest?.parts.length ?? 0;
   const client = await db.connect();
-  const bytes = await loadPart(client, id, n).finally(() => client.release());
+  let bytes: Buffer | undefined;
+  try {
+    bytes = await loadPart(client, id, n);
+  } catch (error) {
+    client.release(error as Error);
+    throw error;
+  }
+  client.release();
   if (!bytes) throw new NotFound('No such part', `backup ${id} has parts 1 to ${count}, not ${n}`);
   return new Download(bytes, 'application/octet-stream', `${schema}-${id}.part${String(n).padStart(4, '0')}`);
 }

@@ -94,6 +94,27 @@ export function assertMayCreate(principal: Principal | undefined): void {
   }
 }
 
+const major = (versionNum: number) => Math.floor(versionNum / 10_000);
+
+/**
+ * Refuses a bundle made on a later PostgreSQL major than this server's: its statements and COPY's
+ * binary form are only read forward.
+ */
+async function assertNotLater(db: pg.Pool, manifest: BundleManifest): Promise<void> {
+  const { rows } = await db.query<{ version: number }>(
+    `SELECT pg_catalog.current_setting('server_version_num')::int AS version`,
+  );
+  const made = major(manifest.postgres);
+  const here = major(rows[0]?.version ?? 0);
+  if (made > here) {
+    throw new ApiError(
+      409,
+      'Bundle from a later PostgreSQL',
+      `the bundle was made on PostgreSQL ${made}; this server runs ${here}: restore it on PostgreSQL ${made} or later`,
+    );
+  }
+}
+
 /** Opens a restore of the bundle `manifest` describes into `scope.schema`: refused at once if it never could be. */
 export async function openRestore(
   db: pg.Pool,
@@ -106,6 +127,7 @@ export async function openRestore(
   assertTenantSchema(schema);
   if (mode === 'new') assertMayCreate(scope.principal);
   const manifest = verifiedManifest(secret, sent);
+  await assertNotLater(db, manifest);
   if (manifest.bytes > limits.maxBytes) {
     throw new PayloadTooLarge(limits.maxBytes, ' in one bundle (IMPORT_MAX_BYTES)');
   }
@@ -220,8 +242,8 @@ async function held(
 const restored = (id: string) =>
   new ApiError(409, 'Restore committed', `restore ${id} was committed; open a new one to restore again`);
 
-/** How far a part moves its restore's expiry on, at least. */
-const EXPIRY_STEP_MS = 60_000;
+/** How far a part moves its restore's expiry on, at least: a minute, or half a shorter time to live. */
+const expiryStep = (limits: BundleLimits) => Math.min(60_000, (limits.ttlSeconds * 1000) / 2);
 
 /** Takes part `n` of the bundle: refused when it is not the manifest's part `n`. */
 export async function putRestorePart(
@@ -246,7 +268,7 @@ export async function putRestorePart(
       await client.query(`UPDATE ${BUNDLES} SET expires_at = $2 WHERE id = $1 AND expires_at < $3`, [
         id,
         until,
-        new Date(until.getTime() - EXPIRY_STEP_MS),
+        new Date(until.getTime() - expiryStep(limits)),
       ]);
       return { part: n, bytes: bytes.length, ...(await partsOf(client, found)) };
     },
@@ -334,13 +356,20 @@ export async function commitRestore(
       found.manifest,
       async (n) => (await loadPart(client, id, n)) ?? Buffer.alloc(0),
     );
-    const { ddl } = await reader.header();
-    const tables = tablesOf(ddl, found.manifest);
     const mode = found.options.mode;
-    const rows =
-      mode === 'new'
-        ? await restoreNew(db, secret, scope, password, ddl, tables, reader, accessTo)
-        : await replaceRows(scope, found.manifest, ddl, tables, reader, accessTo);
+    let rows: number;
+    let tables: RestoreTable[];
+    try {
+      const { ddl } = await reader.header();
+      tables = tablesOf(ddl, found.manifest);
+      rows =
+        mode === 'new'
+          ? await restoreNew(db, secret, scope, password, ddl, tables, reader, accessTo)
+          : await replaceRows(scope, found.manifest, ddl, tables, reader, accessTo);
+    } finally {
+      // Before the connection goes back: no part loads on it after.
+      await reader.close();
+    }
     const outcome: RestoreOutcome = {
       schema: scope.schema,
       mode,

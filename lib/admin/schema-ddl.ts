@@ -154,15 +154,20 @@ const FUNCTIONS_SQL = `
    WHERE p.pronamespace = $1 AND p.prokind = ANY ('{f,p}'::"char"[])
    ORDER BY p.oid`;
 
+/** Types whose binary form is an object's oid. */
+const REG_TYPES = `'{regclass,regcollation,regconfig,regdictionary,regnamespace,regoper,regoperator,regproc,regprocedure,regrole,regtype}'::pg_catalog.regtype[]`;
+
 /**
  * Whether a type's values travel in COPY's binary form (a third faster to read and write than its
- * text): a type PostgreSQL itself defines with a fixed oid (below FirstGenbkiObjectId, the same in
- * every major), with send and receive functions. A binary array names its element type's oid, a
- * composite its fields': a tenant's types have other oids in another schema, so their tables
- * travel as text.
+ * text): a base type PostgreSQL itself defines with a fixed oid (below FirstGenbkiObjectId, the
+ * same in every major), with send and receive functions. Not a tenant's types (a binary array
+ * names its element type's oid, which differs in another schema), nor domains, enums, composites
+ * and ranges, nor the reg* types: in binary those are bare oids, which would name the source's
+ * objects rather than the copy's.
  */
 const BINARY_SAFE = (type: string) =>
-  `coalesce(${type}.oid < 10000 AND ${type}.typsend::pg_catalog.oid <> 0 AND ${type}.typreceive::pg_catalog.oid <> 0, false)`;
+  `coalesce(${type}.oid < 10000 AND ${type}.typtype = 'b' AND ${type}.typsend::pg_catalog.oid <> 0
+     AND ${type}.typreceive::pg_catalog.oid <> 0 AND NOT (${type}.oid = ANY (${REG_TYPES})), false)`;
 
 const TABLES_SQL = `
   SELECT pg_catalog.quote_ident(c.relname) AS name, c.relpersistence AS persistence,

@@ -95,10 +95,18 @@ describeInBrowser('backups on the tenants page', () => {
     await expectText(dialog.getByRole('status'), restored);
     expect(await names(schema)).toEqual(['Ann', 'Zoë 𝄞', 'tab\tand\nline']);
 
-    // The same file into a new schema, with its login's password.
+    // The same file into a new schema, with its login's password: too short first, refused at
+    // commit, and the restore it opened is abandoned rather than left counting against the schema.
     const copy = uniqueName('webrs');
     await dialog.getByLabel('Into a new schema').check();
     await dialog.getByLabel('New schema name').fill(copy);
+    await dialog.getByLabel('Password for its database user').fill('short');
+    await dialog.getByRole('button', { name: 'Restore', exact: true }).click();
+    await expectText(dialog.getByRole('alert'), 'at least 8 characters');
+    const open = await h.db.query(`SELECT count(*)::int AS n FROM _dbadmin.bundles WHERE schema_name = $1`, [
+      copy,
+    ]);
+    expect(open.rows).toEqual([{ n: 0 }]);
     await dialog.getByLabel('Password for its database user').fill(PASSWORD);
     await dialog.getByRole('button', { name: 'Restore', exact: true }).click();
     await expectText(dialog.getByRole('status'), `into ${copy} (backed up from ${schema})`);

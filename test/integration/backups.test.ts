@@ -2,7 +2,7 @@ import { brotliDecompressSync } from 'node:zlib';
 import { handler as schemas } from '#functions/schemas';
 import { handler as tenants } from '#functions/tenants';
 import { BUNDLES, bundleClock, bundleParts } from '#lib/admin/bundle';
-import { PART_BYTES } from '#lib/admin/bundle-format';
+import { PART_BYTES, sign } from '#lib/admin/bundle-format';
 import { closePool } from '#lib/db/pool';
 import { asTenant } from '#test/security/tenant';
 import { backUp, commit, putPart, sendRestore } from '#test/support/bundles';
@@ -121,6 +121,40 @@ describe('a tenant backup restored into a new schema', () => {
     const foreignKeyAt = ddl.after.findIndex((sql: string) => sql.includes('FOREIGN KEY'));
     expect(keyAt).toBeGreaterThanOrEqual(0);
     expect(keyAt).toBeLessThan(foreignKeyAt);
+  });
+
+  it('names the copy’s own objects in reg* columns, which travel as text', async () => {
+    const source = await freshSchema('bkreg');
+    await asTenant(
+      source,
+      `CREATE TABLE items (id int PRIMARY KEY);
+       CREATE TABLE refs (id int PRIMARY KEY, target regclass, kinds regtype[]);
+       INSERT INTO refs VALUES (1, 'items', '{items,int4}')`,
+    );
+    const { manifest, parts } = await backUp(source);
+    const copy = uniqueName('rs');
+    const id = await sendRestore(copy, 'new', manifest, parts);
+    expect((await commit(copy, id, 'restore-pass-1')).status).toBe(200);
+
+    const { rows } = await withAdminClient((c) =>
+      c.query(
+        `SELECT target = $1::regclass AS own, kinds[1] = $2::regtype AS "ownType" FROM "${copy}".refs`,
+        [`"${copy}".items`, `"${copy}".items`],
+      ),
+    );
+    expect(rows).toEqual([{ own: true, ownType: true }]);
+  });
+
+  it('refuses a bundle made on a later PostgreSQL major than the server’s', async () => {
+    const source = await freshSchema('bkmajor');
+    const { manifest } = await backUp(source);
+    const { mac: _, ...unsigned } = manifest;
+    const later = sign(process.env.DBADMIN_SECRET as string, { ...unsigned, postgres: 990_000 });
+
+    const opened = await post('/api/restores', { schema: uniqueName('rs'), mode: 'new', manifest: later });
+
+    expect([opened.status, opened.body.error]).toEqual([409, 'Bundle from a later PostgreSQL']);
+    expect(opened.body.message).toMatch(/made on PostgreSQL 99; this server runs 1[0-9]/);
   });
 
   it('refuses a new schema that exists, and a commit with parts missing', async () => {
@@ -372,7 +406,12 @@ describe('backups kept', () => {
     const gone = await call(schemas, { method: 'DELETE', path: `/api/backups/${id}`, query: { schema } });
     expect(gone.status).toBe(200);
     expect((await call(schemas, { path: `/api/backups/${id}`, query: { schema } })).status).toBe(404);
-    const { id: later } = await backUp(schema);
+    const { id: later, manifest } = await backUp(schema);
+    const past = await call(schemas, {
+      path: `/api/backups/${later}/parts/${manifest.parts.length + 1}`,
+      query: { schema },
+    });
+    expect([past.status, past.body.error]).toEqual([404, 'No such part']);
     bundleClock.now = () => Date.now() + 2 * 3600 * 1000;
     expect((await call(schemas, { path: `/api/backups/${later}/parts/1`, query: { schema } })).status).toBe(
       404,
