@@ -206,7 +206,7 @@ export const routes = [
       NO_SCHEMA,
       {
         status: 409,
-        why: '"new" into a schema that exists, "replace" of a schema no longer shaped as the bundle’s, or a bundle made on a later PostgreSQL major',
+        why: '"new" into a schema that exists, "replace" of a schema no longer shaped as the bundle’s or with a table forcing row-level security, or a bundle made on a later PostgreSQL major',
       },
       { status: 413, why: 'the bundle is larger than IMPORT_MAX_BYTES' },
     ],
@@ -328,7 +328,7 @@ export const routes = [
       },
       {
         status: 409,
-        why: 'parts missing, the restore being committed or a part of it sent, a lock or a change of structure in the schema, or the new schema created meanwhile',
+        why: 'parts missing, the restore being committed or a part of it sent, a lock, a change of structure or forced row-level security in the schema, or the new schema created meanwhile',
       },
     ],
     handler: async ({ params, body, accessTo, ...request }) => {

@@ -17,7 +17,7 @@ import type { AuditDraft } from '#lib/db/audit-log';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { quoteLiteral } from '#lib/db/identifiers';
 import { INTERNAL_SCHEMA } from '#lib/db/own-schemas';
-import { withTransaction } from '#lib/db/pool';
+import { withClient, withTransaction } from '#lib/db/pool';
 import { streamingCopy } from '#lib/db/result-limits';
 import { inPlainTransaction } from '#lib/db/transaction';
 import { Download } from '#lib/download';
@@ -68,6 +68,16 @@ export async function removeExpiredBundles(db: pg.ClientBase | pg.Pool): Promise
        SELECT id FROM ${BUNDLES} WHERE expires_at < $1 FOR UPDATE SKIP LOCKED)`,
     [new Date(bundleClock.now())],
   );
+}
+
+/**
+ * Before a bundle is counted against its schema's cap and claimed, in the caller's transaction:
+ * one claim at a time, so the count cannot be raced past (as an import's open,
+ * lib/admin/import-sessions), and the expired ones swept first.
+ */
+export async function claimingBundles(client: pg.ClientBase): Promise<void> {
+  await client.query(`LOCK TABLE ${BUNDLES} IN SHARE UPDATE EXCLUSIVE MODE`);
+  await removeExpiredBundles(client);
 }
 
 /** Stores part `n` of bundle `id`; sent again, it replaces itself. */
@@ -164,12 +174,11 @@ export async function backupSchema(
   const id = randomUUID();
   const createdAt = new Date(bundleClock.now());
   await withTransaction(db, async (client) => {
-    // One at a time, so the count cannot be raced past (as an import's open, lib/admin/import-sessions).
-    await client.query(`LOCK TABLE ${BUNDLES} IN SHARE UPDATE EXCLUSIVE MODE`);
-    await removeExpiredBundles(client);
+    await claimingBundles(client);
+    // A backup of an earlier schema of this name is out of reach: not counted (deleteSchema removes them).
     const { rows } = await client.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM ${BUNDLES} WHERE schema_name = $1 AND kind = 'backup'`,
-      [schema],
+      `SELECT count(*)::int AS n FROM ${BUNDLES} WHERE schema_name = $1 AND schema_oid = ${SCHEMA_OID} AND kind = 'backup'`,
+      [schema, schema],
     );
     if ((rows[0]?.n ?? 0) >= MAX_BACKUPS_PER_SCHEMA) {
       throw new ApiError(
@@ -234,13 +243,14 @@ async function writeBundle(
   const { rows: server } = await client.query<{ version: number }>(
     `SELECT pg_catalog.current_setting('server_version_num')::int AS version`,
   );
-  const writer = new PartWriter(async (n, bytes) => {
-    await store(n, bytes);
-  }, bundleParts.bytes);
   const header = Buffer.from(`${JSON.stringify({ ddl })}\n`, 'utf8');
   if (header.length > limits.maxBytes) throw tooLargeBundle(schema, limits.maxBytes);
   await holdTables(client, ddl.tables);
   streamingCopy(client, limits.maxBytes);
+  // Made once nothing before it can fail, so a failure after is its abandon()'s to clean.
+  const writer = new PartWriter(async (n, bytes) => {
+    await store(n, bytes);
+  }, bundleParts.bytes);
   const tables: BundleTable[] = [];
   let sha256: string;
   try {
@@ -345,15 +355,7 @@ export async function backupManifest(db: pg.Pool, schema: string, id: string): P
 export async function backupPart(db: pg.Pool, schema: string, id: string, n: number): Promise<Download> {
   const { manifest } = await readyBackup(db, schema, id);
   const count = manifest?.parts.length ?? 0;
-  const client = await db.connect();
-  let bytes: Buffer | undefined;
-  try {
-    bytes = await loadPart(client, id, n);
-  } catch (error) {
-    client.release(error as Error);
-    throw error;
-  }
-  client.release();
+  const bytes = await withClient(db, (client) => loadPart(client, id, n));
   if (!bytes) throw new NotFound('No such part', `backup ${id} has parts 1 to ${count}, not ${n}`);
   return new Download(bytes, 'application/octet-stream', `${schema}-${id}.part${String(n).padStart(4, '0')}`);
 }

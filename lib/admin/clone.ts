@@ -207,8 +207,11 @@ async function assertSelfContained(to: pg.PoolClient, copy: string): Promise<voi
  * when every column's type is PostgreSQL's own, else in text: a binary array or row value carries
  * its element type's oid, the template's, not the copy's.
  */
-const copyOf = ({ table, columns, binary }: TableData, direction: 'TO STDOUT' | 'FROM STDIN') =>
-  `COPY ${table} (${columns.join(', ')}) ${direction}${binary ? ' (FORMAT binary)' : ''}`;
+const copyOf = ({ table, columns, binary }: TableData, direction: 'TO STDOUT' | 'FROM STDIN') => {
+  // A table of no columns but generated ones (or none) copies its rows' count: no list at all.
+  const list = columns.length > 0 ? ` (${columns.join(', ')})` : '';
+  return `COPY ${table}${list} ${direction}${binary ? ' (FORMAT binary)' : ''}`;
+};
 export const copyOut = (table: TableData) => copyOf(table, 'TO STDOUT');
 export const copyIn = (table: TableData) => copyOf(table, 'FROM STDIN');
 

@@ -9,6 +9,7 @@ import {
   BUNDLES,
   type BundleLimits,
   bundleClock,
+  claimingBundles,
   expiry,
   loadPart,
   removeExpiredBundles,
@@ -22,6 +23,7 @@ import { createSchema, deleteSchema } from '#lib/admin/schemas';
 import { type AuditDraft, nothingChanged } from '#lib/db/audit-log';
 import { assertTenantSchema, type SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
+import { sqlState } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
 import { LOCK_WAIT } from '#lib/db/schema-roles';
 import { inTransaction } from '#lib/db/transaction';
@@ -154,15 +156,14 @@ export async function openRestore(
       );
     if ((await schemaFingerprint(db, schema)) !== manifest.fingerprint)
       throw structureDiffers(schema, manifest.schema);
+    await assertNoForcedRls(db, schema);
   }
   const id = randomUUID();
   const expiresAt = expiry(limits);
   await withTransaction(
     db,
     async (client) => {
-      // One at a time, so the count cannot be raced past (as an import's open, lib/admin/import-sessions).
-      await client.query(`LOCK TABLE ${BUNDLES} IN SHARE UPDATE EXCLUSIVE MODE`);
-      await removeExpiredBundles(client);
+      await claimingBundles(client);
       const { rows: open } = await client.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM ${BUNDLES} WHERE schema_name = $1 AND kind = 'restore' AND state = 'open'`,
         [schema],
@@ -228,7 +229,7 @@ async function held(
   try {
     return await restoreSession(client, id, scope, shared ? 'FOR KEY SHARE NOWAIT' : 'FOR UPDATE NOWAIT');
   } catch (error) {
-    if ((error as { code?: string }).code !== '55P03') throw error;
+    if (sqlState(error) !== '55P03') throw error;
     throw new ApiError(
       409,
       'Restore busy',
@@ -497,6 +498,7 @@ async function replaceRows(
         );
         if ((await fingerprintOf(to, schema)) !== manifest.fingerprint)
           throw structureDiffers(schema, manifest.schema);
+        await assertNoForcedRls(to, schema);
         const held = await heldAside(to, schema);
         const list = tables.map((table) => table.data.table).join(', ');
         await to.query(
@@ -514,7 +516,27 @@ async function replaceRows(
   );
 }
 
-/** What a replace turns off before its rows and back on after: triggers, foreign keys, forced RLS. */
+/**
+ * Refuses to replace the rows of a schema with a table that forces row-level security on its
+ * owner: its backup was read through those policies, so it holds only the rows they showed, and a
+ * replace would delete the others.
+ */
+export async function assertNoForcedRls(db: pg.ClientBase | pg.Pool, schema: string): Promise<void> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relforcerowsecurity ORDER BY c.relname LIMIT 5`,
+    [schema],
+  );
+  if (rows.length > 0) {
+    throw new ApiError(
+      409,
+      'Forced row-level security',
+      `table ${rows.map((r) => `"${r.name}"`).join(', ')} of schema "${schema}" forces row-level security on its owner, so its backup holds only the rows its policies showed, and replacing its rows would delete the others: restore into a new schema instead, or lift FORCE, back up and restore again`,
+    );
+  }
+}
+
+/** What a replace turns off before its rows and back on after: triggers and foreign keys. */
 async function heldAside(to: pg.PoolClient, schema: string): Promise<{ off: string[]; on: string[] }> {
   const { rows } = await to.query<{ kind: string; tab: string; name: string; detail: string }>(
     `WITH n AS (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1)
@@ -526,9 +548,7 @@ async function heldAside(to: pg.PoolClient, schema: string): Promise<{ off: stri
      SELECT 'fk', pg_catalog.quote_ident(c.relname), pg_catalog.quote_ident(k.conname), pg_catalog.pg_get_constraintdef(k.oid)
        FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid, n
       WHERE c.relnamespace = n.oid AND k.contype = 'f'
-     UNION ALL
-     SELECT 'forced', pg_catalog.quote_ident(c.relname), '', ''
-       FROM pg_catalog.pg_class c, n WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p') AND c.relforcerowsecurity`,
+`,
     [schema],
   );
   const off: string[] = [];
@@ -537,12 +557,9 @@ async function heldAside(to: pg.PoolClient, schema: string): Promise<{ off: stri
     if (kind === 'trigger') {
       off.push(`ALTER TABLE ${tab} DISABLE TRIGGER ${name}`);
       on.push(`ALTER TABLE ${tab} ${TRIGGER_STATES[detail] ?? 'ENABLE'} TRIGGER ${name}`);
-    } else if (kind === 'fk') {
+    } else {
       off.push(`ALTER TABLE ${tab} DROP CONSTRAINT ${name}`);
       on.push(`ALTER TABLE ${tab} ADD CONSTRAINT ${name} ${detail}`);
-    } else {
-      off.push(`ALTER TABLE ${tab} NO FORCE ROW LEVEL SECURITY`);
-      on.push(`ALTER TABLE ${tab} FORCE ROW LEVEL SECURITY`);
     }
   }
   return { off, on };

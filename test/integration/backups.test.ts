@@ -157,6 +157,28 @@ describe('a tenant backup restored into a new schema', () => {
     expect(opened.body.message).toMatch(/made on PostgreSQL 99; this server runs 1[0-9]/);
   });
 
+  it('keeps tables of no columns, or of generated columns alone, with their rows', async () => {
+    const source = await freshSchema('bkbare');
+    await asTenant(
+      source,
+      `CREATE TABLE bare (); INSERT INTO bare DEFAULT VALUES; INSERT INTO bare DEFAULT VALUES;
+       CREATE TABLE made (one int GENERATED ALWAYS AS (1) STORED); INSERT INTO made DEFAULT VALUES`,
+    );
+    const { manifest, parts } = await backUp(source);
+    const copy = uniqueName('rs');
+    const id = await sendRestore(copy, 'new', manifest, parts);
+
+    const done = await commit(copy, id, 'restore-pass-1');
+
+    expect([done.status, done.body.rows]).toEqual([200, 3]);
+    const { rows } = await withAdminClient((c) =>
+      c.query(
+        `SELECT (SELECT count(*)::int FROM "${copy}".bare) AS bare, (SELECT sum(one)::int FROM "${copy}".made) AS made`,
+      ),
+    );
+    expect(rows).toEqual([{ bare: 2, made: 1 }]);
+  });
+
   it('refuses a new schema that exists, and a commit with parts missing', async () => {
     const source = await tenant();
     const { manifest, parts } = await backUp(source);
@@ -424,5 +446,15 @@ describe('backups kept', () => {
     const fifth = await post('/api/backups', undefined, { schema });
     expect(fifth.status).toBe(409);
     expect(fifth.body.error).toBe('Too many backups');
+  });
+
+  it('counts none of an earlier schema of the name, dropped behind the service, against the four', async () => {
+    const schema = await freshSchema('bkcap');
+    for (let i = 0; i < 4; i++) await backUp(schema);
+    await withAdminClient((c) => c.query(`DROP SCHEMA "${schema}" CASCADE; CREATE SCHEMA "${schema}"`));
+
+    const again = await post('/api/backups', undefined, { schema });
+
+    expect([again.status, again.body.message]).toEqual([201, undefined]);
   });
 });

@@ -204,6 +204,35 @@ describe('restoring never runs a tenant’s code with the admin’s rights', () 
     expect(new Set(seenOver.map((s) => s.who))).toEqual(new Set([`${schema}_exec`]));
   });
 
+  it('a replace never deletes rows a forced policy hid from the backup', async () => {
+    const schema = await freshSchema('bkforce');
+    await asTenant(
+      schema,
+      `CREATE TABLE notes (id int PRIMARY KEY, secret boolean NOT NULL);
+       INSERT INTO notes VALUES (1, false), (2, true);
+       ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
+       CREATE POLICY open_only ON notes USING (NOT secret);
+       ALTER TABLE notes FORCE ROW LEVEL SECURITY`,
+    );
+    const { manifest, parts } = await backUp(schema);
+    expect(manifest.rows).toBe(1);
+
+    const opened = await openRestore(schema, 'replace', manifest);
+    // Lifted after the open, forced again before the commit: refused there too.
+    await asTenant(schema, 'ALTER TABLE notes NO FORCE ROW LEVEL SECURITY');
+    const later = await openRestore(schema, 'replace', manifest);
+    for (const [i, part] of parts.entries()) await putPart(schema, later.body.id, i + 1, part);
+    await asTenant(schema, 'ALTER TABLE notes FORCE ROW LEVEL SECURITY');
+    const committed = await commit(schema, later.body.id);
+
+    expect([opened.status, opened.body.error]).toEqual([409, 'Forced row-level security']);
+    expect([committed.status, committed.body.error]).toEqual([409, 'Forced row-level security']);
+    const ids = await withAdminClient(
+      async (c) => (await c.query(`SELECT id FROM "${schema}".notes ORDER BY id`)).rows,
+    );
+    expect(ids).toEqual([{ id: 1 }, { id: 2 }]);
+  });
+
   it('a tenant’s lock bounds a replace, which then changes nothing', async () => {
     const schema = await tenantSchema('bklock');
     const { manifest, parts } = await backUp(schema);
