@@ -1,4 +1,5 @@
 import { answer, api } from './api';
+import { withRetries } from './transfer/transfer';
 
 /**
  * A tenant's backup as one file, and back: the manifest as one JSON line, then the parts' bytes
@@ -192,12 +193,17 @@ export async function restoreBundle(
   try {
     await eachPart(
       total,
+      // A part that did not get through (the service restarting) is sent again, as an import's is.
       (n, lane) =>
-        api('PUT', `${at}/parts/${n}`, {
-          query: { schema },
-          body: { blob: bundle.parts[n - 1] as Blob, contentType: 'application/octet-stream' },
-          signal: lane,
-        }),
+        withRetries(
+          () =>
+            api('PUT', `${at}/parts/${n}`, {
+              query: { schema },
+              body: { blob: bundle.parts[n - 1] as Blob, contentType: 'application/octet-stream' },
+              signal: lane,
+            }),
+          lane,
+        ),
       (done) => onPart(done, total),
       signal,
     );

@@ -172,6 +172,23 @@ export async function copy(text: string): Promise<boolean> {
 }
 
 /** A secret shown once (a key, a token, an invitation link), with a Copy button. */
+/** A new schema's login password, as creating a schema and restoring one into a new schema ask it. */
+export function NewSchemaPassword({ value, onInput }: { value: string; onInput: (value: string) => void }) {
+  return (
+    <label>
+      Password for its database user
+      <input
+        name="password"
+        type="password"
+        autoComplete="new-password"
+        value={value}
+        onInput={(e) => onInput(e.currentTarget.value)}
+        required
+      />
+    </label>
+  );
+}
+
 export function ShownOnce({ text, value, testId }: { text: string; value: string; testId: string }) {
   const [copied, setCopied] = useState<boolean | undefined>(undefined);
   return (

@@ -1,7 +1,9 @@
 import type pg from 'pg';
 import { readCatalog, templateOf } from '#lib/admin/drift';
 import { type PlannedStatement, planStatements } from '#lib/admin/migration-plan';
+import { schemasNamedIn } from '#lib/admin/query-schema';
 import { functionDdl, type Names } from '#lib/admin/schema-ddl';
+import { assertSchemaExists } from '#lib/db/catalog';
 import { assertTenantSchema } from '#lib/db/executor';
 import { quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
 import { NotFound } from '#lib/errors';
@@ -119,12 +121,16 @@ const TRIGGER_STATES: Record<string, string> = {
 export async function driftFix(db: pg.Pool, schema: string, against: string | undefined): Promise<DriftFix> {
   assertTenantSchema(schema);
   if (against !== undefined) assertTenantSchema(against);
+  // Before its template is looked up: a schema that is not there is 404 for that, not for a template.
+  await assertSchemaExists(db, schema);
   const base = against ?? (await templateOf(db, schema));
+  // The template's name as PostgreSQL's deparsers qualify with it (quoted only where it must be).
+  const { rows: quoted } = await db.query<{ q: string }>(
+    'SELECT pg_catalog.quote_ident(nspname) AS q FROM pg_catalog.pg_namespace WHERE nspname = $1',
+    [base],
+  );
+  if (!quoted[0]) throw new NotFound('Schema not found', `schema "${base}" does not exist`);
   const rows = await readCatalog<Row & { schema: string }>(db, OBJECTS, [[schema, base]]);
-  for (const name of [schema, base]) {
-    const { rowCount } = await db.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [name]);
-    if (rowCount !== 1) throw new NotFound('Schema not found', `schema "${name}" does not exist`);
-  }
   const ours = new Map<string, Thing>();
   const theirs = new Map<string, Thing>();
   // A schema compared with itself is both sides.
@@ -132,12 +138,23 @@ export async function driftFix(db: pg.Pool, schema: string, against: string | un
     if (row.schema === schema) ours.set(keyOf(row), row);
     if (row.schema === base) theirs.set(keyOf(row), row);
   }
-  // The template's name as PostgreSQL's deparsers qualify with it (quoted only where it must be).
-  const { rows: quoted } = await db.query<{ q: string }>('SELECT pg_catalog.quote_ident($1) AS q', [base]);
-  const names: Names = { from: quoted[0]?.q ?? base, fromName: base, toName: schema };
+  const names: Names = { from: quoted[0].q, fromName: base, toName: schema };
   const writer = new FixWriter(names, ours, theirs);
   writer.write();
-  const sql = writer.statements.join(';\n');
+  // A statement that names a schema (a function that sets its search_path to it, an argument of
+  // the template's type) is no migration's: listed to write by hand, the rest planned.
+  const statements: string[] = [];
+  for (const statement of writer.statements) {
+    const named = ((await schemasNamedIn(statement)) ?? []).filter((name) => name !== 'public');
+    if (named.length === 0) statements.push(statement);
+    else
+      writer.notWritten.push({
+        kind: 'statement',
+        name: (statement.split('\n')[0] ?? statement).slice(0, 120),
+        why: `it names schema ${named.join(', ')}: write it by hand`,
+      });
+  }
+  const sql = statements.join(';\n');
   return {
     schema,
     against: base,
@@ -178,8 +195,21 @@ class FixWriter {
     return [...this.drops, ...Object.values(this.made).flat()];
   }
 
+  /** Each side's objects by kind, grouped once. */
+  private readonly byKind = new Map<Map<string, Thing>, Map<string, Thing[]>>();
+
   private of(kind: string, from: Map<string, Thing>) {
-    return [...from.values()].filter((thing) => thing.kind === kind);
+    let kinds = this.byKind.get(from);
+    if (!kinds) {
+      kinds = new Map();
+      for (const thing of from.values()) {
+        const same = kinds.get(thing.kind);
+        if (same) same.push(thing);
+        else kinds.set(thing.kind, [thing]);
+      }
+      this.byKind.set(from, kinds);
+    }
+    return kinds.get(kind) ?? [];
   }
 
   private missing(kind: string) {
@@ -198,10 +228,16 @@ class FixWriter {
     });
   }
 
-  private tableGone = (table: string | null) =>
-    table !== null && this.extra('table').some((t) => t.name === table);
-  private tableNew = (table: string | null) =>
-    table !== null && this.missing('table').some((t) => t.name === table);
+  private gone?: Set<string>;
+  private added?: Set<string>;
+  private tableGone = (table: string | null) => {
+    this.gone ??= new Set(this.extra('table').map((t) => t.name));
+    return table !== null && this.gone.has(table);
+  };
+  private tableNew = (table: string | null) => {
+    this.added ??= new Set(this.missing('table').map((t) => t.name));
+    return table !== null && this.added.has(table);
+  };
 
   write() {
     this.triggers();

@@ -12,7 +12,6 @@ import {
   claimingBundles,
   expiry,
   loadPart,
-  removeExpiredBundles,
   storePart,
 } from '#lib/admin/bundle';
 import { type BundleManifest, BundleReader, checkPart, verifiedManifest } from '#lib/admin/bundle-format';

@@ -166,8 +166,11 @@ const REG_TYPES = `'{regclass,regcollation,regconfig,regdictionary,regnamespace,
  * objects rather than the copy's.
  */
 const BINARY_SAFE = (type: string) =>
-  `coalesce(${type}.oid < 10000 AND ${type}.typtype = 'b' AND ${type}.typsend::pg_catalog.oid <> 0
-     AND ${type}.typreceive::pg_catalog.oid <> 0 AND NOT (${type}.oid = ANY (${REG_TYPES})), false)`;
+  // Both sides of each comparison pg_catalog's own types, so pg_catalog's operator is the exact
+  // match (a schema with operators of its own is refused before this read, UNSUPPORTED_SQL).
+  `coalesce(${type}.oid < '10000'::pg_catalog.oid AND ${type}.typtype = 'b'::"char"
+     AND ${type}.typsend::pg_catalog.oid <> '0'::pg_catalog.oid AND ${type}.typreceive::pg_catalog.oid <> '0'::pg_catalog.oid
+     AND NOT (${type}.oid = ANY (${REG_TYPES}::pg_catalog.oid[])), false)`;
 
 const TABLES_SQL = `
   SELECT pg_catalog.quote_ident(c.relname) AS name, c.relpersistence AS persistence,
@@ -180,7 +183,7 @@ const TABLES_SQL = `
                     'default', pg_catalog.pg_get_expr(d.adbin, d.adrelid),
                     'collation', CASE WHEN a.attcollation <> t.typcollation
                                       THEN pg_catalog.quote_ident(cn.nspname) || '.' || pg_catalog.quote_ident(co.collname) END,
-                    'binary', ${BINARY_SAFE('t')} AND (t.typcategory <> 'A' OR ${BINARY_SAFE('e')}))
+                    'binary', ${BINARY_SAFE('t')} AND (t.typcategory <> 'A'::"char" OR ${BINARY_SAFE('e')}))
                   ORDER BY a.attnum)
              FROM pg_catalog.pg_attribute a
              JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
@@ -197,8 +200,8 @@ const CONSTRAINTS_SQL = `
          con.contype AS type, con.convalidated AS validated, pg_catalog.pg_get_constraintdef(con.oid, true) AS def,
          -- A view grouping by a key, or a function's SQL body, needs the key made before it.
          EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
-                  WHERE d.refclassid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.refobjid = con.oid
-                    AND d.classid = ANY ('{pg_catalog.pg_rewrite,pg_catalog.pg_proc}'::pg_catalog.regclass[])) AS needed
+                  WHERE d.refclassid = 'pg_catalog.pg_constraint'::pg_catalog.regclass::pg_catalog.oid AND d.refobjid = con.oid
+                    AND d.classid = ANY ('{pg_catalog.pg_rewrite,pg_catalog.pg_proc}'::pg_catalog.regclass[]::pg_catalog.oid[])) AS needed
     FROM pg_catalog.pg_constraint con JOIN pg_catalog.pg_class c ON c.oid = con.conrelid
    WHERE c.relnamespace = $1 AND c.relkind = 'r'
      AND con.contype = ANY ('{c,p,u,x,f}'::"char"[])

@@ -179,18 +179,23 @@ describe('the SQL that brings a drifted schema back in line', () => {
     await asTenant(
       template,
       `ALTER TABLE owners ENABLE ROW LEVEL SECURITY; CREATE POLICY mine ON owners USING (id > 0);
-       CREATE FUNCTION count_items() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM ${template}.items $$`,
+       CREATE FUNCTION count_items() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM ${template}.items $$;
+       CREATE FUNCTION pinned() RETURNS int LANGUAGE sql SET search_path = ${template} AS $$ SELECT 1 $$`,
     );
     const fix = await call(tenants, { path: `/api/drift/${copy}/fix` });
+    expect(fix.status).toBe(200);
     expect(fix.body.notWritten).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ kind: 'policy', name: 'owners.mine' }),
         expect.objectContaining({ kind: 'function', name: 'count_items()' }),
+        expect.objectContaining({ kind: 'statement', name: expect.stringContaining('pinned()') }),
       ]),
     );
     expect(
       (await call(tenants, { path: '/api/drift/missing_schema_x/fix', query: { against: template } })).status,
     ).toBe(404);
     expect((await call(tenants, { path: `/api/drift/${template}/fix` })).status).toBe(404);
+    const missing = await call(tenants, { path: '/api/drift/missing_schema_x/fix' });
+    expect([missing.status, missing.body.error]).toEqual([404, 'Schema not found']);
   });
 });

@@ -12,7 +12,16 @@ import {
 import { formatBytes } from '../changes/preview';
 import { href } from '../router';
 import { schemas } from '../schemas';
-import { ConfirmByName, Dialog, ErrorText, Form, formatDate, useAction, useLoad } from '../ui';
+import {
+  ConfirmByName,
+  Dialog,
+  ErrorText,
+  Form,
+  formatDate,
+  NewSchemaPassword,
+  useAction,
+  useLoad,
+} from '../ui';
 
 /**
  * A tenant's backups on its page (the backups permission): the schema's bundles kept, Back up now,
@@ -255,16 +264,7 @@ function RestoreDialog({ schema, onClose }: { schema: string; onClose: () => voi
                   New schema name
                   <input value={name} onInput={(e) => setName(e.currentTarget.value)} required />
                 </label>
-                <label>
-                  Password for its database user
-                  <input
-                    type="password"
-                    autoComplete="new-password"
-                    value={password}
-                    onInput={(e) => setPassword(e.currentTarget.value)}
-                    required
-                  />
-                </label>
+                <NewSchemaPassword value={password} onInput={setPassword} />
               </>
             )}
           </fieldset>

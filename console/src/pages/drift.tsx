@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, may } from '../api';
 import { go } from '../router';
 import { ErrorText, useAction, useLoad } from '../ui';
-import { StatementList } from './migrations';
+import { type PlannedStatement, StatementList } from './migrations';
 
 /**
  * Drift from templates (GET /api/drift): for the tenants list, each schema's template and whether
@@ -36,7 +36,7 @@ interface Fix {
   against: string;
   /** Empty when there is nothing the service writes. */
   sql: string;
-  statements: { sql: string; kind: string; locks: { table: string; level: string }[]; mayRewrite: boolean }[];
+  statements: PlannedStatement[];
   destructive: boolean;
   notWritten: { kind: string; name: string; why: string }[];
 }

@@ -20,8 +20,16 @@ interface Summary {
   counts: Counts;
 }
 
+/** A statement as the service plans it: its locks, and whether it may rewrite a table. */
+export interface PlannedStatement {
+  sql: string;
+  kind: string;
+  locks: { table: string; level: string }[];
+  mayRewrite: boolean;
+}
+
 interface Preview {
-  statements: { sql: string; kind: string; locks: { table: string; level: string }[]; mayRewrite: boolean }[];
+  statements: PlannedStatement[];
   counts: Counts;
   schemas: { schema: string; state: State; reason?: string }[];
 }
@@ -70,7 +78,7 @@ const locksText = (locks: Preview['statements'][number]['locks']) =>
   [...new Set(locks.map((lock) => `${lock.table} in ${lock.level} mode`))].join(', ');
 
 /** A migration's statements as its preview plans them: each with its locks, and whether it may rewrite. */
-export function StatementList({ statements }: { statements: Preview['statements'] }) {
+export function StatementList({ statements }: { statements: PlannedStatement[] }) {
   return (
     <ol class="locks">
       {statements.map((s) => (

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, may } from '../api';
 import { go, href } from '../router';
 import { schemas } from '../schemas';
-import { ConfirmByName, ErrorText, Form, useAction, useLoad } from '../ui';
+import { ConfirmByName, ErrorText, Form, NewSchemaPassword, useAction, useLoad } from '../ui';
 
 /**
  * The schemas page: the tenant schemas, made with their password (empty, or started from another
@@ -100,17 +100,7 @@ export function SchemasPage() {
             Name
             <input name="schemaName" value={name} onInput={(e) => setName(e.currentTarget.value)} required />
           </label>
-          <label>
-            Password for its database user
-            <input
-              name="password"
-              type="password"
-              autoComplete="new-password"
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-              required
-            />
-          </label>
+          <NewSchemaPassword value={password} onInput={setPassword} />
           <label>
             Start from
             <select name="template" value={template} onChange={(e) => setTemplate(e.currentTarget.value)}>

@@ -59,7 +59,7 @@ interface ImportState {
 const COMMIT_WAIT_MS = 90_000;
 const POLL_MS = 1000;
 
-async function withRetries<T>(send: () => Promise<T>, signal: AbortSignal): Promise<T> {
+export async function withRetries<T>(send: () => Promise<T>, signal: AbortSignal): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await send();
