@@ -22,6 +22,19 @@ const KEPT_SQL = 16 * 1024;
 const keptText = (sql: string) =>
   sql.length <= KEPT_SQL ? sql : `${sql.slice(0, KEPT_SQL)}… (${sql.length} characters in all)`;
 
+const Fields = z.array(z.object({ name: z.string(), dataTypeID: z.number() }));
+
+const StatementResult = z.object({
+  command: z.string().nullable().meta({ description: 'PostgreSQL’s command tag: SELECT, INSERT, CREATE, …' }),
+  rowCount: z.number().nullable().meta({
+    description: 'Rows returned or changed; null when a SELECT was stopped at the rows shown',
+  }),
+  rows: z.array(z.record(z.string(), z.unknown())),
+  fields: Fields,
+  truncated: z.boolean().meta({ description: 'It had more rows than are shown' }),
+  duration: z.number().meta({ description: 'milliseconds' }),
+});
+
 export const routes = [
   defineRoute({
     method: 'POST',
@@ -47,13 +60,32 @@ export const routes = [
           description:
             "schema (default): as the schema's own role, so code planted there runs with the schema's rights only; admin: with the service's own database rights (admin credentials only)",
         }),
+      maxRows: z
+        .number()
+        .int('maxRows must be a whole number')
+        .min(1, 'maxRows must be at least 1')
+        .max(1_000_000, 'maxRows must be at most 1000000')
+        .optional()
+        .meta({
+          description:
+            "The SQL editor's answer: every statement's result in `results`, each showing its first maxRows rows (at most QUERY_MAX_ROWS, and QUERY_MAX_BYTES of JSON in all) and `truncated` when it had more, instead of 413. A SELECT stops reading at the rows shown (its rowCount is then null); any other statement runs to its end. Left out: one result, the last statement's, refused past the limits.",
+          example: 1000,
+        }),
     }),
     response: z.object({
       rows: z.array(z.record(z.string(), z.unknown())),
-      fields: z.array(z.object({ name: z.string(), dataTypeID: z.number() })),
+      fields: Fields,
       rowCount: z.number(),
       duration: z.number().meta({ description: 'milliseconds' }),
       schema: z.string().meta({ description: 'The schema it ran in (first on the search path).' }),
+      results: z
+        .array(StatementResult)
+        .optional()
+        .meta({ description: 'With maxRows: each statement’s result, in order.' }),
+      truncated: z
+        .boolean()
+        .optional()
+        .meta({ description: 'With maxRows: the last statement had more rows than are shown.' }),
     }),
     errors: [
       ...SCHEMA_SESSION,
@@ -107,6 +139,7 @@ export const routes = [
         keepSchema,
         adminRights,
         readOnly: over !== undefined,
+        maxRows: body.maxRows,
       }).catch((error: unknown) => {
         if (over && sqlState(error) === '25006') throw new StorageQuotaExceeded(schema, over);
         throw error;

@@ -1,6 +1,13 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import {
+  DisplayBudget,
+  runStatement,
+  type ScriptStatement,
+  type StatementResult,
+  splitScript,
+} from '#lib/admin/query-statements';
+import {
   type AuditDraft,
   auditing,
   commitAudited,
@@ -9,6 +16,7 @@ import {
   sealFor,
   xidOf,
 } from '#lib/db/audit-log';
+import { isCopyInRefused } from '#lib/db/caller-query';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
@@ -44,6 +52,11 @@ export interface RunQueryInput {
    * rolled back. Needs `asKey`: a statement that could end our transaction first is refused.
    */
   keepSchema?: boolean;
+  /**
+   * The SQL editor's answer: each statement's own result, its rows shown up to so many (and
+   * QUERY_MAX_BYTES in all) rather than refused past the limits (lib/admin/query-statements).
+   */
+  maxRows?: number;
 }
 
 export interface QueryResult {
@@ -51,6 +64,10 @@ export interface QueryResult {
   fields: { name: string; dataTypeID: number }[];
   rowCount: number;
   duration: number;
+  /** With maxRows: every statement's result, in order (the last one is also the answer's own). */
+  results?: StatementResult[];
+  /** With maxRows: the last statement had more rows than are shown. */
+  truncated?: boolean;
 }
 
 /** A SQL error is the caller's to fix: 400 with PostgreSQL's message and position. */
@@ -62,6 +79,13 @@ function queryError(error: unknown): unknown {
   // session's own mapping (lib/db/executor): 400s.
   if (!mapped || (mapped.status === 503 && (error as { where?: string }).where)) return error;
   if (mapped.status === 503) return mapped;
+  if (isCopyInRefused(error)) {
+    return new BadRequest(
+      'COPY from the client',
+      'COPY ... FROM STDIN waits for rows the SQL route cannot send; import them with POST /api/table/{tableName}/import or the import sessions (/api/table/{tableName}/imports)',
+      error,
+    );
+  }
   if (error.code === '57014') return new QueryTimeout('ran longer than the query timeout', error);
   // Raised by the caller's SQL (RAISE ... ERRCODE '28000'), not a refused login of ours.
   if (error.code.startsWith('28')) return new BadRequest('Query failed', error.message, error);
@@ -98,38 +122,29 @@ const pgLiteral = (value: string) => `'${value.replace(/'/g, "''")}'`;
  * (or destroyed) before anyone else uses it: see lib/db/pool withSession.
  */
 export async function runQuery(access: SchemaAccess, input: RunQueryInput): Promise<QueryResult> {
-  const { sql, limits, asKey } = input;
   // A read-only access runs in a transaction of its own that it rolls back (lib/db/executor).
   // Our transaction's id, for the audit entry committed with it (lib/db/audit-log).
   const sealed = !access.readOnly && !input.readOnly && auditing(access.audit);
+  const shown = input.maxRows === undefined ? undefined : await statementsShown(input.sql, input.asKey);
   return access.run(async (client) => {
     const started = performance.now();
     const begin = opening(client, access, input, sealed);
     try {
-      // The caller's SQL under the result limits, cancelled past them.
-      const bounded: Bounded = (query, onFirstRow) =>
-        boundedQuery(client, query, limits, () => access.cancel(client), onFirstRow);
-      // The script's first row is our prefix's: the transaction's id.
-      let xid: string | undefined;
-      const results = asKey
-        ? await runKeyStatement(client, begin, sql, bounded, access.audit)
-        : await runScript(begin, sql, bounded, (row) => {
-            xid = String((row as { xid?: unknown }).xid);
-          });
-      if (sealed && !asKey) {
-        // A script that ended our transaction itself has its entry written in whichever commits it.
-        const ended = results.slice(begin.length).some((r) => TRANSACTION_CONTROL.has(r.command));
-        sealFor(access.audit, ended ? undefined : xid);
-      }
+      const results = shown
+        ? await runShown(client, access, input, begin, shown, sealed)
+        : await runWhole(client, access, input, begin, sealed);
       if (input.keepSchema) await assertSchemaKept(client, input.schema);
       // Our transaction is still open unless the admin's script ended it itself.
       await endTransaction(client, access, input.readOnly === true, changedRows(results));
-      const last = results.at(-1) as pg.QueryResult;
+      const last = results.at(-1) as Answer;
       return {
         rows: last.rows,
         fields: (last.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID })),
         rowCount: last.rowCount ?? last.rows.length,
         duration: Math.round(performance.now() - started),
+        ...(shown
+          ? { results: results as StatementResult[], truncated: (last as StatementResult).truncated }
+          : {}),
       };
     } catch (error) {
       // Always: pg rejects on the server's error before the ReadyForQuery after it, so the status
@@ -139,6 +154,92 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
       throw queryError(error);
     }
   });
+}
+
+/** The SQL editor's answer: the statements one by one, each with its rows shown (maxRows). */
+function runShown(
+  client: pg.PoolClient,
+  access: SchemaAccess,
+  input: RunQueryInput,
+  begin: string[],
+  statements: ScriptStatement[],
+  sealed: boolean,
+): Promise<StatementResult[]> {
+  const budget = new DisplayBudget(Math.min(input.maxRows ?? 0, input.limits.maxRows), input.limits.maxBytes);
+  const each = async () => {
+    const answers: StatementResult[] = [];
+    for (const statement of statements) answers.push(await runStatement(client, statement, budget));
+    return answers;
+  };
+  return input.asKey
+    ? runKeyStatement(client, begin, each, access.audit)
+    : runShownScript(client, begin, each, sealed ? access.audit : undefined);
+}
+
+/** The SQL whole, under the result limits (cancelled past them): the last statement's result. */
+async function runWhole(
+  client: pg.PoolClient,
+  access: SchemaAccess,
+  { sql, limits, asKey }: RunQueryInput,
+  begin: string[],
+  sealed: boolean,
+): Promise<pg.QueryResult[]> {
+  const bounded: Bounded = (query, onFirstRow) =>
+    boundedQuery(client, query, limits, () => access.cancel(client), onFirstRow);
+  if (asKey) {
+    const statement = () => bounded({ text: sql, queryMode: 'extended' } as pg.QueryConfig);
+    return runKeyStatement(client, begin, statement, access.audit);
+  }
+  // The script's first row is our prefix's: the transaction's id.
+  let xid: string | undefined;
+  const results = await runScript(begin, sql, bounded, (row) => {
+    xid = String((row as { xid?: unknown }).xid);
+  });
+  if (sealed) {
+    // A script that ended our transaction itself has its entry written in whichever commits it.
+    const ended = results.slice(begin.length).some((r) => TRANSACTION_CONTROL.has(r.command));
+    sealFor(access.audit, ended ? undefined : xid);
+  }
+  return results;
+}
+
+/** A statement's answer, whichever way it ran. */
+interface Answer {
+  rows: unknown[];
+  fields: { name: string; dataTypeID: number }[];
+  command: string | null;
+  rowCount: number | null;
+}
+
+/**
+ * The statements the SQL editor's answer runs one by one: a key's one statement as sent (the
+ * extended protocol refuses a second), the admin's script as PostgreSQL's parser splits it.
+ * Undefined when the parser cannot split it: it then runs whole as without maxRows.
+ */
+async function statementsShown(sql: string, asKey: boolean): Promise<ScriptStatement[] | undefined> {
+  const statements = await splitScript(sql);
+  if (!asKey) return statements;
+  return [{ text: sql, start: 0, query: statements?.length === 1 && statements[0]?.query === true }];
+}
+
+/**
+ * The admin's script, a statement at a time after our prefix (sent first, in one round trip);
+ * the script may end our transaction itself.
+ */
+async function runShownScript(
+  client: pg.ClientBase,
+  begin: string[],
+  each: () => Promise<StatementResult[]>,
+  audit: AuditDraft | undefined,
+): Promise<StatementResult[]> {
+  const opened = (await client.query(begin.join('; '))) as unknown as pg.QueryResult[];
+  const results = await each();
+  if (audit) {
+    // A script that ended our transaction itself has its entry written in whichever commits it.
+    const ended = results.some((r) => TRANSACTION_CONTROL.has(r.command ?? ''));
+    sealFor(audit, ended ? undefined : xidOf(opened));
+  }
+  return results;
 }
 
 /** What our transaction starts with, before the caller's SQL: one round trip with it. */
@@ -183,26 +284,25 @@ const TRANSACTION_CONTROL = new Set(['COMMIT', 'ROLLBACK', 'BEGIN', 'PREPARE', '
 const WRITES = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE', 'COPY']);
 
 /** The rows the statements wrote, for the audit log. */
-const changedRows = (results: pg.QueryResult[]) =>
-  results.reduce((sum, r) => sum + (WRITES.has(r.command) ? (r.rowCount ?? 0) : 0), 0);
+const changedRows = (results: Answer[]) =>
+  results.reduce((sum, r) => sum + (WRITES.has(r.command ?? '') ? (r.rowCount ?? 0) : 0), 0);
 
 /**
  * A key's one statement, alone (extended protocol), after our transaction is open; the server's
  * clock is read with the BEGIN, for what the statement may prepare (never compare with ours).
  */
-async function runKeyStatement(
+async function runKeyStatement<T extends Answer>(
   client: pg.PoolClient,
   begin: string[],
-  sql: string,
-  bounded: Bounded,
+  statement: () => Promise<T[]>,
   audit: AuditDraft | undefined,
-): Promise<pg.QueryResult[]> {
+): Promise<T[]> {
   const opened = (await client.query(
     [...begin, 'SELECT pg_catalog.transaction_timestamp() AS began'].join('; '),
   )) as unknown as pg.QueryResult<{ began: Date }>[];
   const began = opened.at(-1)?.rows[0]?.began ?? new Date(0);
   sealFor(audit, xidOf(opened));
-  const results = await bounded({ text: sql, queryMode: 'extended' } as pg.QueryConfig);
+  const results = await statement();
   // The statement ended our transaction itself (COMMIT, ROLLBACK, PREPARE TRANSACTION), or ended
   // it and chained a new one, which would run without our settings (COMMIT/ROLLBACK AND CHAIN).
   const ended = ['COMMIT', 'ROLLBACK'].includes(results.at(-1)?.command ?? '');

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { CallerQuery } from '#lib/db/caller-query';
 import { jsonRowTypes } from '#lib/db/json-rows';
 import { ApiError } from '#lib/errors';
 import { JSON_BYTES_PER_UNIT_AT_MOST } from '#lib/json-text';
@@ -154,11 +155,16 @@ function objectBytesAtMost(value: object, depth: number): number {
  * bound stays under the limit, counted exactly from the row that takes it past, so the limit is
  * the JSON's exact size and an ordinary page never makes its rows' JSON twice.
  */
-class JsonSize {
+export class JsonSize {
   private bound = 0;
   private exact: number | undefined;
 
   constructor(private readonly max: number) {}
+
+  /** The bytes counted so far: the bound, or from the row that took it past, exactly. */
+  get used(): number {
+    return this.exact ?? this.bound;
+  }
 
   /** Adds a row to those `kept` before it; whether they are over the limit now. */
   over(row: unknown, kept: readonly unknown[]): boolean {
@@ -187,7 +193,7 @@ export function boundedQuery(
   /** Handed the first row of all, whichever statement sent it (a script's own prefix). */
   onFirstRow?: (row: unknown) => void,
 ): Promise<pg.QueryResult[]> {
-  const query = new pg.Query({ types: jsonRowTypes, ...config });
+  const query = new CallerQuery({ types: jsonRowTypes, ...config });
   if (onFirstRow) query.once('row', (row: unknown) => onFirstRow(row));
   const collected = new Map<unknown, unknown[]>();
   let current: unknown;

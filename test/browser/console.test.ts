@@ -588,7 +588,7 @@ describeInBrowser('the web console', () => {
     await page.keyboard.press('Enter');
     await page.keyboard.type(' ORDER BY id');
     await page.keyboard.press('Control+Enter');
-    await expectText(page.getByTestId('result-summary'), '3 rows');
+    await expectText(page.getByTestId('statement-summary'), 'SELECT · 3 rows');
     await page.getByRole('cell', { name: 'row 2' }).waitFor();
     await h.screenshot(page, 'sql');
     await page.emulateMedia({ colorScheme: 'dark' });
@@ -612,8 +612,46 @@ describeInBrowser('the web console', () => {
     await page.keyboard.press('Control+a');
     await page.keyboard.type(`SELECT count(*) AS n FROM ${schema}.items`);
     await page.keyboard.press('Control+Enter');
-    await expectText(page.getByTestId('result-summary'), '1 row · ');
+    await expectText(page.getByTestId('statement-summary'), 'SELECT · 1 row · ');
     await expectText(page.getByTestId('result-summary'), `in ${schema} as the schema's role`);
+    expect(errors).toEqual([]);
+  });
+
+  it('shows each statement of a script in its own tab, and the first rows of a big result with a notice', async () => {
+    const schema = await schemaWithItems(3);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);
+    await page.locator('.cm-content').click();
+    await page.keyboard.type(
+      "SELECT 1 AS one; INSERT INTO items (name) VALUES ('four'), ('five'); UPDATE items SET name = name || '!' WHERE id = 1; CREATE TABLE scratch (x int); SELECT name FROM items ORDER BY id",
+    );
+    await page.keyboard.press('Control+Enter');
+    const tabs = page.getByRole('tablist', { name: 'Statements' }).getByRole('tab');
+    await expectText(tabs.nth(4), '5. SELECT · 5 rows');
+    expect(await tabs.allTextContents()).toEqual([
+      '1. SELECT · 1 row',
+      '2. INSERT · 2 rows',
+      '3. UPDATE · 1 row',
+      '4. CREATE',
+      '5. SELECT · 5 rows',
+    ]);
+    await page.getByRole('cell', { name: 'five' }).waitFor();
+    await tabs.nth(1).click();
+    await expectText(page.getByTestId('statement-summary'), 'INSERT · 2 rows');
+    await tabs.nth(0).click();
+    await page.getByRole('cell', { name: '1', exact: true }).waitFor();
+    await h.screenshot(page, 'sql-statements');
+
+    // 50,000 rows: the first ones shown (the setting, kept across a reload), the rest not read.
+    await page.getByLabel('Rows shown').selectOption('100');
+    await page.reload();
+    expect(await page.getByLabel('Rows shown').inputValue()).toBe('100');
+    await page.locator('.cm-content').click();
+    await page.keyboard.press('Control+a');
+    await page.keyboard.type('SELECT i FROM generate_series(1, 50000) i');
+    await page.keyboard.press('Control+Enter');
+    await expectText(page.getByTestId('statement-summary'), 'SELECT · 100 rows+');
+    await expectText(page.getByTestId('rows-truncated'), 'The first 100 rows are shown');
+    expect(await page.getByRole('table', { name: 'Result' }).locator('tbody tr').count()).toBe(100);
     expect(errors).toEqual([]);
   });
 
@@ -623,7 +661,7 @@ describeInBrowser('the web console', () => {
     await page.locator('.cm-content').click();
     await page.keyboard.type('EXPLAIN SELECT * FROM items a, items b WHERE a.id = b.id');
     await page.keyboard.press('Control+Enter');
-    await expectText(page.getByTestId('result-summary'), 'rows');
+    await expectText(page.getByTestId('statement-summary'), 'rows');
     const lines = await page
       .getByRole('table', { name: 'Result' })
       .locator('tbody td')

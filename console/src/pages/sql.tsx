@@ -3,7 +3,8 @@ import { ApiError, api, may } from '../api';
 import type { SqlEditor } from '../sql-editor';
 import { loadStructure } from '../structure';
 import { ErrorText, useAction } from '../ui';
-import { cellText, lineAndColumn } from '../values';
+import { lineAndColumn } from '../values';
+import { DEFAULT_ROWS_SHOWN, ResultTabs, ROWS_SHOWN, type StatementResult } from './sql-results';
 
 /**
  * The SQL page: the editor with completion of the schema's tables, running as the schema's role or
@@ -11,9 +12,8 @@ import { cellText, lineAndColumn } from '../values';
  */
 
 interface Result {
-  rows: Record<string, unknown>[];
-  fields: { name: string; dataTypeID: number }[];
-  rowCount: number;
+  /** Each statement's, in order (sent with maxRows). */
+  results: StatementResult[];
   duration: number;
   /** Where it ran: the schema sent, or the one the SQL names (lib/admin/query-schema). */
   schema: string;
@@ -23,6 +23,12 @@ interface Result {
 type RunIn = 'page' | 'named';
 
 const HISTORY = 'dbadmin.sql.history';
+const ROWS_SHOWN_KEY = 'dbadmin.sql.rowsShown';
+
+function readRowsShown(): number {
+  const stored = Number(localStorage.getItem(ROWS_SHOWN_KEY));
+  return ROWS_SHOWN.includes(stored) ? stored : DEFAULT_ROWS_SHOWN;
+}
 const draftKey = (schema: string) => `dbadmin.sql.draft.${schema}`;
 const HISTORY_SIZE = 50;
 
@@ -57,7 +63,14 @@ export function SqlPage({ schema }: { schema: string }) {
   const host = useRef<HTMLDivElement>(null);
   const editor = useRef<SqlEditor | undefined>(undefined);
   const text = useRef(localStorage.getItem(draftKey(schema)) ?? '');
-  const [result, setResult] = useState<(Result & { runAs: 'schema' | 'admin' }) | undefined>(undefined);
+  const [result, setResult] = useState<(Result & { runAs: 'schema' | 'admin'; serial: number }) | undefined>(
+    undefined,
+  );
+  // Each answer opens on its last statement's tab.
+  const runs = useRef(0);
+  const [rowsShown, setRowsShown] = useState(readRowsShown);
+  const rowsShownRef = useRef(rowsShown);
+  rowsShownRef.current = rowsShown;
   const [history, setHistory] = useState(readHistory);
   const [runAs, setRunAs] = useState<'schema' | 'admin'>('schema');
   const runAsRef = useRef(runAs);
@@ -84,8 +97,10 @@ export function SqlPage({ schema }: { schema: string }) {
     try {
       const runAs = runAsRef.current;
       // No schema: the service runs it in the one schema the SQL names, and says which.
-      const body = { sql: sqlText, schema: named ? undefined : schema, runAs };
-      setResult({ ...(await api<Result>('POST', 'query', { body })), runAs });
+      const body = { sql: sqlText, schema: named ? undefined : schema, runAs, maxRows: rowsShownRef.current };
+      const answer = await api<Result>('POST', 'query', { body });
+      runs.current++;
+      setResult({ ...answer, runAs, serial: runs.current });
     } catch (error) {
       setResult(undefined);
       const position = error instanceof ApiError ? Number(error.details.position) : Number.NaN;
@@ -166,6 +181,24 @@ export function SqlPage({ schema }: { schema: string }) {
             <option value="named">the schema the SQL names (else public)</option>
           </select>
         </label>
+        <label class="inline">
+          Rows shown
+          <select
+            aria-label="Rows shown"
+            value={rowsShown}
+            onChange={(e) => {
+              const value = Number(e.currentTarget.value);
+              localStorage.setItem(ROWS_SHOWN_KEY, String(value));
+              setRowsShown(value);
+            }}
+          >
+            {ROWS_SHOWN.map((n) => (
+              <option key={n} value={n}>
+                {n.toLocaleString()}
+              </option>
+            ))}
+          </select>
+        </label>
         {choosesRunAs && (
           <label class="inline">
             Run as
@@ -186,32 +219,11 @@ export function SqlPage({ schema }: { schema: string }) {
       {result && (
         <div class="result">
           <p class="muted" data-testid="result-summary">
-            {result.rowCount} row{result.rowCount === 1 ? '' : 's'} · {result.duration} ms · in{' '}
-            <span class="mono">{result.schema}</span>
+            {result.results.length === 1 ? '1 statement' : `${result.results.length} statements`} ·{' '}
+            {result.duration} ms · in <span class="mono">{result.schema}</span>
             {result.runAs === 'admin' ? " with the admin's rights" : " as the schema's role"}
           </p>
-          <div class="grid-wrap">
-            <table class="grid" aria-label="Result">
-              <thead>
-                <tr>
-                  {result.fields.map((field) => (
-                    <th key={field.name}>{field.name}</th>
-                  ))}
-                </tr>
-              </thead>
-              <tbody>
-                {result.rows.map((row, index) => (
-                  <tr key={index}>
-                    {result.fields.map((field) => (
-                      <td key={field.name} class={row[field.name] === null ? 'cell null' : 'cell'}>
-                        {row[field.name] === null ? 'NULL' : cellText(row[field.name])}
-                      </td>
-                    ))}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <ResultTabs key={result.serial} results={result.results} />
         </div>
       )}
       <details class="history">

@@ -1,0 +1,215 @@
+import { performance } from 'node:perf_hooks';
+import type pg from 'pg';
+import Cursor from 'pg-cursor';
+import { type Json, loadParser } from '#lib/admin/query-schema';
+import { CallerQuery } from '#lib/db/caller-query';
+import { jsonRowTypes } from '#lib/db/json-rows';
+import { isPgError } from '#lib/db/pg-errors';
+import { JsonSize } from '#lib/db/result-limits';
+
+/**
+ * The SQL editor's way of running a script (POST /api/query with `maxRows`): its statements one at
+ * a time, each answered with its own result, and rows shown up to a cap rather than refused past
+ * the limits. A query's rows are read from a portal a batch at a time, so a SELECT stops at the
+ * rows shown: the first 1,000 rows of a million-row table cost about a page's read, as in psql's
+ * FETCH_COUNT, pgAdmin and DBeaver. Any other statement runs to its end (PostgreSQL finishes an
+ * INSERT ... RETURNING before it sends a row anyway), so its command tag and count are exact.
+ */
+
+/** One statement of a script as its author wrote it, and where it starts in the script. */
+export interface ScriptStatement {
+  text: string;
+  /** Characters before it in the script (PostgreSQL's error positions count characters). */
+  start: number;
+  /** A plain query, whose reading may stop at the rows shown. */
+  query: boolean;
+}
+
+/** One statement's answer. */
+export interface StatementResult {
+  command: string | null;
+  /** The rows the statement returned or changed; null when it was stopped at the rows shown. */
+  rowCount: number | null;
+  rows: unknown[];
+  fields: { name: string; dataTypeID: number }[];
+  /** It had more rows than are shown. */
+  truncated: boolean;
+  /** Milliseconds. */
+  duration: number;
+}
+
+const isObject = (value: Json | undefined): value is { [key: string]: Json } =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** A SELECT (not SELECT INTO, which makes a table): nothing is left undone when its reading stops. */
+function isQuery(statement: Json | undefined): boolean {
+  if (!isObject(statement) || !isObject(statement.SelectStmt)) return false;
+  return statement.SelectStmt.intoClause === undefined;
+}
+
+/**
+ * The script's statements, split where PostgreSQL's own parser splits them; undefined when it
+ * cannot read the script (a syntax error: the server then answers it whole, with its position).
+ */
+export async function splitScript(sql: string): Promise<ScriptStatement[] | undefined> {
+  const parser = await loadParser();
+  let tree: Json | undefined;
+  try {
+    tree = parser?.parseSync(sql);
+  } catch {
+    return undefined;
+  }
+  const raw = isObject(tree) && Array.isArray(tree.stmts) ? tree.stmts : [];
+  if (raw.length === 0) return undefined;
+  // The parser's locations count UTF-8 bytes; the last statement runs to the end.
+  const bytes = Buffer.from(sql, 'utf8');
+  return raw.filter(isObject).map((entry) => {
+    const from = typeof entry.stmt_location === 'number' ? entry.stmt_location : 0;
+    const to =
+      typeof entry.stmt_len === 'number' && entry.stmt_len > 0 ? from + entry.stmt_len : bytes.length;
+    return {
+      text: bytes.subarray(from, to).toString('utf8'),
+      start: [...bytes.subarray(0, from).toString('utf8')].length,
+      query: isQuery(entry.stmt),
+    };
+  });
+}
+
+/** What the rows shown may take: so many per statement, and QUERY_MAX_BYTES of JSON in all. */
+export class DisplayBudget {
+  private readonly size: JsonSize;
+  private readonly kept: unknown[] = [];
+  private full = false;
+
+  constructor(
+    readonly rowsPerStatement: number,
+    private readonly maxBytes: number,
+  ) {
+    this.size = new JsonSize(maxBytes);
+  }
+
+  /** The bytes the rows shown take so far. */
+  get used(): number {
+    return this.size.used;
+  }
+
+  /** Whether the row fits beside those shown before it (once one does not, none does). */
+  take(row: unknown): boolean {
+    if (this.full || this.size.over(row, this.kept)) {
+      this.full = true;
+      return false;
+    }
+    this.kept.push(row);
+    return true;
+  }
+
+  /**
+   * Rows the next read of a query fetches: one past those it may still show; at first a few, then
+   * as many as the bytes left hold at the size its rows had so far (`bytes` for `shown` rows), so
+   * wide rows never arrive in a batch past the session's wire limit.
+   */
+  batch(shown: number, bytes: number): number {
+    const left = this.rowsPerStatement + 1 - shown;
+    if (shown === 0) return Math.max(1, Math.min(left, FIRST_BATCH));
+    const fit = Math.floor((this.maxBytes - this.used) / Math.max(1, bytes / shown)) + 1;
+    return Math.max(1, Math.min(left, fit));
+  }
+}
+
+/** A first read small enough that wide rows do not overrun the session's wire limit at once. */
+const FIRST_BATCH = 20;
+
+type Read = { rows: unknown[]; result: pg.QueryResult | undefined };
+
+const readFrom = (cursor: Cursor, count: number) =>
+  new Promise<Read>((resolve, reject) => {
+    cursor.read(count, (error, rows, result) => (error ? reject(error) : resolve({ rows, result })));
+  });
+
+/** The rows a statement shows, and whether it had more. */
+class Shown {
+  readonly rows: unknown[] = [];
+  truncated = false;
+  /** Rows read, shown or not. */
+  read = 0;
+
+  constructor(private readonly budget: DisplayBudget) {}
+
+  add(row: unknown): void {
+    this.read++;
+    if (!this.truncated && this.rows.length < this.budget.rowsPerStatement && this.budget.take(row))
+      this.rows.push(row);
+    else this.truncated = true;
+  }
+}
+
+/**
+ * A query's rows from a portal of its own, a batch at a time, until the rows shown are full: the
+ * rest is never made. Answers its result, or undefined when it was stopped before its end.
+ */
+async function readQuery(client: pg.ClientBase, text: string, shown: Shown, budget: DisplayBudget) {
+  const cursor = client.query(new Cursor(text, undefined, { types: jsonRowTypes }));
+  const before = budget.used;
+  for (;;) {
+    const count = budget.batch(shown.rows.length, budget.used - before);
+    const read = await readFrom(cursor, count);
+    for (const row of read.rows) shown.add(row);
+    // Fewer rows than asked for: the statement ended.
+    if (read.rows.length < count) return { ...read.result, rowCount: shown.read } as pg.QueryResult;
+    if (shown.truncated) {
+      await cursor.close();
+      return { ...read.result, command: 'SELECT', rowCount: null } as pg.QueryResult;
+    }
+  }
+}
+
+/**
+ * Any other statement, alone (extended protocol), to its end: its rows past those shown are read
+ * and let go, its command tag and count kept. COPY TO STDOUT shows nothing (its rows are not
+ * rows); COPY FROM STDIN is refused (lib/db/caller-query).
+ */
+function runToEnd(client: pg.ClientBase, text: string, shown: Shown): Promise<pg.QueryResult> {
+  const query = new CallerQuery({ text, queryMode: 'extended', types: jsonRowTypes } as pg.QueryConfig);
+  query.on('row', (row: unknown) => shown.add(row));
+  return new Promise((resolve, reject) => {
+    query.on('error', reject);
+    query.on('end', resolve);
+    client.query(query);
+  });
+}
+
+/**
+ * Runs one statement of a script, showing its rows while the budget lasts. An error's position is
+ * moved to count from the script's start.
+ */
+export async function runStatement(
+  client: pg.ClientBase,
+  statement: ScriptStatement,
+  budget: DisplayBudget,
+): Promise<StatementResult> {
+  const started = performance.now();
+  const shown = new Shown(budget);
+  let result: pg.QueryResult;
+  try {
+    result = statement.query
+      ? await readQuery(client, statement.text, shown, budget)
+      : await runToEnd(client, statement.text, shown);
+  } catch (error) {
+    throw positioned(error, statement.start);
+  }
+  return {
+    command: result.command ?? null,
+    rowCount: result.rowCount ?? null,
+    rows: shown.rows,
+    fields: (result.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID })),
+    truncated: shown.truncated,
+    duration: Math.round(performance.now() - started),
+  };
+}
+
+/** PostgreSQL's error position in the statement, counted from the script's start instead. */
+function positioned(error: unknown, start: number): unknown {
+  if (start > 0 && isPgError(error) && error.position)
+    error.position = String(Number(error.position) + start);
+  return error;
+}
