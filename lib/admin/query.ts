@@ -57,6 +57,8 @@ export interface RunQueryInput {
    * QUERY_MAX_BYTES in all) rather than refused past the limits (lib/admin/query-statements).
    */
   maxRows?: number;
+  /** Carried in application_name while it runs, for POST /api/query/cancel (lib/admin/query-cancel). */
+  tag?: string;
 }
 
 export interface QueryResult {
@@ -83,6 +85,14 @@ function queryError(error: unknown): unknown {
     return new BadRequest(
       'COPY from the client',
       'COPY ... FROM STDIN waits for rows the SQL route cannot send; import them with POST /api/table/{tableName}/import or the import sessions (/api/table/{tableName}/imports)',
+      error,
+    );
+  }
+  // PostgreSQL's words for a pg_cancel_backend: POST /api/query/cancel, or the database's administrator.
+  if (error.code === '57014' && error.message.includes('due to user request')) {
+    return new BadRequest(
+      'Query cancelled',
+      'the statement was cancelled (POST /api/query/cancel) and its transaction rolled back',
       error,
     );
   }
@@ -248,6 +258,8 @@ function opening(client: pg.ClientBase, access: SchemaAccess, input: RunQueryInp
     // Through a transaction pooler, the session's settings follow the BEGIN (lib/db/pooler).
     ...(access.readOnly ? [] : beginStatements(client, input.readOnly ? 'BEGIN READ ONLY' : 'BEGIN')),
     `SET LOCAL statement_timeout = ${Math.trunc(input.timeoutMs)}`,
+    // A MAC in base64url (lib/admin/query-cancel): nothing to quote.
+    ...(input.tag && /^[\w -]+$/.test(input.tag) ? [`SET LOCAL application_name = '${input.tag}'`] : []),
     // The schema alone: a tenant with a key for public may have planted operators there.
     ...(input.adminRights ? [`SET LOCAL search_path TO ${quoteIdent(input.schema, 'schema name')}`] : []),
     ...(sealed ? [XID] : []),

@@ -655,6 +655,40 @@ describeInBrowser('the web console', () => {
     expect(errors).toEqual([]);
   });
 
+  it('cancels a running statement from the console moments after the click, and runs the next one', async () => {
+    const schema = await schemaWithItems(1);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);
+    await page.locator('.cm-content').click();
+    await page.keyboard.type('SELECT pg_sleep(60)');
+    await page.keyboard.press('Control+Enter');
+    await expectText(page.getByTestId('running-time'), 'Running…');
+    // Clicked once PostgreSQL runs it: before, there is nothing yet to cancel.
+    const sleeping = async () => {
+      const seen = await h.api<{ rows: Array<{ n: number }> }>('POST', 'query', {
+        sql: "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT pg_sleep(60)'",
+        runAs: 'admin',
+      });
+      return seen.body.rows[0]?.n ?? 0;
+    };
+    for (let i = 0; i < 200 && (await sleeping()) === 0; i++) await page.waitForTimeout(50);
+    const clicked = Date.now();
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('alert').filter({ hasText: 'cancelled' }).waitFor({ timeout: 20_000 });
+    const tookMs = Date.now() - clicked;
+    // Issue 39's target is 1 s; held loosely here (a loaded machine), the figure printed.
+    console.log(`the cancel ended pg_sleep(60) ${tookMs} ms after the click`);
+    expect(tookMs).toBeLessThan(20_000);
+    expect(await sleeping()).toBe(0);
+    expect(await page.getByTestId('running-time').count()).toBe(0);
+
+    await page.locator('.cm-content').click();
+    await page.keyboard.press('Control+a');
+    await page.keyboard.type('SELECT count(*)::int AS n FROM items');
+    await page.keyboard.press('Control+Enter');
+    await expectText(page.getByTestId('statement-summary'), 'SELECT · 1 row');
+    expect(errors).toEqual([]);
+  });
+
   it('shows EXPLAIN’s plan as a tree: the result keeps each line’s leading spaces', async () => {
     const schema = await schemaWithItems(3);
     const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);

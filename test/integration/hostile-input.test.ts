@@ -239,6 +239,7 @@ function probes(h: string): Probe[] {
     [tenants, 'GET', `/api/drift/${p}/fix`],
     [tenants, 'GET', `/api/drift/${schema}/fix`, { query: { against: h } }],
     [query, 'POST', '/api/query', { body: { sql: 'SELECT 1', schema: h } }],
+    [query, 'POST', '/api/query/cancel', { body: { queryId: 'nothing-running-1', schema: h } }],
     [keys, 'POST', `/api/project/${p}/keys`, { body: { keyName: 'k' } }],
     [keys, 'GET', `/api/project/${p}/keys`],
     [keys, 'DELETE', `/api/project/${p}/keys/1`],

@@ -169,6 +169,7 @@ const WRITTEN_AFTER = new Set([
   'POST /api/trial/start',
   'DELETE /api/table/{tableName}/imports/{importId}',
   'POST /api/tenants/{schema}/sessions/{pid}/cancel',
+  'POST /api/query/cancel',
   'POST /api/tenants/{schema}/sessions/{pid}/terminate',
   // Each schema's change is a transaction of its own, recorded in the migration's ledger.
   'POST /api/migrations/{id}/run',
@@ -1530,6 +1531,18 @@ const CASES: Record<string, Case[]> = {
         query: { all: 'true', maxAffected: '0' },
         body: { schema },
       }),
+    },
+  ],
+  'POST /api/query/cancel': [
+    {
+      status: 200,
+      why: 'nothing of the caller’s runs under it',
+      request: () => ({ method: 'POST', path: '/api/query/cancel', body: { queryId: 'nothing-running-1' } }),
+    },
+    {
+      status: 400,
+      why: 'a queryId that is not one',
+      request: () => ({ method: 'POST', path: '/api/query/cancel', body: { queryId: 'a b' } }),
     },
   ],
   'POST /api/query': [

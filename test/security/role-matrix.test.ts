@@ -278,6 +278,11 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     path: '/api/query',
     body: { schema, sql: `INSERT INTO items (name) VALUES ('sql by ${role}')` },
   }),
+  'POST /api/query/cancel': () => ({
+    method: 'POST',
+    path: '/api/query/cancel',
+    body: { queryId: 'nothing-running-1' },
+  }),
   'POST /api/project/{schema}/keys': ({ schema }) => ({
     method: 'POST',
     path: `/api/project/${schema}/keys`,

@@ -5,6 +5,7 @@ import { loadStructure } from '../structure';
 import { ErrorText, useAction } from '../ui';
 import { lineAndColumn } from '../values';
 import { DEFAULT_ROWS_SHOWN, ResultTabs, ROWS_SHOWN, type StatementResult } from './sql-results';
+import { newQueryId, Running, type RunningQuery } from './sql-running';
 
 /**
  * The SQL page: the editor with completion of the schema's tables, running as the schema's role or
@@ -69,6 +70,7 @@ export function SqlPage({ schema }: { schema: string }) {
   // Each answer opens on its last statement's tab.
   const runs = useRef(0);
   const [rowsShown, setRowsShown] = useState(readRowsShown);
+  const [running, setRunning] = useState<RunningQuery | undefined>(undefined);
   const rowsShownRef = useRef(rowsShown);
   rowsShownRef.current = rowsShown;
   const [history, setHistory] = useState(readHistory);
@@ -97,8 +99,16 @@ export function SqlPage({ schema }: { schema: string }) {
     try {
       const runAs = runAsRef.current;
       // No schema: the service runs it in the one schema the SQL names, and says which.
-      const body = { sql: sqlText, schema: named ? undefined : schema, runAs, maxRows: rowsShownRef.current };
-      const answer = await api<Result>('POST', 'query', { body });
+      const queryId = newQueryId();
+      const body = {
+        sql: sqlText,
+        schema: named ? undefined : schema,
+        runAs,
+        maxRows: rowsShownRef.current,
+        queryId,
+      };
+      setRunning({ queryId, since: performance.now() });
+      const answer = await api<Result>('POST', 'query', { body }).finally(() => setRunning(undefined));
       runs.current++;
       setResult({ ...answer, runAs, serial: runs.current });
     } catch (error) {
@@ -213,6 +223,7 @@ export function SqlPage({ schema }: { schema: string }) {
           </label>
         )}
       </div>
+      {running && <Running key={running.queryId} run={running} />}
       <ErrorText error={loadError} />
       <ErrorText error={execute.error} />
       {execute.error && errorAt ? <p class="error">{errorAt}</p> : null}
