@@ -37,7 +37,10 @@ const StatementResult = z.object({
   rows: z.array(z.record(z.string(), z.unknown())),
   fields: Fields,
   truncated: z.boolean().meta({ description: 'It had more rows than are shown' }),
-  duration: z.number().meta({ description: 'milliseconds' }),
+  duration: z.number().nullable().meta({
+    description:
+      'milliseconds; null for statements sent in one round trip with the next ones (that run’s time is on its last statement)',
+  }),
 });
 
 const queryRoute = defineRoute({
@@ -66,6 +69,10 @@ const queryRoute = defineRoute({
         'An id of your choosing (a UUID) for this statement while it runs: POST /api/query/cancel with it cancels it. Only who sent it can.',
       example: '8f0c6f8e-2d0b-4f7e-9c7b-1f6a3c2d9e10',
     }),
+    explain: z.enum(['plan', 'analyze'], { message: 'explain must be plan or analyze' }).optional().meta({
+      description:
+        'The one statement’s plan instead of its rows, in `plan` (EXPLAIN (FORMAT JSON)); analyze: run with ANALYZE and BUFFERS. Either way in a transaction that is always rolled back, so an explained DELETE deletes nothing.',
+    }),
     maxRows: z
       .number()
       .int('maxRows must be a whole number')
@@ -79,8 +86,11 @@ const queryRoute = defineRoute({
       }),
   }),
   response: z.object({
-    rows: z.array(z.record(z.string(), z.unknown())),
-    fields: Fields,
+    rows: z
+      .array(z.record(z.string(), z.unknown()))
+      .optional()
+      .meta({ description: 'The last statement’s rows; left out with maxRows or explain (see results)' }),
+    fields: Fields.optional(),
     rowCount: z.number(),
     duration: z.number().meta({ description: 'milliseconds' }),
     schema: z.string().meta({ description: 'The schema it ran in (first on the search path).' }),
@@ -88,6 +98,10 @@ const queryRoute = defineRoute({
       .array(StatementResult)
       .optional()
       .meta({ description: 'With maxRows: each statement’s result, in order.' }),
+    plan: z
+      .unknown()
+      .optional()
+      .meta({ description: 'With explain: PostgreSQL’s plan, EXPLAIN (FORMAT JSON)’s' }),
     truncated: z
       .boolean()
       .optional()
@@ -145,6 +159,7 @@ const queryRoute = defineRoute({
       adminRights,
       readOnly: over !== undefined,
       maxRows: body.maxRows,
+      explain: body.explain,
       tag:
         body.queryId === undefined ? undefined : runningTag(config.DBADMIN_SECRET, principal, body.queryId),
     }).catch((error: unknown) => {

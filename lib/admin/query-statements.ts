@@ -5,7 +5,8 @@ import { type Json, loadParser } from '#lib/admin/query-schema';
 import { CallerQuery } from '#lib/db/caller-query';
 import { jsonRowTypes } from '#lib/db/json-rows';
 import { isPgError } from '#lib/db/pg-errors';
-import { JsonSize } from '#lib/db/result-limits';
+import { JsonSize, jsonBytesAtMost, ResultTooDeep } from '#lib/db/result-limits';
+import { BadRequest } from '#lib/errors';
 
 /**
  * The SQL editor's way of running a script (POST /api/query with `maxRows`): its statements one at
@@ -21,8 +22,12 @@ export interface ScriptStatement {
   text: string;
   /** Characters before it in the script (PostgreSQL's error positions count characters). */
   start: number;
+  /** Characters up to its end. */
+  end: number;
   /** A plain query, whose reading may stop at the rows shown. */
   query: boolean;
+  /** Its parse node's name (`SelectStmt`, `DeleteStmt`...). */
+  kind?: string;
 }
 
 /** One statement's answer. */
@@ -34,8 +39,8 @@ export interface StatementResult {
   fields: { name: string; dataTypeID: number }[];
   /** It had more rows than are shown. */
   truncated: boolean;
-  /** Milliseconds. */
-  duration: number;
+  /** Milliseconds; null for those sent in one round trip with the next (lib/admin/query-script). */
+  duration: number | null;
 }
 
 const isObject = (value: Json | undefined): value is { [key: string]: Json } =>
@@ -67,10 +72,14 @@ export async function splitScript(sql: string): Promise<ScriptStatement[] | unde
     const from = typeof entry.stmt_location === 'number' ? entry.stmt_location : 0;
     const to =
       typeof entry.stmt_len === 'number' && entry.stmt_len > 0 ? from + entry.stmt_len : bytes.length;
+    const text = bytes.subarray(from, to).toString('utf8');
+    const start = [...bytes.subarray(0, from).toString('utf8')].length;
     return {
-      text: bytes.subarray(from, to).toString('utf8'),
-      start: [...bytes.subarray(0, from).toString('utf8')].length,
+      text,
+      start,
+      end: start + [...text].length,
       query: isQuery(entry.stmt),
+      kind: isObject(entry.stmt) ? Object.keys(entry.stmt)[0] : undefined,
     };
   });
 }
@@ -105,10 +114,12 @@ export class DisplayBudget {
 
   /**
    * Rows the next read of a query fetches: one past those it may still show; at first a few, then
-   * as many as the bytes left hold at the size its rows had so far (`bytes` for `shown` rows), so
-   * wide rows never arrive in a batch past the session's wire limit.
+   * as many as the bytes left hold at the size its rows had so far (`bytes`, bounded from above,
+   * for `shown` rows), so wide rows never arrive in a batch past the session's wire limit; one
+   * once nothing more fits, to tell whether there were more.
    */
   batch(shown: number, bytes: number): number {
+    if (this.full) return 1;
     const left = this.rowsPerStatement + 1 - shown;
     if (shown === 0) return Math.max(1, Math.min(left, FIRST_BATCH));
     const fit = Math.floor((this.maxBytes - this.used) / Math.max(1, bytes / shown)) + 1;
@@ -116,48 +127,83 @@ export class DisplayBudget {
   }
 }
 
-/** A first read small enough that wide rows do not overrun the session's wire limit at once. */
-const FIRST_BATCH = 20;
+/** A first read small enough that wide rows (up to a megabyte or so) stay under the wire limit. */
+const FIRST_BATCH = 4;
 
 type Read = { rows: unknown[]; result: pg.QueryResult | undefined };
 
-const readFrom = (cursor: Cursor, count: number) =>
-  new Promise<Read>((resolve, reject) => {
-    cursor.read(count, (error, rows, result) => (error ? reject(error) : resolve({ rows, result })));
+/**
+ * A batch of the cursor's rows. pg-cursor settles nothing when the connection dies while it
+ * closes the portal (it is `done` by then): the client's own end or error settles it instead, so
+ * the session is always given back.
+ */
+function settled<T>(
+  client: pg.ClientBase,
+  work: (done: (error: Error | undefined, value?: T) => void) => void,
+) {
+  return new Promise<T>((resolve, reject) => {
+    const lost = (error?: Error) => finish(error ?? new Error('Connection terminated'));
+    const finish = (error: Error | undefined, value?: T) => {
+      client.removeListener('error', lost);
+      client.removeListener('end', lost);
+      if (error) reject(error);
+      else resolve(value as T);
+    };
+    client.once('error', lost);
+    client.once('end', lost);
+    work(finish);
   });
+}
+
+const readFrom = (client: pg.ClientBase, cursor: Cursor, count: number) =>
+  settled<Read>(client, (done) => cursor.read(count, (error, rows, result) => done(error, { rows, result })));
+
+const closing = (client: pg.ClientBase, cursor: Cursor) =>
+  settled<void>(client, (done) => cursor.close((error) => done(error ?? undefined)));
 
 /** The rows a statement shows, and whether it had more. */
-class Shown {
+export class Shown {
   readonly rows: unknown[] = [];
   truncated = false;
   /** Rows read, shown or not. */
   read = 0;
+  /** The shown rows' JSON, bounded from above: what sizes the next batch. */
+  bytes = 0;
+  /** A value JSON cannot render, met while pg read the socket: thrown once the statement ends. */
+  failure: Error | undefined;
 
   constructor(private readonly budget: DisplayBudget) {}
 
+  /** Called inside pg's reading of the socket: it must not throw there (the process would end). */
   add(row: unknown): void {
     this.read++;
-    if (!this.truncated && this.rows.length < this.budget.rowsPerStatement && this.budget.take(row))
-      this.rows.push(row);
-    else this.truncated = true;
+    if (this.truncated || this.failure) return;
+    try {
+      if (this.rows.length < this.budget.rowsPerStatement && this.budget.take(row)) {
+        this.rows.push(row);
+        this.bytes += jsonBytesAtMost(row);
+      } else this.truncated = true;
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      this.failure = new ResultTooDeep(error);
+    }
   }
 }
 
 /**
  * A query's rows from a portal of its own, a batch at a time, until the rows shown are full: the
- * rest is never made. Answers its result, or undefined when it was stopped before its end.
+ * rest is never read.
  */
 async function readQuery(client: pg.ClientBase, text: string, shown: Shown, budget: DisplayBudget) {
   const cursor = client.query(new Cursor(text, undefined, { types: jsonRowTypes }));
-  const before = budget.used;
   for (;;) {
-    const count = budget.batch(shown.rows.length, budget.used - before);
-    const read = await readFrom(cursor, count);
+    const count = budget.batch(shown.rows.length, shown.bytes);
+    const read = await readFrom(client, cursor, count);
     for (const row of read.rows) shown.add(row);
     // Fewer rows than asked for: the statement ended.
     if (read.rows.length < count) return { ...read.result, rowCount: shown.read } as pg.QueryResult;
-    if (shown.truncated) {
-      await cursor.close();
+    if (shown.truncated || shown.failure) {
+      await closing(client, cursor);
       return { ...read.result, command: 'SELECT', rowCount: null } as pg.QueryResult;
     }
   }
@@ -165,8 +211,9 @@ async function readQuery(client: pg.ClientBase, text: string, shown: Shown, budg
 
 /**
  * Any other statement, alone (extended protocol), to its end: its rows past those shown are read
- * and let go, its command tag and count kept. COPY TO STDOUT shows nothing (its rows are not
- * rows); COPY FROM STDIN is refused (lib/db/caller-query).
+ * and let go (a RETURNING past the wire limit is refused, 413, as without maxRows: its count
+ * could not be told otherwise), its command tag and count kept. COPY TO STDOUT shows nothing
+ * (its rows are not rows); COPY FROM STDIN is refused (lib/db/caller-query).
  */
 function runToEnd(client: pg.ClientBase, text: string, shown: Shown): Promise<pg.QueryResult> {
   const query = new CallerQuery({ text, queryMode: 'extended', types: jsonRowTypes } as pg.QueryConfig);
@@ -197,19 +244,81 @@ export async function runStatement(
   } catch (error) {
     throw positioned(error, statement.start);
   }
+  // An error after the rows (a cancel as the portal closed) leaves the transaction failed, and
+  // pg-cursor lets it go: the script must not go on as if the statement had succeeded.
+  if ((client as pg.PoolClient).getTransactionStatus?.() === 'E') {
+    throw new BadRequest(
+      'Query failed',
+      'the statement failed after its rows arrived; its transaction was rolled back',
+    );
+  }
+  return resultOf(result, shown, Math.round(performance.now() - started));
+}
+
+/** A statement's answer from pg's result and the rows it shows. */
+export function resultOf(result: pg.QueryResult, shown: Shown, duration: number | null): StatementResult {
+  if (shown.failure) throw shown.failure;
   return {
     command: result.command ?? null,
     rowCount: result.rowCount ?? null,
     rows: shown.rows,
     fields: (result.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID })),
     truncated: shown.truncated,
-    duration: Math.round(performance.now() - started),
+    duration,
   };
 }
 
-/** PostgreSQL's error position in the statement, counted from the script's start instead. */
-function positioned(error: unknown, start: number): unknown {
-  if (start > 0 && isPgError(error) && error.position)
-    error.position = String(Number(error.position) + start);
+/**
+ * PostgreSQL's error position in the statement, counted from the script's start instead; none
+ * when it falls before the caller's SQL (in our EXPLAIN in front of it).
+ */
+export function positioned(error: unknown, start: number): unknown {
+  if (start === 0 || !isPgError(error) || !error.position) return error;
+  const position = Number(error.position) + start;
+  error.position = position > 0 ? String(position) : undefined;
   return error;
+}
+
+/** The statements EXPLAIN takes, by parse node. */
+const EXPLAINABLE = new Set([
+  'SelectStmt',
+  'InsertStmt',
+  'UpdateStmt',
+  'DeleteStmt',
+  'MergeStmt',
+  'ExecuteStmt',
+  'CreateTableAsStmt',
+  'DeclareCursorStmt',
+]);
+
+export type ExplainMode = 'plan' | 'analyze';
+
+/**
+ * The one statement of `sql` under EXPLAIN in JSON (with ANALYZE, it runs, with buffers and
+ * timing: the caller rolls its transaction back, always), or a 400 saying why not.
+ */
+export async function explained(sql: string, mode: ExplainMode): Promise<ScriptStatement> {
+  const statements = await splitScript(sql);
+  const prefix = `EXPLAIN (FORMAT JSON${mode === 'analyze' ? ', ANALYZE, BUFFERS' : ''}) `;
+  // Unread by the parser: the server says where the syntax error is (and refuses a second statement).
+  if (!statements) return { text: prefix + sql, start: -prefix.length, end: [...sql].length, query: false };
+  const [statement] = statements;
+  if (statements.length !== 1 || !statement) {
+    throw new BadRequest(
+      'One statement to explain',
+      `EXPLAIN shows one statement's plan; this SQL has ${statements.length}: select the one to explain`,
+    );
+  }
+  if (!EXPLAINABLE.has(statement.kind ?? '')) {
+    throw new BadRequest(
+      'Nothing to explain',
+      'EXPLAIN shows the plan of a SELECT, INSERT, UPDATE, DELETE, MERGE, EXECUTE, CREATE TABLE AS or DECLARE; run this statement instead',
+    );
+  }
+  return {
+    ...statement,
+    text: prefix + statement.text,
+    start: statement.start - prefix.length,
+    query: false,
+  };
 }

@@ -1,7 +1,10 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
+import { runScriptShown } from '#lib/admin/query-script';
 import {
   DisplayBudget,
+  type ExplainMode,
+  explained,
   runStatement,
   type ScriptStatement,
   type StatementResult,
@@ -20,8 +23,9 @@ import { isCopyInRefused } from '#lib/db/caller-query';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteIdent } from '#lib/db/identifiers';
 import { fromDatabaseError, isPgError } from '#lib/db/pg-errors';
+import { discardAfterUse } from '#lib/db/pool';
 import { beginStatements } from '#lib/db/pooler';
-import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
+import { boundedQuery, type ResultLimits, ResultTooLarge } from '#lib/db/result-limits';
 import { ApiError, BadRequest, Forbidden, QueryTimeout } from '#lib/errors';
 
 /**
@@ -59,17 +63,25 @@ export interface RunQueryInput {
   maxRows?: number;
   /** Carried in application_name while it runs, for POST /api/query/cancel (lib/admin/query-cancel). */
   tag?: string;
+  /**
+   * The one statement's plan (EXPLAIN in JSON; with `analyze`, run with ANALYZE and BUFFERS), in a
+   * transaction that is always rolled back, whatever the statement writes.
+   */
+  explain?: ExplainMode;
 }
 
 export interface QueryResult {
-  rows: unknown[];
-  fields: { name: string; dataTypeID: number }[];
+  /** The last statement's rows and fields; left out with maxRows (its result in `results` has them). */
+  rows?: unknown[];
+  fields?: { name: string; dataTypeID: number }[];
   rowCount: number;
   duration: number;
   /** With maxRows: every statement's result, in order (the last one is also the answer's own). */
   results?: StatementResult[];
   /** With maxRows: the last statement had more rows than are shown. */
   truncated?: boolean;
+  /** With explain: PostgreSQL's plan, as EXPLAIN (FORMAT JSON) gives it. */
+  plan?: unknown;
 }
 
 /** A SQL error is the caller's to fix: 400 with PostgreSQL's message and position. */
@@ -88,8 +100,7 @@ function queryError(error: unknown): unknown {
       error,
     );
   }
-  // PostgreSQL's words for a pg_cancel_backend: POST /api/query/cancel, or the database's administrator.
-  if (error.code === '57014' && error.message.includes('due to user request')) {
+  if (isCancelled(error)) {
     return new BadRequest(
       'Query cancelled',
       'the statement was cancelled (POST /api/query/cancel) and its transaction rolled back',
@@ -102,6 +113,10 @@ function queryError(error: unknown): unknown {
   const status = mapped.status === 404 ? 400 : mapped.status;
   return new ApiError(status, mapped.title, mapped.message, { cause: error, details: mapped.details });
 }
+
+/** PostgreSQL's words for a pg_cancel_backend: POST /api/query/cancel, or the database's administrator. */
+const isCancelled = (error: unknown) =>
+  isPgError(error) && error.code === '57014' && error.message.includes('due to user request');
 
 const transactionControl = () =>
   new BadRequest(
@@ -135,7 +150,11 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
   // A read-only access runs in a transaction of its own that it rolls back (lib/db/executor).
   // Our transaction's id, for the audit entry committed with it (lib/db/audit-log).
   const sealed = !access.readOnly && !input.readOnly && auditing(access.audit);
-  const shown = input.maxRows === undefined ? undefined : await statementsShown(input.sql, input.asKey);
+  const shown = input.explain
+    ? [await explained(input.sql, input.explain)]
+    : input.maxRows === undefined
+      ? undefined
+      : await statementsShown(input.sql, input.asKey);
   return access.run(async (client) => {
     const started = performance.now();
     const begin = opening(client, access, input, sealed);
@@ -145,22 +164,17 @@ export async function runQuery(access: SchemaAccess, input: RunQueryInput): Prom
         : await runWhole(client, access, input, begin, sealed);
       if (input.keepSchema) await assertSchemaKept(client, input.schema);
       // Our transaction is still open unless the admin's script ended it itself.
-      await endTransaction(client, access, input.readOnly === true, changedRows(results));
-      const last = results.at(-1) as Answer;
-      return {
-        rows: last.rows,
-        fields: (last.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID })),
-        rowCount: last.rowCount ?? last.rows.length,
-        duration: Math.round(performance.now() - started),
-        ...(shown
-          ? { results: results as StatementResult[], truncated: (last as StatementResult).truncated }
-          : {}),
-      };
+      // An explained statement changes nothing, whatever it wrote: rolled back like a read-only one.
+      const kept = input.readOnly === true || input.explain !== undefined;
+      await endTransaction(client, access, kept, changedRows(results));
+      return answerOf(input, shown !== undefined, results, Math.round(performance.now() - started));
     } catch (error) {
       // Always: pg rejects on the server's error before the ReadyForQuery after it, so the status
       // read here can still be the one from before our BEGIN. Queued behind that ReadyForQuery, the
       // ROLLBACK ends whatever is open (outside a transaction it is only a warning).
       await client.query('ROLLBACK').catch(() => undefined);
+      // Cancelled from outside (POST /api/query/cancel): a second signal could still be on its way.
+      if (isCancelled(error)) discardAfterUse(client);
       throw queryError(error);
     }
   });
@@ -175,12 +189,14 @@ function runShown(
   statements: ScriptStatement[],
   sealed: boolean,
 ): Promise<StatementResult[]> {
-  const budget = new DisplayBudget(Math.min(input.maxRows ?? 0, input.limits.maxRows), input.limits.maxBytes);
-  const each = async () => {
-    const answers: StatementResult[] = [];
-    for (const statement of statements) answers.push(await runStatement(client, statement, budget));
-    return answers;
-  };
+  // An explained statement answers one row: its plan.
+  const rows = input.explain ? 1 : Math.min(input.maxRows ?? 0, input.limits.maxRows);
+  const budget = new DisplayBudget(rows, input.limits.maxBytes);
+  // A key's one statement alone; the admin's script in as few round trips as keep every result.
+  const each = async () =>
+    input.asKey
+      ? [await runStatement(client, statements[0] as ScriptStatement, budget)]
+      : runScriptShown(client, input.sql, statements, budget);
   return input.asKey
     ? runKeyStatement(client, begin, each, access.audit)
     : runShownScript(client, begin, each, sealed ? access.audit : undefined);
@@ -213,6 +229,41 @@ async function runWhole(
   return results;
 }
 
+/**
+ * The answer: the last statement's rows and fields; or the editor's, every statement's result (the
+ * last one's rows not sent twice; a script the parser could not split ran whole, its one result,
+ * refused past the limits); or an explained statement's plan.
+ */
+function answerOf(input: RunQueryInput, split: boolean, results: Answer[], duration: number): QueryResult {
+  if (input.explain) return planAnswer(results as StatementResult[], duration, input.limits.maxBytes);
+  const last = results.at(-1) as Answer;
+  const rowCount = last.rowCount ?? last.rows.length;
+  if (input.maxRows === undefined) return { rows: last.rows, fields: fieldsOf(last), rowCount, duration };
+  const each = split ? (results as StatementResult[]) : [asShown(last, duration)];
+  return { rowCount, duration, results: each, truncated: each.at(-1)?.truncated ?? false };
+}
+
+const fieldsOf = (answer: Answer) =>
+  (answer.fields ?? []).map((f) => ({ name: f.name, dataTypeID: f.dataTypeID }));
+
+/** The answer of SQL run whole, as one statement's result of the editor's answer. */
+const asShown = (answer: Answer, duration: number): StatementResult => ({
+  command: answer.command,
+  rowCount: answer.rowCount,
+  rows: answer.rows,
+  fields: fieldsOf(answer),
+  truncated: false,
+  duration,
+});
+
+/** The explained statement's answer: its plan, parsed, and no rows. */
+function planAnswer([explain]: StatementResult[], duration: number, maxBytes: number): QueryResult {
+  const text = (explain?.rows[0] as Record<string, unknown> | undefined)?.['QUERY PLAN'];
+  if (explain?.truncated || typeof text !== 'string') throw new ResultTooLarge('QUERY_MAX_BYTES', maxBytes);
+  const result: StatementResult = { ...(explain as StatementResult), rows: [], fields: [], rowCount: null };
+  return { rowCount: 0, duration, results: [result], plan: JSON.parse(text) };
+}
+
 /** A statement's answer, whichever way it ran. */
 interface Answer {
   rows: unknown[];
@@ -229,7 +280,8 @@ interface Answer {
 async function statementsShown(sql: string, asKey: boolean): Promise<ScriptStatement[] | undefined> {
   const statements = await splitScript(sql);
   if (!asKey) return statements;
-  return [{ text: sql, start: 0, query: statements?.length === 1 && statements[0]?.query === true }];
+  const query = statements?.length === 1 && statements[0]?.query === true;
+  return [{ text: sql, start: 0, end: [...sql].length, query }];
 }
 
 /**

@@ -689,6 +689,32 @@ describeInBrowser('the web console', () => {
     expect(errors).toEqual([]);
   });
 
+  it('shows EXPLAIN ANALYZE of a DELETE as a plan tree, its costliest node marked, and deletes nothing', async () => {
+    const schema = await schemaWithItems(2000);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);
+    await page.locator('.cm-content').click();
+    await page.keyboard.type("DELETE FROM items WHERE name LIKE 'row 1%'");
+    await page.getByRole('button', { name: 'Explain analyze' }).click();
+    const plan = page.getByRole('region', { name: 'Plan' });
+    await expectText(plan.getByTestId('plan-summary'), 'rolled back');
+    await expectText(plan.locator('.plan-title').first(), 'Delete');
+    await expectText(plan, 'Seq Scan on items');
+    await expectText(plan, 'actual 1,111');
+    await expectText(plan, "Filter: (name ~~ 'row 1%'::text)");
+    expect(await plan.locator('.costly').count()).toBeGreaterThan(0);
+    await h.screenshot(page, 'sql-plan');
+
+    const left = await h.api<{ rows: Array<{ n: number }> }>('POST', 'query', {
+      sql: 'SELECT count(*)::int AS n FROM items',
+      schema,
+    });
+    expect(left.body.rows[0]?.n).toBe(2000);
+
+    await page.getByRole('button', { name: 'Explain', exact: true }).click();
+    await expectText(page.getByRole('region', { name: 'Plan' }).getByTestId('plan-summary'), 'not run');
+    expect(errors).toEqual([]);
+  });
+
   it('shows EXPLAIN’s plan as a tree: the result keeps each line’s leading spaces', async () => {
     const schema = await schemaWithItems(3);
     const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);

@@ -52,10 +52,44 @@ describe('POST /api/query with maxRows', () => {
     expect(results[0]?.rows).toEqual([{ one: 1 }]);
     expect(results[1]?.fields).toEqual([{ name: 'id', dataTypeID: 23 }]);
     expect(results[4]?.rows).toEqual([{ n: 2 }]);
-    // The answer's own fields are the last statement's, as without maxRows.
-    expect(reply.body.rows).toEqual([{ n: 2 }]);
+    // The last statement's rows are not sent twice: in its result only.
+    expect(reply.body).not.toHaveProperty('rows');
+    expect(reply.body.rowCount).toBe(1);
     expect(reply.body.truncated).toBe(false);
-    for (const result of results) expect(Number.isInteger(result.duration)).toBe(true);
+    // INSERT, UPDATE and CREATE went in one round trip: its time is the last one's.
+    expect(results.map((r) => (Number.isInteger(r.duration) ? 'ms' : r.duration))).toEqual([
+      'ms',
+      null,
+      null,
+      'ms',
+      'ms',
+    ]);
+  });
+
+  it('sends the statements between queries in one round trip: a 2,000-INSERT script, each its own result', async () => {
+    const inserts = Array.from({ length: 2000 }, (_, i) => `INSERT INTO notes (body) VALUES ('seed ${i}')`);
+    const reply = await run(
+      `${inserts.join(';\n')};\nSELECT count(*)::int AS n FROM notes WHERE body LIKE 'seed %'`,
+    );
+
+    expect(reply.status).toBe(200);
+    const results = reply.body.results as Array<{
+      command: string;
+      rowCount: number;
+      duration: number | null;
+    }>;
+    expect(results).toHaveLength(2001);
+    expect(results.slice(0, 2000).every((r) => r.command === 'INSERT' && r.rowCount === 1)).toBe(true);
+    expect(results.filter((r) => r.duration !== null)).toHaveLength(2);
+    expect(results[2000]).toMatchObject({ rows: [{ n: 2000 }] });
+  });
+
+  it('maps an error in statements sent together back to its place in the script', async () => {
+    const script = "SELECT 1;\nINSERT INTO notes (body) VALUES ('é');\nUPDATE notes SET nope = 1;\nSELECT 2";
+    const reply = await run(script);
+
+    expect(reply.status).toBe(400);
+    expect(script.slice(Number(reply.body.position) - 1).startsWith('nope')).toBe(true);
   });
 
   it('shows the first rows of a 50,000-row SELECT instead of refusing it, and reads no further', async () => {
@@ -137,8 +171,32 @@ describe('POST /api/query with maxRows', () => {
 
     expect(reply.status).toBe(200);
     expect(reply.body.truncated).toBe(true);
-    expect(reply.body.rows.length).toBeGreaterThan(10);
-    expect(reply.body.rows.length).toBeLessThan(16);
+    expect(reply.body.results[0].rows.length).toBeGreaterThan(10);
+    expect(reply.body.results[0].rows.length).toBeLessThan(16);
+  });
+
+  it('reads one row of a statement once the bytes are spent, and sizes batches from the rows so far', async () => {
+    const reply = await run(
+      [
+        "SELECT i, repeat('x', 100000) AS big FROM generate_series(1, 40) i",
+        "SELECT repeat('y', 100000) FROM generate_series(1, 40)",
+        "SELECT repeat('z', 100000) FROM generate_series(1, 40)",
+        "SELECT repeat('a', 10000) FROM generate_series(1, 45); SELECT repeat('b', 10000) FROM generate_series(1, 5000)",
+      ].join(';\n'),
+    );
+
+    expect(reply.status).toBe(200);
+    const results = reply.body.results as Array<{ rows: unknown[]; truncated: boolean }>;
+    expect(results.map((r) => r.truncated)).toEqual([true, true, true, true, true]);
+    expect(results.slice(1).every((r) => r.rows.length === 0)).toBe(true);
+  });
+
+  it('shows the first of rows of 1.5 MB each instead of refusing them', async () => {
+    const reply = await run("SELECT repeat('w', 1500000) AS huge FROM generate_series(1, 40)");
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.truncated).toBe(true);
+    expect(reply.body.results[0].rows.length).toBeGreaterThan(0);
   });
 
   it('shows nothing for COPY TO STDOUT, refuses COPY FROM STDIN naming the imports, and keeps the session', async () => {
@@ -146,11 +204,11 @@ describe('POST /api/query with maxRows', () => {
 
     expect(reply.status).toBe(200);
     expect(reply.body.results[0]).toMatchObject({ command: 'COPY', rowCount: 50000, rows: [] });
-    expect(reply.body.rows).toEqual([{ two: 2 }]);
+    expect(reply.body.results[1].rows).toEqual([{ two: 2 }]);
     const copyIn = await run('COPY notes (body) FROM STDIN');
     expect(copyIn.status).toBe(400);
     expect(copyIn.body).toMatchObject({ error: 'COPY from the client' });
-    expect((await run('SELECT 3 AS three')).body.rows).toEqual([{ three: 3 }]);
+    expect((await run('SELECT 3 AS three')).body.results[0].rows).toEqual([{ three: 3 }]);
   });
 
   it('gives an anon key its one statement’s rows, capped, and still refuses a second statement', async () => {
@@ -169,7 +227,7 @@ describe('POST /api/query with maxRows', () => {
     });
     expect(reply.status).toBe(200);
     expect(reply.body.results).toHaveLength(1);
-    expect(reply.body.rows).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }, { id: 4 }, { id: 5 }]);
+    expect(reply.body.results[0].rows).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }, { id: 4 }, { id: 5 }]);
     expect(reply.body.truncated).toBe(true);
 
     const two = await call(query, {
@@ -195,5 +253,39 @@ describe('POST /api/query with maxRows', () => {
     });
     expect(reply.status).toBe(400);
     expect(JSON.stringify(reply.body)).toMatch(/maxRows/);
+  });
+});
+
+describe('POST /api/query with explain', () => {
+  const explain = (sql: string, mode: 'plan' | 'analyze', as: object = {}) =>
+    call(query, { method: 'POST', path: '/api/query', body: { sql, schema, explain: mode }, ...as });
+
+  it('answers an explained DELETE’s plan, run with ANALYZE, and deletes nothing', async () => {
+    const before = await withAdminClient((c) => c.query(`SELECT count(*)::int AS n FROM "${schema}".people`));
+    const reply = await explain('DELETE FROM people WHERE id <= 100', 'analyze');
+
+    expect(reply.status).toBe(200);
+    const [top] = reply.body.plan as Array<{ Plan: Record<string, unknown>; 'Execution Time': number }>;
+    expect(top?.Plan['Node Type']).toBe('ModifyTable');
+    expect(top?.Plan.Operation).toBe('Delete');
+    expect(top?.['Execution Time']).toBeGreaterThan(0);
+    // Actual rows and buffers: it ran.
+    const scan = (top?.Plan.Plans as Array<Record<string, unknown>> | undefined)?.[0];
+    expect(scan?.['Actual Rows']).toBe(100);
+    expect(scan).toHaveProperty('Shared Hit Blocks');
+    const after = await withAdminClient((c) => c.query(`SELECT count(*)::int AS n FROM "${schema}".people`));
+    expect(after.rows[0].n).toBe(before.rows[0].n);
+  });
+
+  it('answers a plan without running it, and says what it cannot explain', async () => {
+    const plan = await explain('SELECT * FROM people WHERE id = 7', 'plan');
+    expect(plan.status).toBe(200);
+    expect(plan.body.plan[0].Plan).not.toHaveProperty('Actual Rows');
+
+    expect((await explain('SELECT 1; SELECT 2', 'plan')).body.error).toBe('One statement to explain');
+    expect((await explain('CREATE TABLE nope (x int)', 'plan')).body.error).toBe('Nothing to explain');
+    const wrong = await explain('SELECT nope FROM people', 'analyze');
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.position).toBe(8);
   });
 });

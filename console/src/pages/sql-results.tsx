@@ -13,7 +13,8 @@ export interface StatementResult {
   rows: Record<string, unknown>[];
   fields: { name: string; dataTypeID: number }[];
   truncated: boolean;
-  duration: number;
+  /** null: sent in one round trip with the next statements, whose last one has the time. */
+  duration: number | null;
 }
 
 /** The rows shown a statement may have: the choices offered, and the one a person starts with. */
@@ -62,7 +63,8 @@ function StatementView({ result }: { result: StatementResult }) {
   return (
     <div role="tabpanel" aria-label={describeResult(result)}>
       <p class="muted" data-testid="statement-summary">
-        {describeResult(result)} · {result.duration} ms
+        {describeResult(result)}
+        {result.duration === null ? ' · run together with the next statements' : ` · ${result.duration} ms`}
       </p>
       {result.truncated && (
         <p class="warning" data-testid="rows-truncated">

@@ -4,6 +4,7 @@ import type { SqlEditor } from '../sql-editor';
 import { loadStructure } from '../structure';
 import { ErrorText, useAction } from '../ui';
 import { lineAndColumn } from '../values';
+import { type Explained, PlanTree } from './plan-tree';
 import { DEFAULT_ROWS_SHOWN, ResultTabs, ROWS_SHOWN, type StatementResult } from './sql-results';
 import { newQueryId, Running, type RunningQuery } from './sql-running';
 
@@ -15,6 +16,8 @@ import { newQueryId, Running, type RunningQuery } from './sql-running';
 interface Result {
   /** Each statement's, in order (sent with maxRows). */
   results: StatementResult[];
+  /** An explained statement's plan (sent with explain). */
+  plan?: Explained[];
   duration: number;
   /** Where it ran: the schema sent, or the one the SQL names (lib/admin/query-schema). */
   schema: string;
@@ -83,7 +86,7 @@ export function SqlPage({ schema }: { schema: string }) {
   const runInRef = useRef(runIn);
   runInRef.current = runIn;
   const [errorAt, setErrorAt] = useState<string | undefined>(undefined);
-  const execute = useAction(async () => {
+  const execute = useAction(async (explain?: 'plan' | 'analyze') => {
     // Sent as written: PostgreSQL's error position counts from the first character.
     const sqlText = text.current;
     if (!sqlText.trim()) return;
@@ -106,6 +109,7 @@ export function SqlPage({ schema }: { schema: string }) {
         runAs,
         maxRows: rowsShownRef.current,
         queryId,
+        explain,
       };
       setRunning({ queryId, since: performance.now() });
       const answer = await api<Result>('POST', 'query', { body }).finally(() => setRunning(undefined));
@@ -180,6 +184,17 @@ export function SqlPage({ schema }: { schema: string }) {
         <button type="button" class="primary" disabled={execute.busy} onClick={() => execute.run()}>
           Run <kbd>Ctrl</kbd>+<kbd>Enter</kbd>
         </button>
+        <button type="button" disabled={execute.busy} onClick={() => execute.run('plan')}>
+          Explain
+        </button>
+        <button
+          type="button"
+          disabled={execute.busy}
+          title="Runs it, with ANALYZE, and rolls everything back"
+          onClick={() => execute.run('analyze')}
+        >
+          Explain analyze
+        </button>
         <label class="inline">
           Run in
           <select
@@ -234,7 +249,11 @@ export function SqlPage({ schema }: { schema: string }) {
             {result.duration} ms · in <span class="mono">{result.schema}</span>
             {result.runAs === 'admin' ? " with the admin's rights" : " as the schema's role"}
           </p>
-          <ResultTabs key={result.serial} results={result.results} />
+          {result.plan ? (
+            <PlanTree explained={result.plan} />
+          ) : (
+            <ResultTabs key={result.serial} results={result.results} />
+          )}
         </div>
       )}
       <details class="history">
