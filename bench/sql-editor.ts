@@ -63,8 +63,11 @@ runBench('sql-editor', async (databaseUrl) => {
     const page = () => timed(host, 'GET', `/api/table/big?schema=${SCHEMA}&limit=1000`, undefined, 200);
     const whole = () => timed(host, 'POST', '/api/query', { sql: 'SELECT * FROM big', schema: SCHEMA }, 413);
     // Each path once before timing: the functions' first requests load them.
-    const first = JSON.parse((await editor()).text) as { rows: unknown[]; truncated: boolean };
-    if (first.rows.length !== 1000 || !first.truncated)
+    const first = JSON.parse((await editor()).text) as {
+      results: Array<{ rows: unknown[] }>;
+      truncated: boolean;
+    };
+    if (first.results[0]?.rows.length !== 1000 || !first.truncated)
       throw new Error('the editor did not show 1,000 rows of more');
     await page();
     await whole();
