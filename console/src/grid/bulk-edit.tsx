@@ -7,27 +7,25 @@ import { isLongType, readLongValue } from './json-and-arrays';
 import { longValueHint } from './long-value-editor';
 import { ReferencePicker } from './reference-picker';
 import { referenceOf } from './references';
-import { rowsText, selectedRowsQuery } from './selection';
+import { type BulkTarget, rowsText } from './selection';
 
 /**
- * Sets one column to one value on every selected row: one PATCH /api/table/:t/rows whose filter is
- * their keys, with maxAffected the number selected, so the server changes nothing if more rows
- * would change. The dialog says how many rows it touches before it runs.
+ * Sets one column to one value on every selected row (or every row the filter finds): one PATCH
+ * /api/table/:t/rows whose filter names them, with maxAffected their number, so the server changes
+ * nothing if more rows would change. The dialog says how many rows it touches before it runs.
  */
 export function BulkEdit({
   schema,
   structure,
   tables,
-  keyColumn,
-  ids,
+  target,
   onClose,
   onChanged,
 }: {
   schema: string;
   structure: TableStructure;
   tables: TableStructure[];
-  keyColumn: string;
-  ids: string[];
+  target: BulkTarget;
   onClose: () => void;
   onChanged: () => Promise<void>;
 }) {
@@ -39,7 +37,7 @@ export function BulkEdit({
   const [picking, setPicking] = useState(false);
   const column = columns.find((c) => c.name === name);
   const reference = referenceOf(structure, tables, name, schema);
-  const count = rowsText(ids.length);
+  const count = rowsText(target.count);
   const update = useAction(async () => {
     if (!column) return;
     const value = setNull
@@ -48,7 +46,7 @@ export function BulkEdit({
         ? readLongValue(column, text)
         : parseInput(column, text);
     await api('PATCH', `table/${encodeURIComponent(structure.table)}/rows`, {
-      query: { ...selectedRowsQuery(keyColumn, ids), return: 'minimal' },
+      query: { ...target.query, return: 'minimal' },
       body: { set: { [column.name]: value }, schema },
     });
     await onChanged();
@@ -94,8 +92,8 @@ export function BulkEdit({
           </button>
         )}
         <p data-testid="bulk-edit-summary">
-          Sets <span class="mono">{name}</span> on the {count} selected in {structure.table}. If more rows
-          would change, nothing is changed.
+          Sets <span class="mono">{name}</span> on the {count} {target.named} in {structure.table}. If more
+          rows would change, nothing is changed.
         </p>
         <ErrorText error={update.error} />
         <div class="actions">
@@ -147,5 +145,48 @@ function ValueField({
       />
       <span class="muted">{longValueHint(column.type)}</span>
     </>
+  );
+}
+
+/**
+ * Deletes the selected rows (or every row the filter finds) after saying how many: one POST
+ * /api/table/:t/rows/delete naming them, maxAffected their number, so past it nothing is deleted.
+ */
+export function BulkDelete({
+  schema,
+  table,
+  target,
+  onClose,
+  onDeleted,
+}: {
+  schema: string;
+  table: string;
+  target: BulkTarget;
+  onClose: () => void;
+  onDeleted: () => Promise<void>;
+}) {
+  const remove = useAction(async () => {
+    await api('POST', `table/${encodeURIComponent(table)}/rows/delete`, {
+      query: target.query,
+      body: { schema },
+    });
+    await onDeleted();
+  });
+  return (
+    <Dialog title={`Delete ${rowsText(target.count)}`} onClose={onClose}>
+      <p data-testid="delete-summary">
+        Delete the {rowsText(target.count)} {target.named} in {table}? This cannot be undone. If more rows
+        would be deleted, nothing is deleted.
+      </p>
+      <ErrorText error={remove.error} />
+      <div class="actions">
+        <button type="button" onClick={onClose}>
+          Cancel
+        </button>
+        <button type="button" class="danger" disabled={remove.busy} onClick={() => remove.run()}>
+          Delete {rowsText(target.count)}
+        </button>
+      </div>
+    </Dialog>
   );
 }

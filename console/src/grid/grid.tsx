@@ -2,9 +2,9 @@ import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
 import { api, may } from '../api';
 import { go } from '../router';
 import { DropZone, ExportButtons, FileButton, useImport } from '../transfer/transfer-buttons';
-import { Dialog, ErrorText, useAction } from '../ui';
+import { ErrorText } from '../ui';
 import { cellText, primaryKeyOf, readOnlyReason, type TableStructure } from '../values';
-import { BulkEdit } from './bulk-edit';
+import { BulkDelete, BulkEdit } from './bulk-edit';
 import { FilterBar, SearchBox } from './filter-bar';
 import { ColumnsMenu } from './headers';
 import { InsertRow } from './insert-row';
@@ -12,7 +12,7 @@ import { type Row, usePageRead } from './page-read';
 import { Pager } from './pager';
 import { PasteRows } from './paste-rows';
 import { RowsTable } from './rows-table';
-import { rowsText } from './selection';
+import { SelectAllMatching, useBulkSelection } from './select-all';
 import { firstPage, type GridView, nextSort, PAGE_SIZES, readView, rowsQuery, writeView } from './view';
 
 /**
@@ -42,7 +42,6 @@ export function Grid({
       go({ page: 'table', schema, table, tab: 'data', view: writeView(next) }, options),
     [schema, table],
   );
-  const [selected, setSelected] = useState<Set<string>>(new Set());
   const [dialog, setDialog] = useState<'insert' | 'paste' | 'edit' | 'delete' | undefined>(undefined);
   const columns = structure?.columns ?? [];
   const page = usePageRead(schema, table, view, columns);
@@ -59,16 +58,6 @@ export function Grid({
     );
   };
   const importing = useImport(schema, structure, recount);
-  // maxAffected is the count the confirmation showed: past it, the server deletes nothing (409).
-  const remove = useAction(async () => {
-    await api('POST', `table/${encodeURIComponent(table)}/rows/delete`, {
-      query: { maxAffected: selected.size },
-      body: { rowIds: [...selected], schema },
-    });
-    setSelected(new Set());
-    setDialog(undefined);
-    await recount();
-  });
   const reason = readOnlyReason(structure);
   // Without write the grid only reads: no inserts, imports or edits, and no selection (it serves
   // only the bulk edit and delete; exports follow the view).
@@ -77,19 +66,22 @@ export function Grid({
   const idOf = (row: Row) => (key ? cellText(row[key.name]) : '');
   const data = page.data;
   const pages = page.pages;
-  // Rows of another page are not deletable by accident: a page turn clears the selection.
-  useEffect(() => setSelected(new Set()), [page.reading]);
+  const {
+    selected,
+    allMatching,
+    setAllMatching,
+    matching,
+    target,
+    chosen,
+    toggle,
+    selectPage,
+    clearSelection,
+  } = useBulkSelection(view, key?.name, data, page.reading);
   // After rows went away, a page past the end shows the last one.
   useEffect(() => {
     if (data?.totalExact && page.settled && view.page > pages) show(page.turn(pages), { replace: true });
   }, [data, page.settled, page.turn, view, pages, show]);
 
-  const toggle = (id: string) => {
-    const next = new Set(selected);
-    if (next.has(id)) next.delete(id);
-    else next.add(id);
-    setSelected(next);
-  };
   const turn = (to: number) => show(page.turn(to));
   const onSearch = useCallback((q: string) => show(firstPage(view, { q }), { replace: true }), [show, view]);
   const body = (
@@ -103,16 +95,11 @@ export function Grid({
             <button type="button" disabled={!structure} onClick={() => setDialog('paste')}>
               Paste rows
             </button>
-            <button type="button" disabled={selected.size === 0} onClick={() => setDialog('edit')}>
-              Edit selected ({selected.size})
+            <button type="button" disabled={!target} onClick={() => setDialog('edit')}>
+              Edit selected ({chosen})
             </button>
-            <button
-              type="button"
-              class="danger"
-              disabled={selected.size === 0}
-              onClick={() => setDialog('delete')}
-            >
-              Delete selected ({selected.size})
+            <button type="button" class="danger" disabled={!target} onClick={() => setDialog('delete')}>
+              Delete selected ({chosen})
             </button>
             <FileButton label="Import a file" onFile={importing.open} />
           </>
@@ -150,6 +137,16 @@ export function Grid({
         onChange={(filters) => show(firstPage(view, { filters }))}
       />
       {writes && reason && <p class="warning">Read-only: {reason}.</p>}
+      <SelectAllMatching
+        offered={writes && key !== undefined}
+        pageRows={data?.data.length}
+        selected={selected.size}
+        matching={matching}
+        allMatching={allMatching}
+        filtered={view.filters.length > 0 || view.q !== ''}
+        onAll={() => setAllMatching(true)}
+        onClear={clearSelection}
+      />
       <ErrorText error={page.error} />
       {data && (
         <RowsTable
@@ -166,6 +163,7 @@ export function Grid({
           selected={selected}
           onSort={(column, adding) => show(firstPage(view, { sort: nextSort(view.sort, column, adding) }))}
           onToggle={toggle}
+          onSelectPage={selectPage}
           onSave={saveCell}
         />
       )}
@@ -194,37 +192,32 @@ export function Grid({
           onInserted={recount}
         />
       )}
-      {dialog === 'edit' && structure && key && (
+      {dialog === 'edit' && structure && target && (
         <BulkEdit
           schema={schema}
           structure={structure}
           tables={tables}
-          keyColumn={key.name}
-          ids={[...selected]}
+          target={target}
           onClose={() => setDialog(undefined)}
           onChanged={async () => {
             // Edited rows may no longer match the filter: what is selected is what was shown.
-            setSelected(new Set());
+            clearSelection();
             await recount();
           }}
         />
       )}
-      {dialog === 'delete' && (
-        <Dialog title={`Delete ${rowsText(selected.size)}`} onClose={() => setDialog(undefined)}>
-          <p data-testid="delete-summary">
-            Delete the {rowsText(selected.size)} selected in {table}? This cannot be undone. If more rows
-            would be deleted, nothing is deleted.
-          </p>
-          <ErrorText error={remove.error} />
-          <div class="actions">
-            <button type="button" onClick={() => setDialog(undefined)}>
-              Cancel
-            </button>
-            <button type="button" class="danger" disabled={remove.busy} onClick={() => remove.run()}>
-              Delete {rowsText(selected.size)}
-            </button>
-          </div>
-        </Dialog>
+      {dialog === 'delete' && target && (
+        <BulkDelete
+          schema={schema}
+          table={table}
+          target={target}
+          onClose={() => setDialog(undefined)}
+          onDeleted={async () => {
+            clearSelection();
+            setDialog(undefined);
+            await recount();
+          }}
+        />
       )}
       {importing.dialog}
     </>

@@ -11,17 +11,31 @@ export function HeaderRow({
   columns,
   sort,
   selectable,
+  pageSelected,
+  onSelectPage,
   onSort,
 }: {
   names: string[];
   columns: Column[];
   sort: SortKey[];
   selectable: boolean;
+  /** Every row of the page is selected. */
+  pageSelected: boolean;
+  onSelectPage: (on: boolean) => void;
   onSort: (column: string, adding: boolean) => void;
 }) {
   return (
     <tr>
-      {selectable && <th class="select" />}
+      {selectable && (
+        <th class="select">
+          <input
+            type="checkbox"
+            aria-label="Select every row of this page"
+            checked={pageSelected}
+            onChange={(event) => onSelectPage(event.currentTarget.checked)}
+          />
+        </th>
+      )}
       {names.map((name) => {
         const type = columns.find((c) => c.name === name)?.type;
         const position = sort.findIndex((key) => key.column === name);

@@ -25,6 +25,7 @@ export function RowsTable({
   selected,
   onSort,
   onToggle,
+  onSelectPage,
   onSave,
 }: {
   schema: string;
@@ -42,14 +43,26 @@ export function RowsTable({
   selected: Set<string>;
   onSort: (column: string, adding: boolean) => void;
   onToggle: (id: string) => void;
+  /** Selects every row of the page (their ids), or none. */
+  onSelectPage: (ids: string[]) => void;
   onSave: (id: string, column: string, value: unknown) => Promise<void>;
 }) {
   const references = new Map(names.map((name) => [name, referenceOf(structure, tables, name, schema)]));
+  const ids = keyColumn ? rows.map((row) => cellText(row[keyColumn])) : [];
+  const pageSelected = ids.length > 0 && ids.every((id) => selected.has(id));
   return (
     <div class="grid-wrap">
       <table class="grid" aria-label={`Rows of ${table}`}>
         <thead>
-          <HeaderRow names={names} columns={columns} sort={sort} selectable={!readOnly} onSort={onSort} />
+          <HeaderRow
+            names={names}
+            columns={columns}
+            sort={sort}
+            selectable={!readOnly}
+            pageSelected={pageSelected}
+            onSelectPage={(on) => onSelectPage(on ? ids : [])}
+            onSort={onSort}
+          />
         </thead>
         <tbody>
           {rows.map((row, index) => {
