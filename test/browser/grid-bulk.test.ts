@@ -95,4 +95,26 @@ describeInBrowser('selecting every row a filter finds', () => {
     expect(await teams(schema)).toEqual({});
     expect(errors).toEqual([]);
   });
+
+  it('opens the last page of a 1M-row table from the end, and jumps to a page by its number', async () => {
+    const schema = await h.schemaWith(`CREATE TABLE big (id bigint PRIMARY KEY, name text);
+      INSERT INTO big SELECT g, 'row ' || g FROM generate_series(1, 1000000) g; ANALYZE big;`);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/big`);
+    const pager = page.getByTestId('pager');
+    await expectText(pager, 'Page 1 of about');
+    const lastRead = page.waitForRequest((r) => decodeURIComponent(r.url()).includes('order=id.desc'));
+    await page.getByRole('button', { name: 'Last page' }).click();
+    await lastRead;
+    await expectText(pager, 'Last page · about');
+    const ids = page.getByRole('table', { name: 'Rows of big' }).locator('tbody tr td:nth-child(2)');
+    await expectText(ids.last(), '1000000');
+    await expectText(ids.first(), '999951');
+    expect(page.url()).toContain('last=1');
+
+    await page.getByLabel('Page number').fill('3');
+    await page.getByRole('button', { name: 'Go' }).click();
+    await expectText(pager, 'Page 3 of about');
+    await expectText(ids.first(), '101');
+    expect(errors).toEqual([]);
+  }, 120_000);
 });

@@ -17,13 +17,14 @@ import {
   writeArrayLiteral,
 } from '../../console/src/grid/json-and-arrays';
 import { pickerColumns, referenceOf } from '../../console/src/grid/references';
-import { rowsText, selectedRowsQuery } from '../../console/src/grid/selection';
+import { matchingRows, rowsText, selectedRowsQuery } from '../../console/src/grid/selection';
 import { MAX_ROWS, readSheet, splitSheet } from '../../console/src/grid/sheet';
 import {
   firstPage,
   type GridView,
   nextSort,
   readView,
+  reversedOrder,
   rowsQuery,
   writeView,
 } from '../../console/src/grid/view';
@@ -405,5 +406,44 @@ describe('foreign keys in the grid', () => {
 
     expect(pickerColumns(reference)).toEqual(['id', 'name', 'country', 'note']);
     expect(pickerColumns(reference, 1)).toEqual(['id', 'name']);
+  });
+});
+
+describe('the last page, from the end', () => {
+  it('turns each sort key, else the primary key, else has no order to turn', () => {
+    expect(
+      reversedOrder(
+        [
+          { column: 'age', descending: false },
+          { column: 'name', descending: true },
+        ],
+        ['id'],
+      ),
+    ).toBe('age.desc,name');
+    expect(reversedOrder([], ['tenant', 'id'])).toBe('tenant.desc,id.desc');
+    expect(reversedOrder([], [])).toBeUndefined();
+  });
+
+  it('keeps the last page in the URL, and a change of what matches leaves it', () => {
+    const view = readView('filter=age.gte.3&last=1&page=7');
+    expect(view.fromEnd).toBe(true);
+    expect(writeView(view)).toContain('last=1');
+    expect(firstPage(view, { q: 'x' }).fromEnd).toBeUndefined();
+  });
+});
+
+describe('bulk changes of every row a filter finds', () => {
+  it('sends the view’s filter and search with the count as maxAffected, and all=true without either', () => {
+    expect(matchingRows({ filters: ['team.eq.red'], q: '' }, 80)).toEqual({
+      query: { filter: ['team.eq.red'], q: undefined, all: undefined, maxAffected: 80 },
+      count: 80,
+      named: 'matching the filter',
+    });
+    expect(matchingRows({ filters: [], q: '' }, 240).query).toEqual({
+      filter: undefined,
+      q: undefined,
+      all: 'true',
+      maxAffected: 240,
+    });
   });
 });

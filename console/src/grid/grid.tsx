@@ -173,7 +173,9 @@ export function Grid({
         limit={view.limit}
         loading={!page.settled}
         last={page.last}
+        fromEnd={page.fromEnd}
         onTurn={turn}
+        onLast={() => show(page.toLast())}
       />
       {dialog === 'insert' && structure && (
         <InsertRow

@@ -2,7 +2,7 @@ import { useRef } from 'preact/hooks';
 import { api } from '../api';
 import { useLoad } from '../ui';
 import type { Column } from '../values';
-import { type GridView, rowsQuery } from './view';
+import { type GridView, reversedOrder, rowsQuery } from './view';
 
 /**
  * The grid's page of rows: read for the view in the URL (filters, order, page size, cursor), with
@@ -33,7 +33,15 @@ export function usePageRead(schema: string, table: string, view: GridView, colum
   // The rows are counted again when what matches changes, not on page turns or a new order:
   // counting a big table costs as much as reading it.
   const matching = JSON.stringify([query.filter, query.q]);
-  const reading = JSON.stringify([query, view.page, view.limit, view.after]);
+  const reading = JSON.stringify([query, view.page, view.limit, view.after, view.fromEnd]);
+  // The last page from the end: the order turned, its first page read, its rows turned back.
+  const keyColumns = columns.filter((c) => c.primaryKey);
+  const fromEnd = view.fromEnd
+    ? reversedOrder(
+        view.sort,
+        keyColumns.map((c) => c.name),
+      )
+    : undefined;
   const total = useRef<{ matching: string; rows: number; exact: boolean } | undefined>(undefined);
   const cursors = useRef<{ order: string; after: Map<number, string> }>({ order: '', after: new Map() });
   const order = JSON.stringify([query.filter, query.q, query.order, view.limit]);
@@ -46,14 +54,15 @@ export function usePageRead(schema: string, table: string, view: GridView, colum
       query: {
         schema,
         ...query,
-        page: view.page,
+        ...(fromEnd ? { order: fromEnd, page: 1 } : { page: view.page, after: view.after }),
         limit: view.limit,
-        after: view.after,
         count: counting ? undefined : false,
       },
     });
     if (counting) total.current = { matching, rows: answer.total ?? 0, exact: answer.totalExact };
-    return { ...answer, total: total.current?.rows ?? 0, totalExact: total.current?.exact ?? true, reading };
+    const rows = fromEnd ? [...answer.data].reverse() : answer.data;
+    const counted = { total: total.current?.rows ?? 0, totalExact: total.current?.exact ?? true };
+    return { ...answer, data: rows, nextCursor: fromEnd ? null : answer.nextCursor, ...counted, reading };
   }, [schema, table, reading]);
 
   const data = page.data;
@@ -61,26 +70,40 @@ export function usePageRead(schema: string, table: string, view: GridView, colum
   const settled = !page.loading && data?.reading === reading;
   const pages = data ? Math.max(1, Math.ceil(data.total / view.limit)) : 1;
   // Where the answer pages by cursor, a missing nextCursor is the end; else the total says.
-  const keyColumns = columns.filter((c) => c.primaryKey).length;
   const searching = !!(query.filter || query.q || query.order);
-  const byCursor = keyColumns === 1 || (keyColumns > 1 && searching);
+  const byCursor = keyColumns.length === 1 || (keyColumns.length > 1 && searching);
   return {
     ...page,
     /** Changes with every read: what the grid selected belongs to the page before. */
     reading,
     pages,
     settled,
-    last: !settled || !data || (data.nextCursor === null && (byCursor || view.page >= pages)),
+    last: !settled || !data || !!fromEnd || (data.nextCursor === null && (byCursor || view.page >= pages)),
+    /** Read from the end, by the order turned. */
+    fromEnd: !!fromEnd,
     /** Reads the page again, counting the rows again (after the grid changed them). */
     recount: () => {
       total.current = undefined;
       return page.reload();
     },
     /** The view of page `to`: by the answer's cursor to the next, by a known cursor or number to others. */
-    turn: (to: number): GridView => ({
-      ...view,
-      page: to,
-      after: to === view.page + 1 ? (data?.nextCursor ?? undefined) : cursors.current.after.get(to),
-    }),
+    turn: (to: number): GridView => {
+      const { fromEnd: _, ...rest } = view;
+      if (view.fromEnd) return { ...rest, page: to, after: cursors.current.after.get(to) };
+      return {
+        ...rest,
+        page: to,
+        after: to === view.page + 1 ? (data?.nextCursor ?? undefined) : cursors.current.after.get(to),
+      };
+    },
+    /** The last page: from the end where the order can be turned, else by its number. */
+    toLast: (): GridView => {
+      const { after: _, ...rest } = view;
+      const canTurn = reversedOrder(
+        view.sort,
+        keyColumns.map((c) => c.name),
+      );
+      return canTurn ? { ...rest, page: pages, fromEnd: true } : { ...rest, page: pages, fromEnd: false };
+    },
   };
 }

@@ -22,6 +22,8 @@ export interface GridView {
   limit: number;
   /** The cursor that reached `page` (a previous answer's nextCursor), when it was reached by Next. */
   after?: string;
+  /** The last page, read from the end (the order reversed), however many rows come before it. */
+  fromEnd?: boolean;
 }
 
 export const PAGE_SIZES = [25, 50, 100, 250];
@@ -68,6 +70,7 @@ export function readView(query: string | undefined): GridView {
     page: Number.isSafeInteger(page) && page > 1 ? page : 1,
     limit: PAGE_SIZES.includes(limit) ? limit : DEFAULT_LIMIT,
     ...(after && page > 1 ? { after } : {}),
+    ...(params.get('last') === '1' ? { fromEnd: true } : {}),
   };
 }
 
@@ -84,14 +87,26 @@ export function writeView(view: GridView): string {
   if (view.limit !== DEFAULT_LIMIT) params.set('limit', String(view.limit));
   if (view.page > 1) params.set('page', String(view.page));
   if (view.page > 1 && view.after) params.set('after', view.after);
+  if (view.fromEnd) params.set('last', '1');
   return params.toString();
 }
 
 /** A change of what rows match (or their order): back to the first page, with no cursor. */
 export const firstPage = (view: GridView, change: Partial<GridView>): GridView => {
-  const { after: _, ...rest } = view;
+  const { after: _, fromEnd: __, ...rest } = view;
   return { ...rest, ...change, page: 1 };
 };
+
+/**
+ * The order that reads the view's rows from the end: each sort key turned (PostgreSQL's NULLS
+ * order turns with it), else the primary key's descending. Undefined without either: no order to
+ * turn, so the last page is read by its number.
+ */
+export function reversedOrder(sort: SortKey[], keyColumns: string[]): string | undefined {
+  if (sort.length > 0) return orderText(sort.map((key) => ({ ...key, descending: !key.descending })));
+  if (keyColumns.length === 0) return undefined;
+  return orderText(keyColumns.map((column) => ({ column, descending: true })));
+}
 
 /**
  * The API's parameters for the rows a view shows, shared by the page read and the export. The
