@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { routes as backupRoutes } from '#functions/backups';
 import { routes as migrationRoutes } from '#functions/migrations';
 import { cloneSchema } from '#lib/admin/clone';
+import { connectionString, publicAddress, schemaLoginRead } from '#lib/admin/connection-string';
 import { createSchema, deleteSchema, schemasRead } from '#lib/admin/schemas';
 import { getConfig } from '#lib/config';
 import { getDatabase } from '#lib/db/pool';
@@ -102,6 +103,36 @@ const schemaRoutes = [
     errors: [NO_SCHEMA, ROLES_BUSY],
     handler: async ({ params, query, audit }) =>
       deleteSchema(await getDatabase(), { schemaName: params.schemaName, cascade: query.cascade }, audit),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/schema/{schemaName}/connection',
+    summary:
+      "How to connect as the schema's login <schemaName>_user: psql's command and an application's URL, the password a placeholder (dbadmin never keeps it)",
+    access: 'admin',
+    permission: 'keys.read',
+    params: z.object({ schemaName: schemaRef }),
+    response: z.object({
+      host: z.string().meta({ description: 'PUBLIC_DATABASE_HOST, else the host of DATABASE_URL' }),
+      port: z.number().int().meta({ description: 'PUBLIC_DATABASE_PORT, else the port of DATABASE_URL' }),
+      database: z.string(),
+      user: z.string().meta({ description: 'the schema’s login, <schemaName>_user' }),
+      sslmode: z
+        .literal('verify-full')
+        .optional()
+        .meta({ description: "present when the service's own connection uses TLS" }),
+      psql: z.string().meta({ description: 'a shell command; psql asks for the password' }),
+      url: z.string().meta({
+        description:
+          'postgresql://user:<password>@host:port/database: put the password set at creation, percent-encoded, in place of <password>',
+      }),
+    }),
+    errors: [
+      { status: 400, why: 'a system schema, which has no login of its own' },
+      { status: 404, why: 'the schema does not exist, or has no login role <schemaName>_user' },
+    ],
+    reads: ({ params }) => schemaLoginRead(params.schemaName),
+    handler: async ({ read }) => connectionString(publicAddress(await getConfig()), read),
   }),
 ];
 

@@ -15,7 +15,8 @@ export const PERMISSIONS = {
   read: 'read rows, structure and exports; run read-only SQL (rolled back, like an anon key)',
   write: 'insert, change and delete rows; imports; SQL that writes, as the schema’s own role',
   alter: 'change structure: tables, columns, constraints, indexes, types, views',
-  'keys.read': 'list a schema’s API keys (never their secrets)',
+  'keys.read':
+    'list a schema’s API keys (never their secrets) and see its connection string (never its password)',
   'keys.manage': 'create and delete API keys',
   backups: 'back up a schema as a bundle and download it; restore a bundle over its rows',
   'schemas.create': 'create schemas (tenants)',

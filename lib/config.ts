@@ -178,6 +178,12 @@ const settingsSchema = (lambda: boolean, fallbackSslMode = 'disable') =>
       // The password of DATABASE_URL's login, given apart so that any character works (no URL
       // encoding); it replaces one in the URL.
       DATABASE_PASSWORD: z.string().min(1).optional(),
+      // Where people reach the database, when not where the service does (an internal name, a
+      // pooler, 127.0.0.1): what a schema's connection string names (lib/admin/connection-string).
+      PUBLIC_DATABASE_HOST: z
+        .union([z.hostname(), z.ipv6()], 'expected a host name or IP address, such as db.example.com')
+        .optional(),
+      PUBLIC_DATABASE_PORT: positiveInt.max(65_535, 'at most 65535').optional(),
       AUTH_USER: z.string().min(1),
       AUTH_PASS: z.string().min(1),
       // Failed sign-ins per client address in a window before it gets 429 (lib/http/auth-throttle).

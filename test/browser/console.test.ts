@@ -745,6 +745,9 @@ describeInBrowser('the web console', () => {
     const key = (await page.getByTestId('new-key').textContent()) ?? '';
     expect(key).toMatch(/^[0-9a-f]{64}$/);
     await page.getByRole('cell', { name: 'reader' }).waitFor();
+    // How to connect as the schema's own login, the password a placeholder.
+    await expectText(page.getByTestId('connection-psql'), `psql 'postgresql://${schema}_user@`);
+    await expectText(page.getByTestId('connection-url'), `postgresql://${schema}_user:<password>@`);
     await h.screenshot(page, 'keys');
 
     const viaKey = await fetch(`${h.host.base}/api/tables?schema=${schema}`, {

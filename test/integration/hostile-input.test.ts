@@ -205,6 +205,7 @@ function probes(h: string): Probe[] {
     ],
     [schemas, 'POST', '/api/schema/create', { body: { schemaName: h, password: 'long-enough-1' } }],
     [schemas, 'DELETE', `/api/schema/${p}`, { query: { cascade: 'true' } }],
+    [schemas, 'GET', `/api/schema/${p}/connection`],
     [
       schemas,
       'POST',

@@ -582,6 +582,19 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ method: 'DELETE', path: `/api/schema/${NO_SCHEMA}` }),
     },
   ],
+  'GET /api/schema/{schemaName}/connection': [
+    {
+      status: 200,
+      why: 'psql’s command and the URL',
+      request: () => ({ path: `/api/schema/${schema}/connection` }),
+    },
+    { status: 400, why: 'a system schema', request: () => ({ path: '/api/schema/public/connection' }) },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ path: `/api/schema/${NO_SCHEMA}/connection` }),
+    },
+  ],
   'GET /api/migrations': [{ status: 200, why: 'the list', request: () => ({ path: '/api/migrations' }) }],
   'POST /api/migrations/preview': [
     {

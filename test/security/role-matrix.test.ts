@@ -289,6 +289,7 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     body: { keyName: uniqueName('k') },
   }),
   'GET /api/project/{schema}/keys': ({ schema }) => ({ path: `/api/project/${schema}/keys` }),
+  'GET /api/schema/{schemaName}/connection': ({ schema }) => ({ path: `/api/schema/${schema}/connection` }),
   'DELETE /api/project/{schema}/keys/{keyId}': ({ schema }) => ({
     method: 'DELETE',
     path: `/api/project/${schema}/keys/${NONE}`,

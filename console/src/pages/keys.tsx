@@ -1,9 +1,11 @@
 import { useState } from 'preact/hooks';
 import { api, may } from '../api';
 import { ErrorText, Form, formatDate, ShownOnce, useAction, useLoad } from '../ui';
+import { ConnectSection } from './connect';
 
 /**
- * A schema's API keys: listed (keys.read), made (the key shown once) and deleted (keys.manage).
+ * A schema's API keys: listed (keys.read), made (the key shown once) and deleted (keys.manage);
+ * and, below them, how to connect as the schema's own database login (./connect).
  */
 
 interface KeyRow {
@@ -113,6 +115,7 @@ export function KeysPage({ schema }: { schema: string }) {
           </button>
         </Form>
       )}
+      <ConnectSection schema={schema} />
     </section>
   );
 }
