@@ -65,4 +65,25 @@ describeInBrowser('values in the console', () => {
     });
     expect(errors).toEqual([]);
   });
+
+  it('shows timestamps in UTC or as stored, with every microsecond, in the grid and the SQL results', async () => {
+    const schema = await h.schemaWith(`CREATE TABLE events (id int PRIMARY KEY, at timestamptz);
+      INSERT INTO events VALUES (1, '2024-03-01 09:30:00.123456+01');`);
+    const { page, errors } = await h.signedIn(`#/s/${schema}/t/events`);
+    const stored = (await gridCell(page, 1, 2).textContent()) ?? '';
+    expect(stored).toMatch(/\.123456/);
+    await page.getByLabel('Times shown in').selectOption('utc');
+    await expectText(gridCell(page, 1, 2), '2024-03-01 08:30:00.123456+00');
+    // The choice holds across pages and a reload, and in the SQL editor's results.
+    await page.reload();
+    await expectText(gridCell(page, 1, 2), '2024-03-01 08:30:00.123456+00');
+    await page.goto(`${h.host.base}/#/s/${schema}/sql`);
+    await page.locator('.cm-content').click();
+    await page.keyboard.type('SELECT at FROM events');
+    await page.keyboard.press('Control+Enter');
+    await page.getByRole('cell', { name: '2024-03-01 08:30:00.123456+00' }).waitFor();
+    await page.getByLabel('Times shown in').selectOption('stored');
+    await page.getByRole('cell', { name: stored }).waitFor();
+    expect(errors).toEqual([]);
+  });
 });

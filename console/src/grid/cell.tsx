@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { shownText } from '../time-zone';
 import { messageOf } from '../ui';
-import { type Column, cellText, editorText, parseInput } from '../values';
+import { type Column, editorText, parseInput } from '../values';
 import { isLongType } from './json-and-arrays';
 import { LongValueEditor } from './long-value-editor';
 import { ReferencePicker } from './reference-picker';
@@ -146,7 +147,7 @@ export function Cell({
         }
       }}
     >
-      {value === null ? 'NULL' : cellText(value)}
+      {value === null ? 'NULL' : shownText(column?.type, value)}
       {dialog === 'long' && column && (
         <LongValueEditor column={column} value={value} row={row} save={saveShown} onClose={closeDialog} />
       )}

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
 import { api, may } from '../api';
 import { go } from '../router';
+import { TimeZoneChoice } from '../time-zone';
 import { DropZone, ExportButtons, FileButton, useImport } from '../transfer/transfer-buttons';
 import { ErrorText } from '../ui';
 import { cellText, primaryKeyOf, readOnlyReason, type TableStructure } from '../values';
@@ -113,6 +114,7 @@ export function Grid({
         />
         <span class="spacer" />
         <SearchBox q={view.q} onSearch={onSearch} />
+        <TimeZoneChoice />
         <ColumnsMenu
           columns={columns}
           hidden={view.hidden}

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { cellText } from '../values';
+import { shownText } from '../time-zone';
 
 /**
  * The SQL page's answer: one tab per statement of the script (its command, rows and time), the
@@ -96,7 +96,7 @@ function RowsTable({ result }: { result: StatementResult }) {
             <tr key={index}>
               {result.fields.map((field) => (
                 <td key={field.name} class={row[field.name] === null ? 'cell null' : 'cell'}>
-                  {row[field.name] === null ? 'NULL' : cellText(row[field.name])}
+                  {row[field.name] === null ? 'NULL' : shownText(field.dataTypeID, row[field.name])}
                 </td>
               ))}
             </tr>

@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, may } from '../api';
 import type { SqlEditor } from '../sql-editor';
 import { loadStructure } from '../structure';
+import { TimeZoneChoice } from '../time-zone';
 import { ErrorText, useAction } from '../ui';
 import { lineAndColumn } from '../values';
 import { type Explained, PlanTree } from './plan-tree';
@@ -206,6 +207,7 @@ export function SqlPage({ schema }: { schema: string }) {
             <option value="named">the schema the SQL names (else public)</option>
           </select>
         </label>
+        <TimeZoneChoice />
         <label class="inline">
           Rows shown
           <select
