@@ -8,7 +8,7 @@ import {
 } from '#lib/admin/constraints';
 import { planTableChange } from '#lib/admin/table-changes';
 import { ENUM_VALUE_MAX_BYTES, listEnums, planAddEnumValue, planCreateEnum } from '#lib/admin/types';
-import { listViews } from '#lib/admin/views';
+import { listViews, refreshView } from '#lib/admin/views';
 import { getDatabase } from '#lib/db/pool';
 import { type Answer, NO_SCHEMA, NO_TABLE, SCHEMA_BUSY, SCHEMA_SESSION } from '#lib/http/answers';
 import { httpHandler } from '#lib/http/handler';
@@ -19,13 +19,14 @@ import { columnName, identifier, inSchema, queryBoolean, schemaRef, tableName } 
 /**
  * Schema changes beyond columns and indexes, as the schema's role: a table's constraints (list,
  * add, drop), changes to the table itself (rename, comment, primary key), enum types (list,
- * create, add a value); and the schema's views with their definitions.
+ * create, add a value); and the schema's views with their definitions, materialized ones refreshed.
  */
 
 const TablePath = z.object({ tableName });
 const columnList = z.array(columnName).min(1).max(32);
 const fkAction = z.enum(FK_ACTIONS, { message: `expected one of ${FK_ACTIONS.join(', ')}` });
 
+const NO_VIEW: Answer = { status: 404, why: 'the schema has no materialized view of that name' };
 const NO_TYPE: Answer = { status: 404, why: 'the schema has no enum type of that name' };
 const enumValue = z
   .string()
@@ -252,6 +253,29 @@ export const routes = [
     }),
     errors: [...SCHEMA_SESSION, SCHEMA_BUSY],
     handler: async ({ query, accessTo }) => listViews(await accessTo(query.schema)),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/api/view/{viewName}/refresh',
+    audit: { action: 'view.refresh', target: ({ params }) => `materialized view ${params.viewName}` },
+    summary: 'Refill a materialized view from its query, concurrently where it has a unique index',
+    access: 'write',
+    params: z.object({ viewName: tableName }),
+    body: z.strictObject({
+      schema: inSchema,
+      concurrently: z.boolean().optional().meta({
+        description:
+          'true: readers keep the old rows until the new ones are in (needs a unique index and rows already), else 400; false: lock the view and refill it; left out: concurrently where the view allows it',
+      }),
+    }),
+    response: z.object({ success: z.boolean(), concurrently: z.boolean(), message: z.string() }),
+    errors: [...SCHEMA_SESSION, NO_VIEW],
+    handler: async ({ params, body, accessTo }) =>
+      refreshView(await accessTo(body.schema), {
+        schema: body.schema,
+        view: params.viewName,
+        concurrently: body.concurrently,
+      }),
   }),
 ];
 

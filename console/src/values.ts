@@ -49,11 +49,14 @@ export interface TableStructure {
   comment?: string | null;
   sizeBytes?: number;
   estimatedRows?: number | null;
+  /** A view or materialized view opened in the grid: its rows are read, never changed here. */
+  relation?: 'view' | 'materialized view';
 }
 
 /** Why rows of this table cannot be edited in place, or undefined when they can. */
 export function readOnlyReason(table: TableStructure | undefined): string | undefined {
   if (!table) return 'the table structure could not be read';
+  if (table.relation) return `this is a ${table.relation}: change its rows in the tables it reads`;
   const keys = table.columns.filter((column) => column.primaryKey);
   if (keys.length === 0)
     return 'this table has no primary key, so a row cannot be named: add one to edit rows here (or use SQL)';

@@ -9,7 +9,7 @@ import {
   parseSelect,
   type SortKey,
 } from '#lib/admin/row-view';
-import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import { rowOrder, type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { qualified, quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
@@ -108,7 +108,7 @@ export const exportTableRead = (schema: string, table: string): CatalogRead<Expo
   values: [schema, table],
   schema,
   decode: (row) => {
-    const info = toTableInfo(row, schema, table);
+    const info = toTableInfo(row, schema, table, 'readable');
     // Both lists are the table's live columns in attnum order.
     const types = (row?.base_types ?? []) as Omit<ExportColumn, 'name'>[];
     const columns = info.columns.map((column, i) => ({
@@ -170,7 +170,7 @@ export async function exportTable(
   const rows = [
     `SELECT ${selected.join(', ')} FROM ${qualified(table.schema, table.table)} AS r`,
     where ? `WHERE ${where}` : '',
-    `ORDER BY ${keys.length > 0 ? orderSql(keys, 'r') : 'r.ctid'}`,
+    `ORDER BY ${keys.length > 0 ? orderSql(keys, 'r') : rowOrder(table.info, 'r').join(', ')}`,
     `LIMIT ${Math.min(Math.trunc(input.limit), limits.maxRows + 1)}`,
   ]
     .filter(Boolean)

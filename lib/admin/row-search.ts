@@ -11,7 +11,7 @@ import {
   searchSql,
   totalOrder,
 } from '#lib/admin/row-view';
-import type { TableInfo } from '#lib/db/catalog';
+import { rowOrder, type TableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
@@ -101,7 +101,7 @@ export function searchStatement(info: TableEstimate, input: SearchPageInput) {
   const text = [
     `SELECT ${[...columns, ...extra].join(', ')} FROM ${from} AS r`,
     conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '',
-    keys.length > 0 ? `ORDER BY ${orderSql(keys, 'r')}` : 'ORDER BY r.ctid',
+    `ORDER BY ${keys.length > 0 ? orderSql(keys, 'r') : rowOrder(info, 'r').join(', ')}`,
     `LIMIT ${bind(input.limit + 1)}`,
     offset > 0 ? `OFFSET ${bind(offset)}` : '',
   ]

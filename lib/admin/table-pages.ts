@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { schemaNotFound, type TableInfo } from '#lib/db/catalog';
+import { rowOrder, schemaNotFound, type TableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { qualified, quoteCatalogName } from '#lib/db/identifiers';
@@ -13,17 +13,6 @@ import { BadRequest } from '#lib/errors';
  * filters, search and signed cursors of Finding rows are lib/admin/row-search's): the schema's
  * tables, a stable order, the page's rows as the schema's role, and its count while cheap.
  */
-
-/**
- * Stable page order: the primary key (its names come from the catalog), else the physical row
- * order; qualified by `alias` when the query names the table so.
- */
-export const orderBy = (info: Pick<TableInfo, 'primaryKey'>, alias?: string) => {
-  const qualify = (name: string) => (alias ? `${alias}.${name}` : name);
-  return info.primaryKey.length > 0
-    ? info.primaryKey.map((key) => qualify(quoteCatalogName(key))).join(', ')
-    : qualify('ctid');
-};
 
 /** The schema's tables by name, in one read: its existence and its tables together. */
 export const tablesRead = (schema: string): CatalogRead<string[]> => ({
@@ -105,7 +94,7 @@ function pageQuery(info: TableInfo, from: string, input: ReadTableInput, counts:
       where = `WHERE ${key.column} >= (${start})`;
     }
   } else {
-    order = orderBy(info, 'r');
+    order = rowOrder(info, 'r').join(', ');
     skip = `OFFSET ${bind(offset)}`;
   }
   if (counts) added.push(boundedCount(from, bind(EXACT_COUNT_MAX_ROWS + 1)));

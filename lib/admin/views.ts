@@ -1,8 +1,11 @@
 import { printedInSchemaSession } from '#lib/admin/deparse';
 import { schemaNotFound } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
+import { qualified } from '#lib/db/identifiers';
 import { schemaBusy } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
+import { auditedStatement } from '#lib/db/transaction';
+import { BadRequest, NotFound } from '#lib/errors';
 
 /**
  * A schema's views and materialized views with their definitions. The catalog rows (pg_class,
@@ -66,5 +69,74 @@ export async function listViews(access: SchemaAccess) {
     schema,
     definitionsRead: definitions !== undefined,
     views: found.map((view) => ({ ...view, definition: definitions?.get(view.name) ?? null })),
+  };
+}
+
+/**
+ * Whether the relation is a materialized view, whether it holds rows yet, and whether it has what
+ * REFRESH ... CONCURRENTLY needs: a valid unique index over plain columns covering every row (no
+ * expression, no WHERE). Read on the service's pool, from the catalog alone.
+ */
+const REFRESHABLE = `
+  SELECT c.relkind::text AS kind, c.relispopulated AS populated,
+         EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                  WHERE i.indrelid = c.oid AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
+                    AND 0 <> ALL (i.indkey::int2[])) AS keyed
+    FROM pg_catalog.pg_namespace n
+    LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = $2
+   WHERE n.nspname = $1`;
+
+export interface RefreshViewInput {
+  schema: string;
+  view: string;
+  /** true: refresh without blocking readers, or 400 saying why not; false: lock and refill; unset: concurrently where it can. */
+  concurrently?: boolean | undefined;
+}
+
+/**
+ * Refills a materialized view from its query, in the schema's session: its query reads the
+ * schema's tables and may call the schema's functions, so it runs with the schema's rights, as
+ * any of the schema's statements. Concurrently (readers keep the old rows until the new ones are
+ * in) wherever the view allows it, unless the caller says otherwise.
+ */
+export async function refreshView(access: SchemaAccess, { schema, view, concurrently }: RefreshViewInput) {
+  const { rows } = await access.catalog.query<{ kind: string | null; populated: boolean; keyed: boolean }>({
+    name: 'dbadmin.refreshable',
+    text: REFRESHABLE,
+    values: [schema, view],
+  });
+  const found = rows[0];
+  if (!found) throw schemaNotFound(schema);
+  if (found.kind !== 'm') {
+    if (found.kind === null)
+      throw new NotFound('View not found', `schema "${schema}" has no materialized view "${view}"`);
+    throw new BadRequest(
+      'Not a materialized view',
+      `"${view}" is not a materialized view: only a materialized view keeps rows to refresh`,
+    );
+  }
+  const why = !found.populated
+    ? 'it has never been filled: refresh it once without concurrently'
+    : !found.keyed
+      ? 'it has no unique index over plain columns covering every row: add one, or refresh without concurrently'
+      : undefined;
+  if (concurrently === true && why) {
+    throw new BadRequest(
+      'Cannot refresh concurrently',
+      `materialized view "${view}" cannot be refreshed concurrently: ${why}`,
+    );
+  }
+  const together = concurrently ?? !why;
+  await access.run((client) =>
+    auditedStatement(
+      client,
+      `REFRESH MATERIALIZED VIEW ${together ? 'CONCURRENTLY ' : ''}${qualified(schema, view)}`,
+      access.audit,
+    ),
+  );
+  return {
+    success: true,
+    concurrently: together,
+    message: `Materialized view "${view}" refreshed${together ? ' concurrently' : ''}`,
   };
 }

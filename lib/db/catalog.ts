@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { type CatalogRead, type CatalogRow, runCatalogRead } from '#lib/db/catalog-read';
+import { quoteCatalogName } from '#lib/db/identifiers';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /**
@@ -27,9 +28,22 @@ export interface ColumnInfo {
   deterministic?: boolean;
 }
 
+/** What a relation's rows can be: a table's are changed, the others' only read. */
+export type RelationKind = 'table' | 'view' | 'materialized view' | 'foreign table';
+
+const KINDS: Record<string, RelationKind> = {
+  r: 'table',
+  p: 'table',
+  v: 'view',
+  m: 'materialized view',
+  f: 'foreign table',
+};
+
 export interface TableInfo {
   schema: string;
   table: string;
+  /** A table, or a relation whose rows are only read (reads that ask for one: `readable`). */
+  kind: RelationKind;
   columns: ColumnInfo[];
   /** Primary key columns in key order; empty when the table has none. */
   primaryKey: string[];
@@ -48,7 +62,7 @@ export function columnOf(info: { table: string; columns: readonly ColumnInfo[] }
  * estimate). Catalog SQL runs on the service's pool, whose search path is pg_catalog alone.
  */
 export const tableInfoQuery = (more = '') => `
-  SELECT c.oid IS NOT NULL AS table_exists,
+  SELECT c.oid IS NOT NULL AS table_exists, c.relkind::text AS kind,
          (SELECT coalesce(json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod),
                                                      'notNull', a.attnotnull, 'valueType', format_type(a.atttypid, -1),
                                                      'deterministic', a.attcollation = 0 OR coalesce(
@@ -62,7 +76,7 @@ export const tableInfoQuery = (more = '') => `
            -- Key columns only: an index's INCLUDE columns follow them in indkey.
            WHERE i.indrelid = c.oid AND i.indisprimary AND k.ord <= i.indnkeyatts) AS primary_key${more}
     FROM pg_namespace n
-    LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = $2 AND c.relkind IN ('r', 'p')
+    LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = $2 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
    WHERE n.nspname = $1`;
 
 const TABLE_INFO = tableInfoQuery();
@@ -74,28 +88,63 @@ export const tableNotFound = (schema: string, table: string) =>
 
 interface TableInfoRow {
   table_exists: boolean;
+  kind: string | null;
   columns: ColumnInfo[];
   primary_key: string[];
 }
 
-/** tableInfoQuery's answer as a TableInfo; a missing schema or table is a 404. */
-export function toTableInfo(row: CatalogRow | undefined, schema: string, table: string): TableInfo {
+/** What toTableInfo accepts: tables alone (whose rows and structure change), or any `readable` relation. */
+export type Relations = 'tables' | 'readable';
+
+/**
+ * tableInfoQuery's answer as a TableInfo; a missing schema or relation is a 404, and a view where
+ * only a table will do is a 400 that says its rows are read, not changed.
+ */
+export function toTableInfo(
+  row: CatalogRow | undefined,
+  schema: string,
+  table: string,
+  relations: Relations = 'tables',
+): TableInfo {
   const found = row as TableInfoRow | undefined;
   if (!found) throw schemaNotFound(schema);
-  if (!found.table_exists) throw tableNotFound(schema, table);
-  return { schema, table, columns: found.columns, primaryKey: found.primary_key };
+  const kind = found.table_exists ? KINDS[found.kind ?? ''] : undefined;
+  if (!kind) throw tableNotFound(schema, table);
+  if (kind !== 'table' && relations === 'tables') {
+    throw new BadRequest(
+      'Not a table',
+      `"${table}" in schema "${schema}" is a ${kind}: its rows can be read and exported, not changed, and its structure is its definition`,
+    );
+  }
+  return { schema, table, kind, columns: found.columns, primaryKey: found.primary_key };
 }
 
-const tableInfoRead = (schema: string, table: string): CatalogRead<TableInfo> => ({
+const tableInfoRead = (schema: string, table: string, relations: Relations): CatalogRead<TableInfo> => ({
   name: 'dbadmin.table-info',
   text: TABLE_INFO,
   values: [schema, table],
   schema,
-  decode: (row) => toTableInfo(row, schema, table),
+  decode: (row) => toTableInfo(row, schema, table, relations),
 });
 
-export const tableInfo = (db: pg.Pool | pg.ClientBase, schema: string, table: string) =>
-  runCatalogRead(db, tableInfoRead(schema, table));
+export const tableInfo = (
+  db: pg.Pool | pg.ClientBase,
+  schema: string,
+  table: string,
+  relations: Relations = 'tables',
+) => runCatalogRead(db, tableInfoRead(schema, table, relations));
+
+/**
+ * The order that makes a page read stable when no key does: the primary key, else the row's place
+ * in its heap (a table's and a materialized view's ctid), else, for a view, which has neither, the
+ * whole row as text (every type has a text form, not every type an ordering).
+ */
+export function rowOrder(info: Pick<TableInfo, 'primaryKey' | 'kind'>, alias: string): string[] {
+  if (info.primaryKey.length > 0) return info.primaryKey.map((key) => `${alias}.${quoteCatalogName(key)}`);
+  return [
+    info.kind === 'view' || info.kind === 'foreign table' ? `(${alias}.*)::pg_catalog.text` : `${alias}.ctid`,
+  ];
+}
 
 /** Throws when the schema does not exist. */
 export async function schemaExists(db: pg.Pool | pg.ClientBase, schema: string): Promise<boolean> {

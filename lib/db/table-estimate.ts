@@ -34,7 +34,7 @@ export const tableEstimateRead = (schema: string, table: string): CatalogRead<Ta
   values: [schema, table],
   schema,
   decode: (row) => ({
-    ...toTableInfo(row, schema, table),
+    ...toTableInfo(row, schema, table, 'readable'),
     estimatedRows: Math.round(Number(row?.estimated_rows ?? 0)),
   }),
 });

@@ -1383,6 +1383,22 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ path: '/api/views', query: { schema: NO_SCHEMA } }),
     },
   ],
+  'POST /api/view/{viewName}/refresh': [
+    {
+      status: 200,
+      why: 'refreshed',
+      request: async () => {
+        const name = uniqueName('m');
+        await run(`CREATE MATERIALIZED VIEW ${name} AS SELECT id FROM items`);
+        return { method: 'POST', path: `/api/view/${name}/refresh`, body: { schema } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such view',
+      request: () => ({ method: 'POST', path: '/api/view/missing/refresh', body: { schema } }),
+    },
+  ],
   'POST /api/table/{tableName}/row': [
     {
       status: 201,

@@ -209,6 +209,11 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     body: { schema, value: 'b', dryRun: true },
   }),
   'GET /api/views': ({ schema }) => ({ path: '/api/views', query: { schema } }),
+  'POST /api/view/{viewName}/refresh': ({ schema }) => ({
+    method: 'POST',
+    path: '/api/view/item_count/refresh',
+    body: { schema },
+  }),
   'POST /api/table/{tableName}/row': ({ schema, role }) => ({
     method: 'POST',
     path: '/api/table/items/row',
@@ -436,6 +441,12 @@ beforeAll(async () => {
       body: { schema, name: 'mood', values: ['a'] },
     });
     if (mood.status !== 200) throw new Error(`mood: ${mood.text}`);
+    const summary = await call(query.handler as Handler, {
+      method: 'POST',
+      path: '/api/query',
+      body: { schema, sql: 'CREATE MATERIALIZED VIEW item_count AS SELECT count(*) AS n FROM items' },
+    });
+    if (summary.status !== 200) throw new Error(`item_count: ${summary.text}`);
   }
   for (const role of PERSON_ROLES)
     for (const scope of [[inside], null]) persons.push(await personAs(role, scope));

@@ -1,6 +1,15 @@
 import { handler as constraints } from '#functions/constraints';
+import { handler as tables } from '#functions/tables';
 import { closePool } from '#lib/db/pool';
-import { asTenant, bearer, createKey, loginAs, tenantSchema } from '#test/security/tenant';
+import {
+  asTenant,
+  bearer,
+  createKey,
+  expectTenantRightsOnly,
+  loginAs,
+  sightings,
+  tenantSchema,
+} from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
 import { call } from '#test/support/http';
 
@@ -111,5 +120,59 @@ describe('a hostile tenant and its types and views', () => {
     } finally {
       await holder.end();
     }
+  });
+});
+
+describe('a hostile tenant’s planted view, read and refreshed', () => {
+  let own: string;
+  beforeAll(async () => {
+    own = await tenantSchema('viewspy');
+    await asTenant(
+      own,
+      `CREATE VIEW "${own}".watched AS SELECT id, "${own}".spy() AS seen FROM "${own}".items;
+       CREATE MATERIALIZED VIEW "${own}".kept AS SELECT id, "${own}".spy() AS seen FROM "${own}".items;`,
+    );
+    await sightings(own);
+  });
+
+  it.each([
+    ['the admin', () => ({})],
+    ['a service key', async () => bearer((await createKey(own, 'service_role', 'refresher')).key)],
+  ])('refreshing runs the view’s query with the schema’s rights only, for %s', async (_, auth) => {
+    const reply = await call(constraints, {
+      method: 'POST',
+      path: '/api/view/kept/refresh',
+      body: { schema: own },
+      ...(await auth()),
+    });
+
+    expect(reply.status).toBe(200);
+    expectTenantRightsOnly(await sightings(own));
+  });
+
+  it('reading a view’s rows in the grid runs its functions with the schema’s rights only', async () => {
+    const reply = await call(tables, { path: '/api/table/watched', query: { schema: own } });
+
+    expect(reply.status).toBe(200);
+    expect(reply.body.data).toEqual([{ id: 1, seen: true }]);
+    expectTenantRightsOnly(await sightings(own));
+  });
+
+  it('an anon key may read a view but not refresh it, and another schema’s key may do neither', async () => {
+    const anon = bearer((await createKey(own, 'anon', 'viewer')).key);
+    const other = bearer((await createKey(await tenantSchema('viewother'), 'service_role', 'other')).key);
+
+    const read = await call(tables, { path: '/api/table/kept', query: { schema: own }, ...anon });
+    const refreshed = await call(constraints, {
+      method: 'POST',
+      path: '/api/view/kept/refresh',
+      body: { schema: own },
+      ...anon,
+    });
+    const stolen = await call(tables, { path: '/api/table/kept', query: { schema: own }, ...other });
+
+    expect(read.status).toBe(200);
+    expect(refreshed.status).toBe(403);
+    expect(stolen.status).toBe(403);
   });
 });

@@ -6,6 +6,7 @@ import type { TableInfo } from '#lib/db/catalog';
 const wide = (n: number): TableInfo => ({
   schema: 's',
   table: 't',
+  kind: 'table',
   primaryKey: ['c0'],
   columns: Array.from({ length: n }, (_, i) => ({
     name: `c${i}`,

@@ -16,6 +16,9 @@ import { RowsTable } from './rows-table';
 import { SelectAllMatching, useBulkSelection } from './select-all';
 import { firstPage, type GridView, nextSort, PAGE_SIZES, readView, rowsQuery, writeView } from './view';
 
+/** Whether the person may write, and these are a table's rows (a view's are only read). */
+const mayChangeRows = (structure: TableStructure | undefined) => may('write') && !structure?.relation;
+
 /**
  * The rows of a table as the view in the URL asks (console/src/grid/view.ts): filtered, searched,
  * sorted, some columns hidden, paged by the answer's cursor; cells edit in place (json, jsonb and
@@ -60,9 +63,9 @@ export function Grid({
   };
   const importing = useImport(schema, structure, recount);
   const reason = readOnlyReason(structure);
-  // Without write the grid only reads: no inserts, imports or edits, and no selection (it serves
+  // Without write, or on a view, the grid only reads: no inserts, imports or edits, and no selection (it serves
   // only the bulk edit and delete; exports follow the view).
-  const writes = may('write');
+  const writes = mayChangeRows(structure);
   const key = primaryKeyOf(structure);
   const idOf = (row: Row) => (key ? cellText(row[key.name]) : '');
   const data = page.data;

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, may } from '../api';
 import { ChangeDialog } from '../changes/preview';
+import { href } from '../router';
 import { ErrorText, useLoad } from '../ui';
 
 /**
@@ -14,7 +15,7 @@ interface EnumType {
   comment: string | null;
 }
 
-interface View {
+export interface View {
   name: string;
   materialized: boolean;
   populated: boolean;
@@ -151,11 +152,11 @@ export function EnumTypes({ schema }: { schema: string }) {
   );
 }
 
+export const loadViews = (schema: string) =>
+  api<{ definitionsRead: boolean; views: View[] }>('GET', 'views', { query: { schema } });
+
 export function Views({ schema }: { schema: string }) {
-  const list = useLoad(
-    () => api<{ definitionsRead: boolean; views: View[] }>('GET', 'views', { query: { schema } }),
-    [schema],
-  );
+  const list = useLoad(() => loadViews(schema), [schema]);
   if (list.data?.views.length === 0) return null;
   return (
     <section aria-label="Views">
@@ -169,7 +170,9 @@ export function Views({ schema }: { schema: string }) {
       {(list.data?.views ?? []).map((view) => (
         <details key={view.name} class="card">
           <summary>
-            <strong class="mono">{view.name}</strong>{' '}
+            <a class="mono" href={href({ page: 'table', schema, table: view.name, tab: 'data' })}>
+              <strong>{view.name}</strong>
+            </a>{' '}
             <span class="muted">
               {view.materialized ? `materialized${view.populated ? '' : ', not yet refreshed'}` : 'view'}:{' '}
               {view.columns.map((c) => c.name).join(', ')}
