@@ -1,9 +1,11 @@
 import { z } from 'zod';
+import { libraryRoutes } from '#functions/sql-library';
 import { granted } from '#lib/access';
 import { runQuery } from '#lib/admin/query';
 import { cancelRunning, runningTag } from '#lib/admin/query-cancel';
 import { querySchema } from '#lib/admin/query-schema';
 import { describeSql } from '#lib/admin/sql-fingerprint';
+import { keptInHistory } from '#lib/admin/sql-history';
 import { getConfig, resultLimits } from '#lib/config';
 import { auditing, describeChange } from '#lib/db/audit-log';
 import { schemaExists } from '#lib/db/catalog';
@@ -72,6 +74,10 @@ const queryRoute = defineRoute({
     explain: z.enum(['plan', 'analyze'], { message: 'explain must be plan or analyze' }).optional().meta({
       description:
         'The one statement’s plan instead of its rows, in `plan` (EXPLAIN (FORMAT JSON)); analyze: run with ANALYZE and BUFFERS. Either way in a transaction that is always rolled back, so an explained DELETE deletes nothing.',
+    }),
+    history: z.boolean().optional().meta({
+      description:
+        'true: keep this run in your SQL history (GET /api/sql/history), whether it succeeds or fails: the console’s editor sends it. People and the administrator only; from an API key it is a 400.',
     }),
     maxRows: z
       .number()
@@ -147,25 +153,29 @@ const queryRoute = defineRoute({
     const keepSchema = principal?.kind === 'person' && !adminRights && !granted(principal, 'schemas.delete');
     // Over its storage quota, a key's SQL may read but not write (the admin's is the way out).
     const over = asKey ? overStorageQuota((await currentQuotas(access.catalog)).get(schema)) : undefined;
-    const result = await runQuery(access, {
-      sql: body.sql,
-      schema,
-      timeoutMs: access.timeoutMs,
-      limits: resultLimits(config),
-      // A read-only access (an anon key, a person who may not write) sends one statement, as a key
-      // does: a script could end the read-only transaction it runs in and begin another.
-      asKey: asKey || access.readOnly || keepSchema,
-      keepSchema,
-      adminRights,
-      readOnly: over !== undefined,
-      maxRows: body.maxRows,
-      explain: body.explain,
-      tag:
-        body.queryId === undefined ? undefined : runningTag(config.DBADMIN_SECRET, principal, body.queryId),
-    }).catch((error: unknown) => {
-      if (over && sqlState(error) === '25006') throw new StorageQuotaExceeded(schema, over);
-      throw error;
-    });
+    const run = () =>
+      runQuery(access, {
+        sql: body.sql,
+        schema,
+        timeoutMs: access.timeoutMs,
+        limits: resultLimits(config),
+        // A read-only access (an anon key, a person who may not write) sends one statement, as a key
+        // does: a script could end the read-only transaction it runs in and begin another.
+        asKey: asKey || access.readOnly || keepSchema,
+        keepSchema,
+        adminRights,
+        readOnly: over !== undefined,
+        maxRows: body.maxRows,
+        explain: body.explain,
+        tag:
+          body.queryId === undefined ? undefined : runningTag(config.DBADMIN_SECRET, principal, body.queryId),
+      }).catch((error: unknown) => {
+        if (over && sqlState(error) === '25006') throw new StorageQuotaExceeded(schema, over);
+        throw error;
+      });
+    const result = body.history
+      ? await keptInHistory(principal, { schema, sql: body.sql }, run)
+      : await run();
     return { ...result, schema };
   },
 });
@@ -200,6 +210,6 @@ const cancelRoute = defineRoute({
   },
 });
 
-export const routes = [queryRoute, cancelRoute];
+export const routes = [queryRoute, cancelRoute, ...libraryRoutes];
 
 export const handler = httpHandler(routes);

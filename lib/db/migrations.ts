@@ -561,6 +561,41 @@ export const MIGRATIONS: readonly Migration[] = [
       -- Stored as they come: compressing 4 MiB parts on every write and read costs more than it saves.
       ALTER TABLE _dbadmin.bundle_parts ALTER COLUMN bytes SET STORAGE EXTERNAL`,
   },
+  {
+    id: 22,
+    name: 'sql history and snippets',
+    // The SQL editor's history, per person (person_id NULL: AUTH_USER's administrator), the last
+    // HISTORY_KEPT runs each (lib/admin/sql-history), gone with the person. Snippets are named SQL
+    // kept by whoever saved it (owner as lib/principal ownerOf says) and, shared, read by the team
+    // (people whose scope holds the snippet's schema); a person's snippets outlive them.
+    sql: `
+      CREATE TABLE _dbadmin.sql_history (
+        id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        person_id   integer REFERENCES _dbadmin.people ON DELETE CASCADE,
+        schema_name text NOT NULL,
+        sql         text NOT NULL,
+        cut         boolean NOT NULL,
+        ran_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+        duration_ms integer,
+        ok          boolean NOT NULL,
+        row_count   bigint,
+        error       text
+      );
+      CREATE INDEX sql_history_person ON _dbadmin.sql_history ((coalesce(person_id, 0)), id);
+      CREATE TABLE _dbadmin.sql_snippets (
+        id          integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        owner       text NOT NULL,
+        author      text NOT NULL,
+        name        text NOT NULL CHECK (pg_catalog.length(name) BETWEEN 1 AND 200),
+        sql         text NOT NULL,
+        schema_name text,
+        shared      boolean NOT NULL DEFAULT false,
+        created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+        updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+        UNIQUE (owner, name)
+      );
+      CREATE INDEX sql_snippets_shared ON _dbadmin.sql_snippets (name) WHERE shared`,
+  },
 ];
 
 /** Where a set of migrations keeps its record (`<schema>.migrations`). */

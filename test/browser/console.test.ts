@@ -571,7 +571,7 @@ describeInBrowser('the web console', () => {
     expect(await page.getByLabel('Cell value').count()).toBe(0);
   });
 
-  it('runs SQL with completion of the schema’s tables, keeps the text on an error, and keeps drafts and history', async () => {
+  it('runs SQL with completion of the schema’s tables, keeps the text on an error, and keeps drafts, history and snippets', async () => {
     const schema = await schemaWithItems(3);
     const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);
     const editor = page.locator('.cm-content');
@@ -601,10 +601,26 @@ describeInBrowser('the web console', () => {
     await page.getByText('at line 1, column 8').waitFor();
     await expectText(editor, 'SELECT nme FROM items');
 
+    // A snippet saved, then the page reloaded: the draft, the history (the failed run too) and
+    // the snippet are still there, the history searched, and a snippet loads into the editor.
+    await page.getByText('Snippets (').click();
+    const save = page.getByRole('form', { name: 'Save as snippet' });
+    const snippet = `misspelt ${schema}`;
+    await save.getByLabel('Snippet name').fill(snippet);
+    await save.getByRole('button', { name: 'Save the editor’s SQL' }).click();
+    await page.getByRole('list', { name: 'Snippets' }).getByRole('button', { name: snippet }).waitFor();
     await page.reload();
     await expectText(page.locator('.cm-content'), 'SELECT nme FROM items');
-    await page.getByText('History (2)').click();
-    await page.getByRole('button', { name: 'SELECT name FROM items ORDER BY id' }).waitFor();
+    await page.getByText('History', { exact: true }).click();
+    const history = page.getByRole('list', { name: 'History' });
+    await expectText(history.locator('li').first(), 'SELECT nme FROM items');
+    await expectText(history.locator('li').first(), '✗');
+    await page.getByLabel('Search history').fill('ORDER BY ID');
+    await history.getByRole('button', { name: 'SELECT name FROM items ORDER BY id' }).first().click();
+    await expectText(page.locator('.cm-content'), 'SELECT name FROM items ORDER BY id');
+    await page.getByText('Snippets (').click();
+    await page.getByRole('list', { name: 'Snippets' }).getByRole('button', { name: snippet }).click();
+    await expectText(page.locator('.cm-content'), 'SELECT nme FROM items');
 
     // Left to the service: it runs in the one schema the SQL names, and says so.
     await page.getByLabel('Run in').selectOption('named');

@@ -35,9 +35,7 @@ describeInBrowser('views in the grid', () => {
     await page.getByRole('link', { name: 'Definition' }).click();
     await expectText(page.locator('pre.sql'), "WHERE (team = 'red'::text)");
 
-    await page.evaluate((hash) => {
-      location.hash = hash;
-    }, `#/s/${schema}/t/tally`);
+    await page.goto(`${h.host.base}/#/s/${schema}/t/tally`);
     await expectText(page.getByTestId('pager'), '2 rows');
     await h.api('POST', 'query', { schema, sql: "INSERT INTO people (name, team) VALUES ('late', 'green')" });
     await page.getByRole('button', { name: 'Refresh' }).click();

@@ -243,6 +243,14 @@ function probes(h: string): Probe[] {
     [tenants, 'GET', `/api/drift/${schema}/fix`, { query: { against: h } }],
     [query, 'POST', '/api/query', { body: { sql: 'SELECT 1', schema: h } }],
     [query, 'POST', '/api/query/cancel', { body: { queryId: 'nothing-running-1', schema: h } }],
+    [query, 'GET', '/api/sql/history', { query: { before: h } }],
+    [query, 'POST', '/api/sql/snippets', { body: { name: 'n', sql: 'SELECT 1', schema: h } }],
+    ...(h === ''
+      ? []
+      : ([
+          [query, 'PATCH', `/api/sql/snippets/${p}`, { body: { shared: true } }],
+          [query, 'DELETE', `/api/sql/snippets/${p}`],
+        ] as Probe[])),
     [keys, 'POST', `/api/project/${p}/keys`, { body: { keyName: 'k' } }],
     [keys, 'GET', `/api/project/${p}/keys`],
     [keys, 'DELETE', `/api/project/${p}/keys/1`],
@@ -300,8 +308,13 @@ describe('hostile identifiers', () => {
       ...importRoutes,
       ...tenantRoutes,
       ...auditRoutes,
-      // No name to take: the lists.
-    ].filter((r) => r.path !== '/api/schemas' && !(r.method === 'GET' && r.path === '/api/migrations'));
+      // No name to take: the lists, and forgetting one's SQL history.
+    ].filter(
+      (r) =>
+        r.path !== '/api/schemas' &&
+        !(r.method === 'GET' && ['/api/migrations', '/api/sql/snippets'].includes(r.path)) &&
+        !(r.method === 'DELETE' && r.path === '/api/sql/history'),
+    );
 
     for (const route of routes) {
       const pattern = new RegExp(`^${route.method} ${template(route.path)}$`);

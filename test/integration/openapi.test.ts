@@ -500,6 +500,17 @@ async function signedIn(login: string): Promise<Session> {
 /** A person of `role`, signed in. */
 const personSession = async (role = 'analyst') => signedIn((await newPerson(role)).login);
 
+/** A new snippet of the administrator's (shared with everyone: true), by its id. */
+async function snippetId(shared = false): Promise<number> {
+  const reply = await call(query.handler, {
+    method: 'POST',
+    path: '/api/sql/snippets',
+    body: { name: uniqueName('snip'), sql: 'SELECT 1', shared },
+  });
+  if (reply.status !== 201) throw new Error(`snippet: ${reply.text}`);
+  return reply.body.id;
+}
+
 /** The request, carried by the session's cookie and CSRF token instead of Basic credentials. */
 const asSession = (session: Session, request: Call): Call => ({
   ...request,
@@ -1560,6 +1571,131 @@ const CASES: Record<string, Case[]> = {
         query: { all: 'true', maxAffected: '0' },
         body: { schema },
       }),
+    },
+  ],
+  'GET /api/sql/history': [
+    {
+      status: 200,
+      why: 'the runs kept',
+      request: async () => {
+        await call(query.handler, {
+          method: 'POST',
+          path: '/api/query',
+          body: { sql: 'SELECT 1', schema, history: true },
+        });
+        return { path: '/api/sql/history', query: { limit: '5' } };
+      },
+    },
+  ],
+  'DELETE /api/sql/history': [
+    {
+      status: 200,
+      why: 'forgotten',
+      request: async () => asSession(await personSession(), { method: 'DELETE', path: '/api/sql/history' }),
+    },
+  ],
+  'GET /api/sql/snippets': [{ status: 200, why: 'the list', request: () => ({ path: '/api/sql/snippets' }) }],
+  'POST /api/sql/snippets': [
+    {
+      status: 201,
+      why: 'saved',
+      request: () => ({
+        method: 'POST',
+        path: '/api/sql/snippets',
+        body: { name: uniqueName('snip'), sql: 'SELECT 1', schema, shared: true },
+      }),
+    },
+    {
+      status: 409,
+      why: 'a name of one’s own taken',
+      request: async () => {
+        const body = { name: uniqueName('snip'), sql: 'SELECT 1' };
+        await call(query.handler, { method: 'POST', path: '/api/sql/snippets', body });
+        return { method: 'POST', path: '/api/sql/snippets', body };
+      },
+    },
+    {
+      status: 403,
+      why: 'a schema outside the person’s scope',
+      request: async () => {
+        const { id, login } = await newPerson('analyst');
+        await call(people.handler, {
+          method: 'PATCH',
+          path: `/api/people/${id}`,
+          body: { schemas: [otherSchema] },
+        });
+        return asSession(await signedIn(login), {
+          method: 'POST',
+          path: '/api/sql/snippets',
+          body: { name: 'outside', sql: 'SELECT 1', schema },
+        });
+      },
+    },
+  ],
+  'PATCH /api/sql/snippets/{id}': [
+    {
+      status: 200,
+      why: 'changed',
+      request: async () => {
+        const id = await snippetId();
+        return { method: 'PATCH', path: `/api/sql/snippets/${id}`, body: { sql: 'SELECT 2' } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such snippet',
+      request: async () =>
+        asSession(await personSession(), {
+          method: 'PATCH',
+          path: '/api/sql/snippets/2000000000',
+          body: { shared: true },
+        }),
+    },
+    {
+      status: 403,
+      why: 'someone else’s shared snippet',
+      request: async () => {
+        const id = await snippetId(true);
+        return asSession(await personSession(), {
+          method: 'PATCH',
+          path: `/api/sql/snippets/${id}`,
+          body: { sql: 'x' },
+        });
+      },
+    },
+    {
+      status: 409,
+      why: 'renamed to a name of one’s own taken',
+      request: async () => {
+        const taken = uniqueName('snip');
+        await call(query.handler, {
+          method: 'POST',
+          path: '/api/sql/snippets',
+          body: { name: taken, sql: 'SELECT 1' },
+        });
+        return { method: 'PATCH', path: `/api/sql/snippets/${await snippetId()}`, body: { name: taken } };
+      },
+    },
+  ],
+  'DELETE /api/sql/snippets/{id}': [
+    {
+      status: 200,
+      why: 'deleted',
+      request: async () => ({ method: 'DELETE', path: `/api/sql/snippets/${await snippetId()}` }),
+    },
+    {
+      status: 404,
+      why: 'no such snippet',
+      request: async () =>
+        asSession(await personSession(), { method: 'DELETE', path: '/api/sql/snippets/2000000000' }),
+    },
+    {
+      status: 403,
+      why: 'someone else’s shared snippet',
+      request: async () => {
+        const id = await snippetId(true);
+        return asSession(await personSession(), { method: 'DELETE', path: `/api/sql/snippets/${id}` });
+      },
     },
   ],
   'POST /api/query/cancel': [

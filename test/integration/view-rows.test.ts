@@ -57,7 +57,13 @@ describe('reading a view', () => {
     const reply = await page('named', { filter: 'name.like.p1%', order: 'name.desc', select: 'name' });
 
     expect(reply.status).toBe(200);
-    expect(reply.body.data).toEqual([{ name: 'p18' }, { name: 'p16' }, { name: 'p14' }, { name: 'p12' }, { name: 'p10' }]);
+    expect(reply.body.data).toEqual([
+      { name: 'p18' },
+      { name: 'p16' },
+      { name: 'p14' },
+      { name: 'p12' },
+      { name: 'p10' },
+    ]);
   });
 
   it('reads a materialized view, and says a never-filled one must be refreshed first', async () => {

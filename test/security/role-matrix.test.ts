@@ -317,6 +317,20 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     body: { backendStart: '2020-01-01T00:00:00Z' },
   }),
   'GET /api/audit': ({ schema }) => ({ path: '/api/audit', query: { schema } }),
+  'GET /api/sql/history': () => ({ path: '/api/sql/history' }),
+  'DELETE /api/sql/history': () => ({ method: 'DELETE', path: '/api/sql/history' }),
+  'GET /api/sql/snippets': () => ({ path: '/api/sql/snippets' }),
+  'POST /api/sql/snippets': () => ({
+    method: 'POST',
+    path: '/api/sql/snippets',
+    body: { name: uniqueName('snip'), sql: 'SELECT 1' },
+  }),
+  'PATCH /api/sql/snippets/{id}': () => ({
+    method: 'PATCH',
+    path: `/api/sql/snippets/${NONE}`,
+    body: { shared: true },
+  }),
+  'DELETE /api/sql/snippets/{id}': () => ({ method: 'DELETE', path: `/api/sql/snippets/${NONE}` }),
   'GET /api/session': () => ({ path: '/api/session' }),
   'DELETE /api/session': () => ({ method: 'DELETE', path: '/api/session' }),
   'POST /api/me/password': () => ({

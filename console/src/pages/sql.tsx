@@ -6,12 +6,13 @@ import { TimeZoneChoice } from '../time-zone';
 import { ErrorText, useAction } from '../ui';
 import { lineAndColumn } from '../values';
 import { type Explained, PlanTree } from './plan-tree';
+import { HistoryPanel, SnippetsPanel } from './sql-library';
 import { DEFAULT_ROWS_SHOWN, ResultTabs, ROWS_SHOWN, type StatementResult } from './sql-results';
 import { newQueryId, Running, type RunningQuery } from './sql-running';
 
 /**
  * The SQL page: the editor with completion of the schema's tables, running as the schema's role or
- * the admin's, the result grid, drafts and history.
+ * the admin's, the result grid, drafts, and the person's history and snippets.
  */
 
 interface Result {
@@ -27,7 +28,6 @@ interface Result {
 /** Where the SQL runs: the open schema, or the one schema the SQL names (public if none). */
 type RunIn = 'page' | 'named';
 
-const HISTORY = 'dbadmin.sql.history';
 const ROWS_SHOWN_KEY = 'dbadmin.sql.rowsShown';
 
 function readRowsShown(): number {
@@ -35,35 +35,12 @@ function readRowsShown(): number {
   return ROWS_SHOWN.includes(stored) ? stored : DEFAULT_ROWS_SHOWN;
 }
 const draftKey = (schema: string) => `dbadmin.sql.draft.${schema}`;
-const HISTORY_SIZE = 50;
-
-interface HistoryEntry {
-  sql: string;
-  schema: string;
-  at: string;
-}
-
-function readHistory(): HistoryEntry[] {
-  try {
-    const parsed = JSON.parse(localStorage.getItem(HISTORY) ?? '[]');
-    return Array.isArray(parsed) ? parsed : [];
-  } catch {
-    return [];
-  }
-}
-
-function remember(entry: HistoryEntry): HistoryEntry[] {
-  const next = [
-    entry,
-    ...readHistory().filter((old) => old.sql !== entry.sql || old.schema !== entry.schema),
-  ].slice(0, HISTORY_SIZE);
-  localStorage.setItem(HISTORY, JSON.stringify(next));
-  return next;
-}
-
 const nonce = () => document.querySelector<HTMLMetaElement>('meta[name="csp-nonce"]')?.content;
 
-/** The SQL editor: drafts per schema and the last 50 queries survive a reload (local storage). */
+/**
+ * The SQL editor: drafts per schema survive a reload (local storage); the history and snippets are
+ * the person's, on the server (./sql-library).
+ */
 export function SqlPage({ schema }: { schema: string }) {
   const host = useRef<HTMLDivElement>(null);
   const editor = useRef<SqlEditor | undefined>(undefined);
@@ -77,7 +54,8 @@ export function SqlPage({ schema }: { schema: string }) {
   const [running, setRunning] = useState<RunningQuery | undefined>(undefined);
   const rowsShownRef = useRef(rowsShown);
   rowsShownRef.current = rowsShown;
-  const [history, setHistory] = useState(readHistory);
+  // Grows with each run, so the history shows it.
+  const [ran, setRan] = useState(0);
   const [runAs, setRunAs] = useState<'schema' | 'admin'>('schema');
   const runAsRef = useRef(runAs);
   runAsRef.current = runAs;
@@ -92,13 +70,6 @@ export function SqlPage({ schema }: { schema: string }) {
     const sqlText = text.current;
     if (!sqlText.trim()) return;
     const named = runInRef.current === 'named';
-    setHistory(
-      remember({
-        sql: sqlText.trim(),
-        schema: named ? 'named in the SQL' : schema,
-        at: new Date().toISOString(),
-      }),
-    );
     setErrorAt(undefined);
     try {
       const runAs = runAsRef.current;
@@ -111,9 +82,13 @@ export function SqlPage({ schema }: { schema: string }) {
         maxRows: rowsShownRef.current,
         queryId,
         explain,
+        history: true,
       };
       setRunning({ queryId, since: performance.now() });
-      const answer = await api<Result>('POST', 'query', { body }).finally(() => setRunning(undefined));
+      const answer = await api<Result>('POST', 'query', { body }).finally(() => {
+        setRunning(undefined);
+        setRan((n) => n + 1);
+      });
       runs.current++;
       setResult({ ...answer, runAs, serial: runs.current });
     } catch (error) {
@@ -258,19 +233,8 @@ export function SqlPage({ schema }: { schema: string }) {
           )}
         </div>
       )}
-      <details class="history">
-        <summary>History ({history.length})</summary>
-        <ul>
-          {history.map((entry) => (
-            <li key={`${entry.at}${entry.sql}`}>
-              <button type="button" class="link mono" onClick={() => load(entry.sql)}>
-                {entry.sql.length > 120 ? `${entry.sql.slice(0, 120)}…` : entry.sql}
-              </button>
-              <span class="muted"> {entry.schema}</span>
-            </li>
-          ))}
-        </ul>
-      </details>
+      <SnippetsPanel schema={schema} text={() => text.current} onLoad={load} />
+      <HistoryPanel generation={ran} onLoad={load} />
     </section>
   );
 }
