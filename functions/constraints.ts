@@ -6,6 +6,7 @@ import {
   planAddConstraint,
   planDropConstraint,
 } from '#lib/admin/constraints';
+import { listRoutines, ROUTINES_LISTED } from '#lib/admin/routines';
 import { planTableChange } from '#lib/admin/table-changes';
 import { ENUM_VALUE_MAX_BYTES, listEnums, planAddEnumValue, planCreateEnum } from '#lib/admin/types';
 import { listViews, refreshView } from '#lib/admin/views';
@@ -193,6 +194,26 @@ export const routes = [
     response: z.object({ schema: z.string(), types: z.array(EnumType) }),
     errors: [NO_SCHEMA],
     handler: async ({ query }) => listEnums(await getDatabase(), query.schema),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/functions',
+    summary: `The schema’s functions and procedures: name, arguments, result (the first ${ROUTINES_LISTED} by name)`,
+    access: 'read',
+    query: z.strictObject({ schema: inSchema }),
+    response: z.object({
+      schema: z.string(),
+      functions: z.array(
+        z.object({
+          name: z.string(),
+          arguments: z.string().meta({ description: 'as PostgreSQL prints them, with defaults' }),
+          result: z.string().nullable().meta({ description: 'the result type; null for a procedure' }),
+          kind: z.enum(['function', 'procedure', 'aggregate', 'window']),
+        }),
+      ),
+    }),
+    errors: [NO_SCHEMA],
+    handler: async ({ query }) => listRoutines(await getDatabase(), query.schema),
   }),
   defineRoute({
     method: 'POST',

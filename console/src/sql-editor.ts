@@ -1,12 +1,15 @@
 /**
- * CodeMirror 6 with PostgreSQL highlighting and completion of the schema's tables and columns.
+ * CodeMirror 6 with PostgreSQL highlighting and completion of the schema's tables, columns and
+ * functions and the other schemas' names.
  * Loaded on demand (a chunk of its own), so the first load of the console stays small.
  */
 import {
   autocompletion,
+  type Completion,
   closeBrackets,
   closeBracketsKeymap,
   closeCompletion,
+  completeFromList,
   completionKeymap,
 } from '@codemirror/autocomplete';
 import { defaultKeymap, history, historyKeymap, indentWithTab } from '@codemirror/commands';
@@ -31,9 +34,39 @@ const highlight = HighlightStyle.define([
   { tag: [tags.typeName, tags.standard(tags.name)], color: 'var(--sql-type)' },
 ]);
 
+/** What the editor completes besides keywords: the catalog as the page read it. */
+export interface CatalogNames {
+  /** The schema the page is in: its tables complete without a prefix. */
+  schema: string;
+  /** Its tables and their columns. */
+  tables: Record<string, string[]>;
+  /** The other schemas the person may reach (their names complete; `name.` lists nothing more). */
+  schemas: string[];
+  /** Its functions, with their arguments and result shown beside the name. */
+  functions: { name: string; arguments: string; result: string | null; kind: string }[];
+}
+
+/** Each function name once: an overloaded one is one completion, its forms in the detail. */
+function functionCompletions(routines: CatalogNames['functions']): Completion[] {
+  const byName = new Map<string, Completion>();
+  for (const f of routines) {
+    const form = `(${f.arguments})${f.result ? ` → ${f.result}` : ''}`;
+    const procedure = f.kind === 'procedure';
+    const seen = byName.get(f.name);
+    byName.set(f.name, {
+      label: f.name,
+      type: procedure ? 'method' : 'function',
+      detail: seen ? `${seen.detail}; ${form}` : form,
+      apply: procedure ? f.name : `${f.name}(`,
+      boost: -1,
+    });
+  }
+  return [...byName.values()];
+}
+
 export interface SqlEditor {
   view: EditorView;
-  setTables(tables: Record<string, string[]>): void;
+  setNames(names: CatalogNames): void;
   setPosition(position: number): void;
   destroy(): void;
 }
@@ -46,8 +79,23 @@ export function createSqlEditor(options: {
   onRun: () => void;
 }): SqlEditor {
   const language = new Compartment();
-  const sqlFor = (tables: Record<string, string[]>) =>
-    sql({ dialect: PostgreSQL, schema: tables, upperCaseKeywords: true });
+  const sqlFor = (names: CatalogNames | undefined) => {
+    if (!names) return sql({ dialect: PostgreSQL, upperCaseKeywords: true });
+    const namespace = Object.fromEntries([
+      ...names.schemas.filter((other) => other !== names.schema).map((other) => [other, {}]),
+      [names.schema, names.tables],
+    ]);
+    const support = sql({
+      dialect: PostgreSQL,
+      schema: namespace,
+      defaultSchema: names.schema,
+      upperCaseKeywords: true,
+    });
+    return [
+      support,
+      support.language.data.of({ autocomplete: completeFromList(functionCompletions(names.functions)) }),
+    ];
+  };
   const run = (target: EditorView) => {
     closeCompletion(target);
     options.onRun();
@@ -76,7 +124,7 @@ export function createSqlEditor(options: {
           ...defaultKeymap,
           indentWithTab,
         ]),
-        language.of(sqlFor({})),
+        language.of(sqlFor(undefined)),
         EditorView.updateListener.of((update) => {
           if (update.docChanged) options.onChange(update.state.doc.toString());
         }),
@@ -86,7 +134,7 @@ export function createSqlEditor(options: {
   });
   return {
     view,
-    setTables: (tables) => view.dispatch({ effects: language.reconfigure(sqlFor(tables)) }),
+    setNames: (names) => view.dispatch({ effects: language.reconfigure(sqlFor(names)) }),
     setPosition: (position) => {
       const at = Math.min(Math.max(0, position - 1), view.state.doc.length);
       view.dispatch({ selection: { anchor: at }, scrollIntoView: true });

@@ -161,6 +161,7 @@ function probes(h: string): Probe[] {
     [constraints, 'POST', `/api/types/${p}/values`, { body: { value: 'b', schema } }],
     [constraints, 'POST', '/api/types/e/values', { body: { value: 'b', schema: h } }],
     [constraints, 'GET', '/api/views', { query: { schema: h } }],
+    [constraints, 'GET', '/api/functions', { query: { schema: h } }],
     [constraints, 'POST', `/api/view/${p}/refresh`, { body: { schema } }],
     [constraints, 'POST', '/api/view/victim/refresh', { body: { schema: h } }],
     [rows, 'POST', `/api/table/${p}/row`, { body: { data: { a: 'v' }, schema } }],

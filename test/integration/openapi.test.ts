@@ -1379,6 +1379,23 @@ const CASES: Record<string, Case[]> = {
       request: () => ({ method: 'POST', path: '/api/types/missing/values', body: { value: 'b', schema } }),
     },
   ],
+  'GET /api/functions': [
+    {
+      status: 200,
+      why: 'the list',
+      request: async () => {
+        await run(
+          `CREATE FUNCTION ${uniqueName('f')}(a int DEFAULT 1) RETURNS int LANGUAGE sql AS 'SELECT a'`,
+        );
+        return { path: '/api/functions', query: { schema } };
+      },
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({ path: '/api/functions', query: { schema: NO_SCHEMA } }),
+    },
+  ],
   'GET /api/views': [
     {
       status: 200,

@@ -224,3 +224,31 @@ describe('views', () => {
     expect(missing.status).toBe(404);
   });
 });
+
+describe('functions', () => {
+  it('lists the schema’s functions, procedures and aggregates with their arguments and results', async () => {
+    const own = await freshSchema('routines');
+    await withAdminClient((c) =>
+      c.query(`
+        CREATE FUNCTION "${own}".add(a integer, b integer DEFAULT 1) RETURNS integer LANGUAGE sql AS 'SELECT a + b';
+        CREATE FUNCTION "${own}".rows_of(n integer) RETURNS TABLE(id integer) LANGUAGE sql AS 'SELECT generate_series(1, n)';
+        CREATE PROCEDURE "${own}".tidy() LANGUAGE sql AS 'SELECT 1';
+        CREATE AGGREGATE "${own}".total(integer) (SFUNC = int4pl, STYPE = integer);`),
+    );
+
+    const reply = await call(constraints, { path: '/api/functions', query: { schema: own } });
+    const missing = await call(constraints, { path: '/api/functions', query: { schema: 'no_such_schema' } });
+
+    expect(reply.status).toBe(200);
+    expect(reply.body).toEqual({
+      schema: own,
+      functions: [
+        { name: 'add', arguments: 'a integer, b integer DEFAULT 1', result: 'integer', kind: 'function' },
+        { name: 'rows_of', arguments: 'n integer', result: 'TABLE(id integer)', kind: 'function' },
+        { name: 'tidy', arguments: '', result: null, kind: 'procedure' },
+        { name: 'total', arguments: 'integer', result: 'integer', kind: 'aggregate' },
+      ],
+    });
+    expect(missing.status).toBe(404);
+  });
+});

@@ -209,6 +209,7 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     body: { schema, value: 'b', dryRun: true },
   }),
   'GET /api/views': ({ schema }) => ({ path: '/api/views', query: { schema } }),
+  'GET /api/functions': ({ schema }) => ({ path: '/api/functions', query: { schema } }),
   'POST /api/view/{viewName}/refresh': ({ schema }) => ({
     method: 'POST',
     path: '/api/view/item_count/refresh',

@@ -62,11 +62,12 @@ describe('a hostile tenant and its types and views', () => {
     const replies = [
       await call(constraints, { path: '/api/types', query: { schema }, ...auth }),
       await call(constraints, { path: '/api/views', query: { schema }, ...auth }),
+      await call(constraints, { path: '/api/functions', query: { schema }, ...auth }),
       await createType({ name: 'stolen', values: ['a'], dryRun: true }, auth),
       await addValue('mood', { value: 'angry', dryRun: true }, auth),
     ];
 
-    expect(replies.map((r) => r.status)).toEqual([403, 403, 403, 403]);
+    expect(replies.map((r) => r.status)).toEqual([403, 403, 403, 403, 403]);
     expect(await labels('mood')).toEqual(['calm']);
   });
 

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, may } from '../api';
-import type { SqlEditor } from '../sql-editor';
+import type { CatalogNames, SqlEditor } from '../sql-editor';
 import { loadStructure } from '../structure';
 import { TimeZoneChoice } from '../time-zone';
 import { ErrorText, useAction } from '../ui';
@@ -35,6 +35,23 @@ function readRowsShown(): number {
   return ROWS_SHOWN.includes(stored) ? stored : DEFAULT_ROWS_SHOWN;
 }
 const draftKey = (schema: string) => `dbadmin.sql.draft.${schema}`;
+/** What the editor completes: the schema's tables and functions, and the schemas one may reach. */
+async function loadNames(schema: string): Promise<CatalogNames> {
+  const [tables, reachable, routines] = await Promise.all([
+    loadStructure(schema),
+    api<string[]>('GET', 'schemas').catch(() => [schema]),
+    api<{ functions: CatalogNames['functions'] }>('GET', 'functions', { query: { schema } }).catch(() => ({
+      functions: [],
+    })),
+  ]);
+  return {
+    schema,
+    tables: Object.fromEntries(tables.map((t) => [t.table, t.columns.map((c) => c.name)])),
+    schemas: reachable,
+    functions: routines.functions,
+  };
+}
+
 const nonce = () => document.querySelector<HTMLMetaElement>('meta[name="csp-nonce"]')?.content;
 
 /**
@@ -123,11 +140,8 @@ export function SqlPage({ schema }: { schema: string }) {
           onRun: () => runRef.current(),
         });
         editor.current.view.focus();
-        loadStructure(schema).then(
-          (tables) =>
-            editor.current?.setTables(
-              Object.fromEntries(tables.map((t) => [t.table, t.columns.map((c) => c.name)])),
-            ),
+        loadNames(schema).then(
+          (names) => editor.current?.setNames(names),
           () => undefined, // completion of keywords still works
         );
       },
@@ -143,6 +157,12 @@ export function SqlPage({ schema }: { schema: string }) {
     };
   }, [schema]);
 
+  // The formatter is loaded when first asked for (a chunk of its own), PostgreSQL's dialect alone.
+  const format = useAction(async () => {
+    const { formatDialect, postgresql } = await import('sql-formatter');
+    const formatted = formatDialect(text.current, { dialect: postgresql, keywordCase: 'upper', tabWidth: 2 });
+    load(formatted);
+  });
   const load = (sqlText: string) => {
     const view = editor.current?.view;
     if (!view) return;
@@ -170,6 +190,9 @@ export function SqlPage({ schema }: { schema: string }) {
           onClick={() => execute.run('analyze')}
         >
           Explain analyze
+        </button>
+        <button type="button" disabled={format.busy} onClick={() => format.run()}>
+          Format
         </button>
         <label class="inline">
           Run in
@@ -217,7 +240,7 @@ export function SqlPage({ schema }: { schema: string }) {
       </div>
       {running && <Running key={running.queryId} run={running} />}
       <ErrorText error={loadError} />
-      <ErrorText error={execute.error} />
+      <ErrorText error={execute.error ?? format.error} />
       {execute.error && errorAt ? <p class="error">{errorAt}</p> : null}
       {result && (
         <div class="result">
