@@ -249,7 +249,7 @@ export async function runStatement(
   if ((client as pg.PoolClient).getTransactionStatus?.() === 'E') {
     throw new BadRequest(
       'Query failed',
-      'the statement failed after its rows arrived; its transaction was rolled back',
+      `the statement at character ${statement.start + 1} failed as its rows were closed (most often a cancel that arrived as it ended): the script's transaction was rolled back and nothing of it was kept; run it again`,
     );
   }
   return resultOf(result, shown, Math.round(performance.now() - started));

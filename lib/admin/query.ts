@@ -5,6 +5,7 @@ import {
   DisplayBudget,
   type ExplainMode,
   explained,
+  positioned,
   runStatement,
   type ScriptStatement,
   type StatementResult,
@@ -221,11 +222,7 @@ async function runWhole(
   const results = await runScript(begin, sql, bounded, (row) => {
     xid = String((row as { xid?: unknown }).xid);
   });
-  if (sealed) {
-    // A script that ended our transaction itself has its entry written in whichever commits it.
-    const ended = results.slice(begin.length).some((r) => TRANSACTION_CONTROL.has(r.command));
-    sealFor(access.audit, ended ? undefined : xid);
-  }
+  if (sealed) sealScript(access.audit, results.slice(begin.length), xid);
   return results;
 }
 
@@ -296,11 +293,7 @@ async function runShownScript(
 ): Promise<StatementResult[]> {
   const opened = (await client.query(begin.join('; '))) as unknown as pg.QueryResult[];
   const results = await each();
-  if (audit) {
-    // A script that ended our transaction itself has its entry written in whichever commits it.
-    const ended = results.some((r) => TRANSACTION_CONTROL.has(r.command ?? ''));
-    sealFor(audit, ended ? undefined : xidOf(opened));
-  }
+  if (audit) sealScript(audit, results, xidOf(opened));
   return results;
 }
 
@@ -310,12 +303,17 @@ function opening(client: pg.ClientBase, access: SchemaAccess, input: RunQueryInp
     // Through a transaction pooler, the session's settings follow the BEGIN (lib/db/pooler).
     ...(access.readOnly ? [] : beginStatements(client, input.readOnly ? 'BEGIN READ ONLY' : 'BEGIN')),
     `SET LOCAL statement_timeout = ${Math.trunc(input.timeoutMs)}`,
-    // A MAC in base64url (lib/admin/query-cancel): nothing to quote.
-    ...(input.tag && /^[\w -]+$/.test(input.tag) ? [`SET LOCAL application_name = '${input.tag}'`] : []),
+    ...(input.tag ? [`SET LOCAL application_name = '${runningTagText(input.tag)}'`] : []),
     // The schema alone: a tenant with a key for public may have planted operators there.
     ...(input.adminRights ? [`SET LOCAL search_path TO ${quoteIdent(input.schema, 'schema name')}`] : []),
     ...(sealed ? [XID] : []),
   ];
+}
+
+/** A running tag is a MAC in base64url (lib/admin/query-cancel): nothing to quote, and never anything else. */
+function runningTagText(tag: string): string {
+  if (!/^[\w -]+$/.test(tag)) throw new Error(`a running tag is base64url, not ${JSON.stringify(tag)}`);
+  return tag;
 }
 
 type Bounded = (query: pg.QueryConfig, onFirstRow?: (row: unknown) => void) => Promise<pg.QueryResult[]>;
@@ -400,10 +398,17 @@ function runScript(
  * An error's position as the caller counts it, in the SQL they sent, not in our prefix and their
  * SQL together (PostgreSQL counts characters, not UTF-16 units).
  */
-function positionedInScript(error: unknown, prefix: string): unknown {
-  const shift = [...prefix].length;
-  if (!shift || !isPgError(error) || !error.position) return error;
-  const position = Number(error.position) - shift;
-  error.position = position > 0 ? String(position) : undefined;
-  return error;
+const positionedInScript = (error: unknown, prefix: string) => positioned(error, -[...prefix].length);
+
+/**
+ * The audit entry sealed for our transaction, unless the caller's statements ended it themselves
+ * (COMMIT, ROLLBACK, ...): then it is written in whichever transaction commits it.
+ */
+function sealScript(
+  audit: AuditDraft | undefined,
+  results: readonly { command: string | null }[],
+  xid: string | undefined,
+) {
+  const ended = results.some((r) => TRANSACTION_CONTROL.has(r.command ?? ''));
+  sealFor(audit, ended ? undefined : xid);
 }

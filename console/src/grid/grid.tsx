@@ -70,17 +70,7 @@ export function Grid({
   const idOf = (row: Row) => (key ? cellText(row[key.name]) : '');
   const data = page.data;
   const pages = page.pages;
-  const {
-    selected,
-    allMatching,
-    setAllMatching,
-    matching,
-    target,
-    chosen,
-    toggle,
-    selectPage,
-    clearSelection,
-  } = useBulkSelection(view, key?.name, data, page.reading);
+  const selection = useBulkSelection(view, key?.name, data, page.reading);
   // After rows went away, a page past the end shows the last one.
   useEffect(() => {
     if (data?.totalExact && page.settled && view.page > pages) show(page.turn(pages), { replace: true });
@@ -99,11 +89,16 @@ export function Grid({
             <button type="button" disabled={!structure} onClick={() => setDialog('paste')}>
               Paste rows
             </button>
-            <button type="button" disabled={!target} onClick={() => setDialog('edit')}>
-              Edit selected ({chosen})
+            <button type="button" disabled={!selection.target} onClick={() => setDialog('edit')}>
+              Edit selected ({selection.chosen})
             </button>
-            <button type="button" class="danger" disabled={!target} onClick={() => setDialog('delete')}>
-              Delete selected ({chosen})
+            <button
+              type="button"
+              class="danger"
+              disabled={!selection.target}
+              onClick={() => setDialog('delete')}
+            >
+              Delete selected ({selection.chosen})
             </button>
             <FileButton label="Import a file" onFile={importing.open} />
           </>
@@ -145,12 +140,12 @@ export function Grid({
       <SelectAllMatching
         offered={writes && key !== undefined}
         pageRows={data?.data.length}
-        selected={selected.size}
-        matching={matching}
-        allMatching={allMatching}
+        selected={selection.selected.size}
+        matching={selection.matching}
+        allMatching={selection.allMatching}
         filtered={view.filters.length > 0 || view.q !== ''}
-        onAll={() => setAllMatching(true)}
-        onClear={clearSelection}
+        onAll={() => selection.setAllMatching(true)}
+        onClear={selection.clearSelection}
       />
       <ErrorText error={page.error} />
       {data && (
@@ -165,10 +160,10 @@ export function Grid({
           sort={view.sort}
           keyColumn={key?.name}
           readOnly={!writes || !!reason}
-          selected={selected}
+          selected={selection.selected}
           onSort={(column, adding) => show(firstPage(view, { sort: nextSort(view.sort, column, adding) }))}
-          onToggle={toggle}
-          onSelectPage={selectPage}
+          onToggle={selection.toggle}
+          onSelectPage={selection.selectPage}
           onSave={saveCell}
         />
       )}
@@ -199,28 +194,28 @@ export function Grid({
           onInserted={recount}
         />
       )}
-      {dialog === 'edit' && structure && target && (
+      {dialog === 'edit' && structure && selection.target && (
         <BulkEdit
           schema={schema}
           structure={structure}
           tables={tables}
-          target={target}
+          target={selection.target}
           onClose={() => setDialog(undefined)}
           onChanged={async () => {
             // Edited rows may no longer match the filter: what is selected is what was shown.
-            clearSelection();
+            selection.clearSelection();
             await recount();
           }}
         />
       )}
-      {dialog === 'delete' && target && (
+      {dialog === 'delete' && selection.target && (
         <BulkDelete
           schema={schema}
           table={table}
-          target={target}
+          target={selection.target}
           onClose={() => setDialog(undefined)}
           onDeleted={async () => {
-            clearSelection();
+            selection.clearSelection();
             setDialog(undefined);
             await recount();
           }}
