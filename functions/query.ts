@@ -3,6 +3,7 @@ import { libraryRoutes } from '#functions/sql-library';
 import { granted } from '#lib/access';
 import { runQuery } from '#lib/admin/query';
 import { cancelRunning, runningTag } from '#lib/admin/query-cancel';
+import { exportQuery } from '#lib/admin/query-export';
 import { querySchema } from '#lib/admin/query-schema';
 import { describeSql } from '#lib/admin/sql-fingerprint';
 import { keptInHistory } from '#lib/admin/sql-history';
@@ -210,6 +211,61 @@ const cancelRoute = defineRoute({
   },
 });
 
-export const routes = [queryRoute, cancelRoute, ...libraryRoutes];
+const exportRoute = defineRoute({
+  method: 'POST',
+  path: '/api/query/export',
+  // A read, like the table's export (GET): it changes nothing, so it leaves no entry.
+  audit: false,
+  summary:
+    'One query’s rows as a CSV or JSON file, as the schema’s role in a read-only transaction that is always rolled back; a page of QUERY_MAX_ROWS rows at most, offset for the next',
+  access: 'read',
+  body: z.strictObject({
+    sql: z
+      .string()
+      .min(1, 'sql must not be empty')
+      .max(1024 * 1024),
+    schema: schemaRef.optional().meta({
+      description:
+        'Schema to run in; left out: an API key’s own, else the one schema the SQL names, as POST /api/query',
+    }),
+    format: z.enum(['csv', 'json'], { message: 'format must be csv or json' }).default('csv'),
+    offset: z
+      .number()
+      .int('offset must be a whole number')
+      .min(0, 'offset must be 0 or more')
+      .max(1_000_000_000)
+      .default(0),
+    header: z
+      .boolean()
+      .default(true)
+      .meta({ description: 'CSV: the header line; false for the pages after the first' }),
+  }),
+  response: z.object({
+    count: z.number(),
+    nextOffset: z.number().optional().meta({
+      description: 'a full page: more rows may follow from this offset (CSV: the X-Next-Offset header)',
+    }),
+    data: z.array(z.record(z.string(), z.unknown())),
+  }),
+  alsoProduces: 'text/csv',
+  errors: [
+    ...SCHEMA_SESSION,
+    { status: 400, why: 'not exactly one query (a SELECT, VALUES or TABLE), or an SQL error' },
+    RESULT_LIMITS,
+  ],
+  handler: async ({ body, principal, accessTo }) => {
+    const schema = await querySchema({
+      sql: body.sql,
+      schema: body.schema,
+      principal,
+      adminRights: false,
+      exists: async (name) => schemaExists(await getDatabase(), name),
+    });
+    const access = await accessTo(schema);
+    return exportQuery(access, resultLimits(await getConfig()), { ...body, timeoutMs: access.timeoutMs });
+  },
+});
+
+export const routes = [queryRoute, cancelRoute, exportRoute, ...libraryRoutes];
 
 export const handler = httpHandler(routes);

@@ -25,7 +25,10 @@ describeInBrowser('the SQL editor', () => {
     await editor.click();
     await page.keyboard.type('select with_t');
     await option('with_tax').waitFor();
-    await expectText(page.locator('.cm-tooltip-autocomplete'), '(p numeric, rate numeric DEFAULT 0.2) → numeric');
+    await expectText(
+      page.locator('.cm-tooltip-autocomplete'),
+      '(p numeric, rate numeric DEFAULT 0.2) → numeric',
+    );
     // Enter takes the option once it has been open its interactionDelay (75 ms).
     await page.waitForTimeout(100);
     await page.keyboard.press('Enter');

@@ -244,6 +244,7 @@ function probes(h: string): Probe[] {
     [tenants, 'GET', `/api/drift/${schema}/fix`, { query: { against: h } }],
     [query, 'POST', '/api/query', { body: { sql: 'SELECT 1', schema: h } }],
     [query, 'POST', '/api/query/cancel', { body: { queryId: 'nothing-running-1', schema: h } }],
+    [query, 'POST', '/api/query/export', { body: { sql: 'SELECT 1', schema: h } }],
     [query, 'GET', '/api/sql/history', { query: { before: h } }],
     [query, 'POST', '/api/sql/snippets', { body: { name: 'n', sql: 'SELECT 1', schema: h } }],
     ...(h === ''

@@ -1715,6 +1715,45 @@ const CASES: Record<string, Case[]> = {
       },
     },
   ],
+  'POST /api/query/export': [
+    {
+      status: 200,
+      why: 'the rows',
+      request: () => ({
+        method: 'POST',
+        path: '/api/query/export',
+        body: { sql: 'SELECT * FROM items', schema, format: 'json' },
+      }),
+    },
+    {
+      status: 400,
+      why: 'not one query',
+      request: () => ({
+        method: 'POST',
+        path: '/api/query/export',
+        body: { sql: 'SELECT 1; SELECT 2', schema },
+      }),
+    },
+    {
+      status: 404,
+      why: 'no such schema',
+      request: () => ({
+        method: 'POST',
+        path: '/api/query/export',
+        body: { sql: 'SELECT 1', schema: NO_SCHEMA },
+      }),
+    },
+    {
+      status: 403,
+      why: 'another schema with a key',
+      request: () => ({
+        method: 'POST',
+        path: '/api/query/export',
+        body: { sql: 'SELECT 1', schema: otherSchema },
+        ...bearer(anonKey),
+      }),
+    },
+  ],
   'POST /api/query/cancel': [
     {
       status: 200,

@@ -284,6 +284,11 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     path: '/api/query',
     body: { schema, sql: `INSERT INTO items (name) VALUES ('sql by ${role}')` },
   }),
+  'POST /api/query/export': ({ schema }) => ({
+    method: 'POST',
+    path: '/api/query/export',
+    body: { schema, sql: 'SELECT * FROM items' },
+  }),
   'POST /api/query/cancel': () => ({
     method: 'POST',
     path: '/api/query/cancel',
