@@ -668,6 +668,14 @@ describeInBrowser('the web console', () => {
     await expectText(page.getByTestId('statement-summary'), 'SELECT · 100 rows+');
     await expectText(page.getByTestId('rows-truncated'), 'The first 100 rows are shown');
     expect(await page.getByRole('table', { name: 'Result' }).locator('tbody tr').count()).toBe(100);
+    // The rest through the export, page after page (QUERY_MAX_ROWS each) joined into one file.
+    const saving = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Export every row as CSV' }).click();
+    const lines = readFileSync((await (await saving).path()) as string, 'utf8')
+      .trim()
+      .split('\n');
+    expect(lines).toHaveLength(50_001);
+    expect([lines[0], lines[1], lines.at(-1)]).toEqual(['i', '1', '50000']);
     expect(errors).toEqual([]);
   });
 

@@ -1,5 +1,7 @@
 import { useState } from 'preact/hooks';
+import { answer, saveFile } from '../api';
 import { shownText } from '../time-zone';
+import { ErrorText, useAction } from '../ui';
 
 /**
  * The SQL page's answer: one tab per statement of the script (its command, rows and time), the
@@ -33,7 +35,38 @@ export function describeResult(result: StatementResult): string {
   return `${command} · ${plural(result.rowCount, 'row')}`;
 }
 
-export function ResultTabs({ results }: { results: StatementResult[] }) {
+/** A one-query script, whose every row can be exported (POST /api/query/export). */
+export interface Exportable {
+  sql: string;
+  schema: string;
+}
+
+/** Every row of the query as a CSV file, page after page joined into one (X-Next-Offset). */
+function ExportAll({ query }: { query: Exportable }) {
+  const save = useAction(async () => {
+    const parts: Blob[] = [];
+    let offset: number | undefined = 0;
+    while (offset !== undefined) {
+      const reply = await answer('POST', 'query/export', {
+        body: { ...query, format: 'csv', offset, header: offset === 0 },
+      });
+      parts.push(await reply.blob());
+      const next = reply.headers.get('x-next-offset');
+      offset = next === null ? undefined : Number(next);
+    }
+    saveFile(new Blob(parts, { type: 'text/csv' }), 'query.csv');
+  });
+  return (
+    <>
+      <button type="button" onClick={() => save.run()} disabled={save.busy}>
+        {save.busy ? 'Exporting…' : 'Export every row as CSV'}
+      </button>
+      <ErrorText error={save.error} />
+    </>
+  );
+}
+
+export function ResultTabs({ results, exportable }: { results: StatementResult[]; exportable?: Exportable }) {
   const [open, setOpen] = useState(results.length - 1);
   const shown = results[Math.min(open, results.length - 1)];
   return (
@@ -54,12 +87,18 @@ export function ResultTabs({ results }: { results: StatementResult[] }) {
           ))}
         </div>
       )}
-      {shown && <StatementView result={shown} />}
+      {shown && <StatementView result={shown} exportable={results.length === 1 ? exportable : undefined} />}
     </div>
   );
 }
 
-function StatementView({ result }: { result: StatementResult }) {
+function StatementView({
+  result,
+  exportable,
+}: {
+  result: StatementResult;
+  exportable: Exportable | undefined;
+}) {
   return (
     <div role="tabpanel" aria-label={describeResult(result)}>
       <p class="muted" data-testid="statement-summary">
@@ -71,8 +110,10 @@ function StatementView({ result }: { result: StatementResult }) {
           {result.rowCount === null
             ? `The first ${plural(result.rows.length, 'row')} are shown; the query had more, which were not read.`
             : `${plural(result.rows.length, 'row')} of ${result.rowCount.toLocaleString()} are shown.`}{' '}
-          Show more rows with the setting above, narrow it with WHERE or LIMIT/OFFSET, or export the table
-          from its page.
+          {exportable
+            ? 'Show more rows with the setting above, or export them all: '
+            : 'Show more rows with the setting above, narrow it with WHERE or LIMIT/OFFSET, or run the query alone to export every row.'}
+          {exportable && <ExportAll query={exportable} />}
         </p>
       )}
       {result.fields.length > 0 && <RowsTable result={result} />}

@@ -62,9 +62,9 @@ export function SqlPage({ schema }: { schema: string }) {
   const host = useRef<HTMLDivElement>(null);
   const editor = useRef<SqlEditor | undefined>(undefined);
   const text = useRef(localStorage.getItem(draftKey(schema)) ?? '');
-  const [result, setResult] = useState<(Result & { runAs: 'schema' | 'admin'; serial: number }) | undefined>(
-    undefined,
-  );
+  const [result, setResult] = useState<
+    (Result & { runAs: 'schema' | 'admin'; sql: string; serial: number }) | undefined
+  >(undefined);
   // Each answer opens on its last statement's tab.
   const runs = useRef(0);
   const [rowsShown, setRowsShown] = useState(readRowsShown);
@@ -107,7 +107,7 @@ export function SqlPage({ schema }: { schema: string }) {
         setRan((n) => n + 1);
       });
       runs.current++;
-      setResult({ ...answer, runAs, serial: runs.current });
+      setResult({ ...answer, runAs, sql: sqlText, serial: runs.current });
     } catch (error) {
       setResult(undefined);
       const position = error instanceof ApiError ? Number(error.details.position) : Number.NaN;
@@ -252,7 +252,11 @@ export function SqlPage({ schema }: { schema: string }) {
           {result.plan ? (
             <PlanTree explained={result.plan} />
           ) : (
-            <ResultTabs key={result.serial} results={result.results} />
+            <ResultTabs
+              key={result.serial}
+              results={result.results}
+              exportable={result.runAs === 'schema' ? { sql: result.sql, schema: result.schema } : undefined}
+            />
           )}
         </div>
       )}
