@@ -278,6 +278,8 @@ export const routes = [
   defineRoute({
     method: 'POST',
     path: '/api/view/{viewName}/refresh',
+    // A refill can grow the schema: refused while it is over its storage quota.
+    addsData: true,
     audit: { action: 'view.refresh', target: ({ params }) => `materialized view ${params.viewName}` },
     summary: 'Refill a materialized view from its query, concurrently where it has a unique index',
     access: 'write',
@@ -290,7 +292,7 @@ export const routes = [
       }),
     }),
     response: z.object({ success: z.boolean(), concurrently: z.boolean(), message: z.string() }),
-    errors: [...SCHEMA_SESSION, NO_VIEW],
+    errors: [...SCHEMA_SESSION, NO_VIEW, SCHEMA_BUSY],
     handler: async ({ params, body, accessTo }) =>
       refreshView(await accessTo(body.schema), {
         schema: body.schema,

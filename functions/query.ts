@@ -16,6 +16,7 @@ import { getDatabase } from '#lib/db/pool';
 import { currentQuotas, overStorageQuota, StorageQuotaExceeded } from '#lib/db/quotas';
 import { Forbidden } from '#lib/errors';
 import { RESPONSE_LIMIT, RESULT_LIMITS, SCHEMA_SESSION } from '#lib/http/answers';
+import { toApiError } from '#lib/http/error-mapper';
 import { httpHandler } from '#lib/http/handler';
 import { assertGranted } from '#lib/http/person-scope';
 import { defineRoute } from '#lib/http/route';
@@ -78,7 +79,7 @@ const queryRoute = defineRoute({
     }),
     history: z.boolean().optional().meta({
       description:
-        'true: keep this run in your SQL history (GET /api/sql/history), whether it succeeds or fails: the console’s editor sends it. People and the administrator only; from an API key it is a 400.',
+        'true: keep this run in your SQL history (GET /api/sql/history), whether it succeeds or fails: the console’s editor sends it. People and the administrator only; from an API key it is a 403.',
     }),
     maxRows: z
       .number()
@@ -175,11 +176,17 @@ const queryRoute = defineRoute({
         throw error;
       });
     const result = body.history
-      ? await keptInHistory(principal, { schema, sql: body.sql }, run)
+      ? await keptInHistory(principal, { schema, sql: body.sql }, run, toldAs)
       : await run();
     return { ...result, schema };
   },
 });
+
+/** A failure in the words its answer used (a 5xx's are generic), as the history keeps it. */
+function toldAs(error: unknown): string {
+  const told = toApiError(error);
+  return `${told.title}: ${told.message}`;
+}
 
 const cancelRoute = defineRoute({
   method: 'POST',

@@ -1,6 +1,14 @@
 import { z } from 'zod';
 import { forgetHistory, HISTORY_KEPT, readHistory } from '#lib/admin/sql-history';
-import { createSnippet, deleteSnippet, listSnippets, updateSnippet } from '#lib/admin/sql-snippets';
+import {
+  createSnippet,
+  deleteSnippet,
+  listSnippets,
+  SNIPPET_SQL_CHARS,
+  SNIPPETS_KEPT,
+  SNIPPETS_LISTED,
+  updateSnippet,
+} from '#lib/admin/sql-snippets';
 import { getDatabase } from '#lib/db/pool';
 import type { Answer } from '#lib/http/answers';
 import { defineRoute } from '#lib/http/route';
@@ -45,7 +53,10 @@ const snippetName = z
 const snippetSql = z
   .string()
   .min(1, 'sql must not be empty')
-  .max(100_000, 'sql must be at most 100000 characters: keep longer scripts in files');
+  .max(
+    SNIPPET_SQL_CHARS,
+    `sql must be at most ${SNIPPET_SQL_CHARS} characters: keep longer scripts in files`,
+  );
 const snippetId = z.object({ id: queryInt('id', 1, 2_147_483_647) });
 const NO_SNIPPET: Answer = { status: 404, why: 'no snippet of that id is yours or shared with you' };
 const NOT_YOURS: Answer = {
@@ -65,7 +76,7 @@ export const libraryRoutes = [
       before: queryInt('before', 1, Number.MAX_SAFE_INTEGER).optional().meta({
         description: 'the previous page’s next: runs older than it',
       }),
-      limit: queryInt('limit', 1, 200).default(50),
+      limit: queryInt('limit', 1, 100).default(50),
     }),
     response: z.object({
       entries: z.array(HistoryEntry),
@@ -85,8 +96,7 @@ export const libraryRoutes = [
   defineRoute({
     method: 'GET',
     path: '/api/sql/snippets',
-    summary:
-      'Your snippets and those shared with you (a shared snippet’s schema must be in your scope), by name',
+    summary: `Your snippets and those shared with you whose schema is in your scope, by name (yours first, ${SNIPPETS_LISTED} at most)`,
     access: 'person',
     response: z.object({ snippets: z.array(Snippet) }),
     handler: async ({ principal }) => ({ snippets: await listSnippets(await getDatabase(), principal) }),
@@ -108,7 +118,11 @@ export const libraryRoutes = [
     }),
     response: Snippet,
     status: 201,
-    errors: [NAME_TAKEN, { status: 403, why: 'the schema is outside your scope' }],
+    errors: [
+      NAME_TAKEN,
+      { status: 403, why: 'the schema is outside your scope' },
+      { status: 409, why: `you keep ${SNIPPETS_KEPT} snippets already: delete some first` },
+    ],
     handler: async ({ body, principal, audit }) => createSnippet(await getDatabase(), principal, body, audit),
   }),
   defineRoute({
@@ -135,7 +149,7 @@ export const libraryRoutes = [
     method: 'DELETE',
     path: '/api/sql/snippets/{id}',
     audit: { action: 'sql.snippet.delete', target: ({ params }) => `snippet ${params.id}` },
-    summary: 'Delete your snippet (the administrator and owners may delete any)',
+    summary: 'Delete your snippet (the administrator and unscoped owners may delete anyone’s)',
     access: 'person',
     params: snippetId,
     response: z.object({ success: z.literal(true), message: z.string() }),

@@ -53,11 +53,13 @@ function functionCompletions(routines: CatalogNames['functions']): Completion[] 
     const form = `(${f.arguments})${f.result ? ` → ${f.result}` : ''}`;
     const procedure = f.kind === 'procedure';
     const seen = byName.get(f.name);
+    // A name PostgreSQL would fold or misread is written quoted, as it must be called.
+    const called = /^[a-z_][a-z0-9_$]*$/.test(f.name) ? f.name : `"${f.name.replace(/"/g, '""')}"`;
     byName.set(f.name, {
       label: f.name,
       type: procedure ? 'method' : 'function',
       detail: seen ? `${seen.detail}; ${form}` : form,
-      apply: procedure ? f.name : `${f.name}(`,
+      apply: procedure ? called : `${called}(`,
       boost: -1,
     });
   }

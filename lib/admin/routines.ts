@@ -19,14 +19,17 @@ export interface Routine {
 
 const KIND = `CASE p.prokind WHEN 'p' THEN 'procedure' WHEN 'a' THEN 'aggregate' WHEN 'w' THEN 'window' ELSE 'function' END`;
 
-/** At most this many are listed: completion needs no more, and the answer stays small. */
+/** At most this many are listed, each form cut at PRINTED_CHARS (a default can be a long constant): under 2 MB. */
 export const ROUTINES_LISTED = 2000;
+const PRINTED_CHARS = 400;
 
 const ROUTINES = `
   SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1) AS schema_exists,
          (SELECT coalesce(pg_catalog.json_agg(r ORDER BY r.name, r.arguments), '[]')
-            FROM (SELECT p.proname AS name, pg_catalog.pg_get_function_arguments(p.oid) AS arguments,
-                         CASE WHEN p.prokind = 'p' THEN NULL ELSE pg_catalog.pg_get_function_result(p.oid) END AS result,
+            FROM (SELECT p.proname AS name,
+                         pg_catalog.left(pg_catalog.pg_get_function_arguments(p.oid), ${PRINTED_CHARS}) AS arguments,
+                         CASE WHEN p.prokind = 'p' THEN NULL
+                              ELSE pg_catalog.left(pg_catalog.pg_get_function_result(p.oid), ${PRINTED_CHARS}) END AS result,
                          ${KIND} AS kind
                     FROM pg_catalog.pg_proc p
                     JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace

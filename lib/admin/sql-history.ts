@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { AuditDraft } from '#lib/db/audit-log';
 import { getDatabase, withTransaction } from '#lib/db/pool';
-import { BadRequest } from '#lib/errors';
+import { Forbidden } from '#lib/errors';
 import { loggedError, logger } from '#lib/log';
 import type { Principal } from '#lib/principal';
 
@@ -14,8 +14,8 @@ import type { Principal } from '#lib/principal';
 
 /** Runs kept per person; older ones are forgotten as new ones come. */
 export const HISTORY_KEPT = 1000;
-/** The characters of a script kept; a longer one is kept cut, and says so. */
-export const HISTORY_SQL_CHARS = 100_000;
+/** The characters of a script kept (a page of 100 stays under 2 MB); a longer one is kept cut, and says so. */
+export const HISTORY_SQL_CHARS = 20_000;
 const ERROR_CHARS = 2000;
 
 export interface HistoryEntry {
@@ -43,16 +43,19 @@ export interface HistoryRun {
 /** Whose history a principal keeps: a person's id, null for the administrator; a key keeps none. */
 function keeper(principal: Principal | undefined): number | null {
   if (principal?.kind === 'key') {
-    throw new BadRequest(
-      'No history for keys',
+    throw new Forbidden(
       'history is kept for people signed in to the console, not for API keys: leave history out',
     );
   }
   return principal?.kind === 'person' ? principal.id : null;
 }
 
-/** Throws the 400 for a key before anything runs. */
-export const assertKeepsHistory = (principal: Principal | undefined) => void keeper(principal);
+/**
+ * The schemas whose runs a principal sees: a person's scope as it is now (a token narrowed to
+ * some schemas, or a scope since narrowed, sees the runs in those alone); null, all of them.
+ */
+const scopeOf = (principal: Principal | undefined) =>
+  principal?.kind === 'person' && principal.schemas !== null ? [...principal.schemas] : null;
 
 /**
  * Adds a run to its person's history and forgets what falls past HISTORY_KEPT, in one statement
@@ -103,14 +106,15 @@ export async function readHistory(db: pg.Pool, principal: Principal | undefined,
             WHERE coalesce(person_id, 0) = coalesce($1, 0)
               AND ($2::int8 IS NULL OR id < $2)
               AND ($3::text IS NULL OR pg_catalog.strpos(pg_catalog.lower(sql), pg_catalog.lower($3)) > 0)
+              AND ($5::text[] IS NULL OR schema_name = ANY ($5))
             ORDER BY id DESC LIMIT $4`,
-    values: [keeper(principal), query.before ?? null, query.q ?? null, query.limit + 1],
+    values: [keeper(principal), query.before ?? null, query.q ?? null, query.limit + 1, scopeOf(principal)],
   });
   const entries = rows.slice(0, query.limit);
   return { entries, next: rows.length > query.limit ? (entries.at(-1)?.id ?? null) : null };
 }
 
-/** Forgets the principal's whole history; answers how many runs it held. */
+/** Forgets the principal's history (in their scope); answers how many runs it held. */
 export async function forgetHistory(
   db: pg.Pool,
   principal: Principal | undefined,
@@ -121,8 +125,9 @@ export async function forgetHistory(
     (client) =>
       client.query({
         name: 'dbadmin.history-forget',
-        text: 'DELETE FROM _dbadmin.sql_history WHERE coalesce(person_id, 0) = coalesce($1, 0)',
-        values: [keeper(principal)],
+        text: `DELETE FROM _dbadmin.sql_history
+                WHERE coalesce(person_id, 0) = coalesce($1, 0) AND ($2::text[] IS NULL OR schema_name = ANY ($2))`,
+        values: [keeper(principal), scopeOf(principal)],
       }),
     { audit },
   );
@@ -138,8 +143,10 @@ export async function keptInHistory<T extends { rowCount: number | null }>(
   principal: Principal | undefined,
   place: { schema: string; sql: string },
   run: () => Promise<T>,
+  /** What the caller was told of a failure: its answer's words, never the service's own. */
+  told: (error: unknown) => string,
 ): Promise<T> {
-  assertKeepsHistory(principal);
+  keeper(principal);
   const started = performance.now();
   const keep = async (outcome: Pick<HistoryRun, 'ok' | 'rowCount' | 'error'>) => {
     try {
@@ -157,7 +164,7 @@ export async function keptInHistory<T extends { rowCount: number | null }>(
     await keep({ ok: true, rowCount: result.rowCount });
     return result;
   } catch (error) {
-    await keep({ ok: false, error: error instanceof Error ? error.message : String(error) });
+    await keep({ ok: false, error: told(error) });
     throw error;
   }
 }

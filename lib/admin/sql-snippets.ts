@@ -8,10 +8,16 @@ import { ownerOf, type Principal } from '#lib/principal';
 
 /**
  * Named SQL the editor keeps: saved by a person (or AUTH_USER's administrator) for themselves, or
- * shared with the team. A shared snippet is read by everyone whose scope holds its schema (every
- * person when it names none); only whoever saved it changes or deletes it, besides the
- * administrator and owners. A snippet is text: running it is POST /api/query, with its rights.
+ * shared with the team. A snippet naming a schema is seen only by people whose scope holds it (its
+ * author too, through a token narrowed to other schemas); one naming none, by everyone it is
+ * shared with. Only whoever saved it changes it; the administrator and unscoped owners may delete
+ * anyone's. A snippet is text: running it is POST /api/query, with the runner's rights.
  */
+
+/** A snippet's SQL at most, and how many a person keeps and a list answers: the list stays under 3 MB. */
+export const SNIPPET_SQL_CHARS = 10_000;
+export const SNIPPETS_KEPT = 200;
+export const SNIPPETS_LISTED = 300;
 
 export interface Snippet {
   id: number;
@@ -37,7 +43,9 @@ export interface SnippetInput {
 const COLUMNS = `id, name, sql, schema_name AS schema, shared, author, owner = $1 AS mine,
   pg_catalog.to_char(pg_catalog.timezone('UTC', updated_at), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "updatedAt"`;
 
-/** The scope a principal reads shared snippets in: null, every schema. */
+/** Which snippets the caller sees ($1 their owner name, $2 their scope, null for every schema). */
+const VISIBLE = `(owner = $1 OR shared) AND (schema_name IS NULL OR $2::text[] IS NULL OR schema_name = ANY ($2))`;
+
 const scopeOf = (principal: Principal | undefined) =>
   principal?.kind === 'person' && principal.schemas !== null ? [...principal.schemas] : null;
 
@@ -61,17 +69,21 @@ const nameTaken = (name: string) =>
     `you already have a snippet named "${name}"; choose another name or change that one`,
   );
 
+const notFound = (id: number) =>
+  new NotFound(
+    'Snippet not found',
+    `there is no snippet ${id} of yours or shared with you; see GET /api/sql/snippets`,
+  );
+
 /** The caller's own snippets and the shared ones they may read, by name. */
 export async function listSnippets(db: pg.Pool, principal: Principal | undefined): Promise<Snippet[]> {
   const { rows } = await db.query<Snippet>({
     name: 'dbadmin.snippets',
-    text: `SELECT ${COLUMNS} FROM _dbadmin.sql_snippets
-            WHERE owner = $1
-               OR (shared AND (schema_name IS NULL OR $2::text[] IS NULL OR schema_name = ANY ($2)))
-            ORDER BY pg_catalog.lower(name), id`,
+    text: `SELECT ${COLUMNS} FROM _dbadmin.sql_snippets WHERE ${VISIBLE}
+            ORDER BY owner = $1 DESC, pg_catalog.lower(name), id LIMIT ${SNIPPETS_LISTED}`,
     values: [ownerOf(principal), scopeOf(principal)],
   });
-  return rows;
+  return rows.sort((a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || a.id - b.id);
 }
 
 export async function createSnippet(
@@ -81,12 +93,16 @@ export async function createSnippet(
   audit: AuditDraft | undefined,
 ) {
   assertReachable(principal, input.schema);
+  const owner = ownerOf(principal);
   try {
     const { rows } = await audited(db, audit, {
+      // Counted in the same statement: two saves at once may both pass, one snippet over at most.
       text: `INSERT INTO _dbadmin.sql_snippets (owner, author, name, sql, schema_name, shared)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLUMNS}`,
+             SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::boolean
+              WHERE (SELECT pg_catalog.count(*) FROM _dbadmin.sql_snippets WHERE owner = $1) < ${SNIPPETS_KEPT}
+             RETURNING ${COLUMNS}`,
       values: [
-        ownerOf(principal),
+        owner,
         authorOf(principal),
         input.name,
         input.sql,
@@ -94,35 +110,45 @@ export async function createSnippet(
         input.shared ?? false,
       ],
     });
-    return rows[0] as Snippet;
+    if (!rows[0]) {
+      throw new ApiError(
+        409,
+        'Too many snippets',
+        `you keep ${SNIPPETS_KEPT} snippets already: delete some first`,
+      );
+    }
+    return rows[0];
   } catch (error) {
     if (isPgError(error) && error.code === '23505') throw nameTaken(input.name);
     throw error;
   }
 }
 
-/** Who may change a snippet: whoever saved it, the administrator, an owner. */
-const changesAny = (principal: Principal | undefined) =>
-  principal === undefined ||
-  principal.kind === 'admin' ||
-  (principal.kind === 'person' && principal.role === 'owner' && principal.schemas === null);
-
 /**
- * The snippet as the caller may change it: 404 when they cannot read it (so its existence is not
- * told), 403 when they read it but did not save it.
+ * The snippet as the caller may change it: 404 when they cannot see it (its existence is not
+ * told), 403 when it is someone else's. Deleting, the administrator and unscoped owners may
+ * reach anyone's, as they could any row of dbadmin's own data; changing, only its author.
  */
-async function changeable(db: pg.Pool, principal: Principal | undefined, id: number) {
-  const visible = (await listSnippets(db, principal)).find((snippet) => snippet.id === id);
-  const any = changesAny(principal);
-  if (!visible && !any)
-    throw new NotFound(
-      'Snippet not found',
-      `there is no snippet ${id} of yours or shared with you; see GET /api/sql/snippets`,
-    );
-  if (visible && !visible.mine && !any) {
-    throw new Forbidden(`snippet ${id} is ${visible.author}'s: save a copy under your own name to change it`);
-  }
+async function changeable(db: pg.Pool, principal: Principal | undefined, id: number, deleting: boolean) {
+  const { rows } = await db.query<Snippet>({
+    text: `SELECT ${COLUMNS} FROM _dbadmin.sql_snippets WHERE id = $2`,
+    values: [ownerOf(principal), id],
+  });
+  const found = rows[0];
+  const anyone =
+    deleting &&
+    (principal === undefined ||
+      principal.kind === 'admin' ||
+      (principal.kind === 'person' && principal.role === 'owner' && principal.schemas === null));
+  if (found?.mine || (found && anyone)) return;
+  const seen =
+    found && (found.shared || found.mine) && (found.schema === null || inScopeOf(principal, found.schema));
+  if (!seen) throw notFound(id);
+  throw new Forbidden(`snippet ${id} is ${found.author}'s: save a copy under your own name to change it`);
 }
+
+const inScopeOf = (principal: Principal | undefined, schema: string) =>
+  principal?.kind !== 'person' || inScope(principal, schema);
 
 export async function updateSnippet(
   db: pg.Pool,
@@ -131,7 +157,7 @@ export async function updateSnippet(
   input: Partial<SnippetInput>,
   audit: AuditDraft | undefined,
 ) {
-  await changeable(db, principal, id);
+  await changeable(db, principal, id, false);
   assertReachable(principal, input.schema);
   try {
     const { rows } = await audited(db, audit, {
@@ -139,7 +165,7 @@ export async function updateSnippet(
                 SET name = coalesce($3, name), sql = coalesce($4, sql),
                     schema_name = CASE WHEN $5 THEN $6 ELSE schema_name END,
                     shared = coalesce($7, shared), updated_at = pg_catalog.now()
-              WHERE id = $2 RETURNING ${COLUMNS}`,
+              WHERE id = $2 AND owner = $1 RETURNING ${COLUMNS}`,
       values: [
         ownerOf(principal),
         id,
@@ -150,8 +176,7 @@ export async function updateSnippet(
         input.shared ?? null,
       ],
     });
-    if (!rows[0])
-      throw new NotFound('Snippet not found', `there is no snippet ${id}; see GET /api/sql/snippets`);
+    if (!rows[0]) throw notFound(id);
     return rows[0];
   } catch (error) {
     if (isPgError(error) && error.code === '23505') throw nameTaken(input.name ?? '');
@@ -165,12 +190,11 @@ export async function deleteSnippet(
   id: number,
   audit: AuditDraft | undefined,
 ) {
-  await changeable(db, principal, id);
+  await changeable(db, principal, id, true);
   const { rowCount } = await audited(db, audit, {
     text: 'DELETE FROM _dbadmin.sql_snippets WHERE id = $1',
     values: [id],
   });
-  if (!rowCount)
-    throw new NotFound('Snippet not found', `there is no snippet ${id}; see GET /api/sql/snippets`);
+  if (!rowCount) throw notFound(id);
   return { success: true as const, message: `Snippet ${id} deleted` };
 }

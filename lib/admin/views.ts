@@ -4,7 +4,7 @@ import type { SchemaAccess } from '#lib/db/executor';
 import { qualified } from '#lib/db/identifiers';
 import { schemaBusy } from '#lib/db/pg-errors';
 import { withTransaction } from '#lib/db/pool';
-import { auditedStatement } from '#lib/db/transaction';
+import { inTransaction } from '#lib/db/transaction';
 import { BadRequest, NotFound } from '#lib/errors';
 
 /**
@@ -86,6 +86,8 @@ const REFRESHABLE = `
     LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = $2
    WHERE n.nspname = $1`;
 
+const REFRESH_LOCK_WAIT = '3s';
+
 export interface RefreshViewInput {
   schema: string;
   view: string;
@@ -118,7 +120,7 @@ export async function refreshView(access: SchemaAccess, { schema, view, concurre
   const why = !found.populated
     ? 'it has never been filled: refresh it once without concurrently'
     : !found.keyed
-      ? 'it has no unique index over plain columns covering every row: add one, or refresh without concurrently'
+      ? 'it has no unique index over plain columns covering every row: add one (CREATE UNIQUE INDEX in the SQL editor), or refresh without concurrently'
       : undefined;
   if (concurrently === true && why) {
     throw new BadRequest(
@@ -127,13 +129,16 @@ export async function refreshView(access: SchemaAccess, { schema, view, concurre
     );
   }
   const together = concurrently ?? !why;
-  await access.run((client) =>
-    auditedStatement(
-      client,
-      `REFRESH MATERIALIZED VIEW ${together ? 'CONCURRENTLY ' : ''}${qualified(schema, view)}`,
-      access.audit,
-    ),
-  );
+  // A refresh waits for its lock a few seconds at most: while it waits, every later reader of the
+  // view queues behind it.
+  const sql = `REFRESH MATERIALIZED VIEW ${together ? 'CONCURRENTLY ' : ''}${qualified(schema, view)}`;
+  await access
+    .run((client) =>
+      inTransaction(client, () => client.query(sql), { lockTimeout: REFRESH_LOCK_WAIT, audit: access.audit }),
+    )
+    .catch((error: unknown) => {
+      throw schemaBusy(schema, error);
+    });
   return {
     success: true,
     concurrently: together,

@@ -616,6 +616,7 @@ describeInBrowser('the web console', () => {
     await expectText(history.locator('li').first(), 'SELECT nme FROM items');
     await expectText(history.locator('li').first(), '✗');
     await page.getByLabel('Search history').fill('ORDER BY ID');
+    await page.getByLabel('Search history').press('Enter');
     await history.getByRole('button', { name: 'SELECT name FROM items ORDER BY id' }).first().click();
     await expectText(page.locator('.cm-content'), 'SELECT name FROM items ORDER BY id');
     await page.getByText('Snippets (').click();

@@ -1,5 +1,6 @@
 import { handler as query } from '#functions/query';
 import { HISTORY_KEPT, HISTORY_SQL_CHARS } from '#lib/admin/sql-history';
+import { SNIPPETS_KEPT } from '#lib/admin/sql-snippets';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey, tenantSchema } from '#test/security/tenant';
 import { withAdminClient } from '#test/support/db';
@@ -149,7 +150,7 @@ describe('history', () => {
     const read = await call(query, { path: '/api/sql/history', ...auth });
     const snippets = await call(query, { path: '/api/sql/snippets', ...auth });
 
-    expect(ran.status).toBe(400);
+    expect(ran.status).toBe(403);
     expect(ran.body.message).toMatch(/not for API keys: leave history out/);
     expect(read.status).toBeGreaterThanOrEqual(401);
     expect(read.status).toBeLessThanOrEqual(403);
@@ -217,6 +218,25 @@ describe('snippets', () => {
     expect(unseen.status).toBe(404);
     expect(byAdmin.status).toBe(200);
     expect(await names(as(alice), p)).toEqual([`${p} renamed`]);
+  });
+
+  it(`keeps ${SNIPPETS_KEPT} snippets a person at most, and says so`, async () => {
+    const me = await person('analyst', null);
+    await withAdminClient((c) =>
+      c.query(
+        `INSERT INTO _dbadmin.sql_snippets (owner, author, name, sql)
+         SELECT $1, $2, 'n' || g, 'SELECT 1' FROM generate_series(1, $3) g`,
+        [`person:${me.id}`, me.login, SNIPPETS_KEPT],
+      ),
+    );
+
+    const over = await save(as(me), { name: 'one more', sql: 'SELECT 1' });
+
+    expect(over.status).toBe(409);
+    expect(over.body).toEqual({
+      error: 'Too many snippets',
+      message: `you keep ${SNIPPETS_KEPT} snippets already: delete some first`,
+    });
   });
 
   it('answers 409 for a name taken, 403 for a schema outside the scope, 400 for nothing to change', async () => {

@@ -1,3 +1,4 @@
+import { handler as people } from '#functions/people';
 import { handler as query } from '#functions/query';
 import { closePool } from '#lib/db/pool';
 import { bearer, createKey, tenantSchema } from '#test/security/tenant';
@@ -37,7 +38,7 @@ describe('a person prying into others’ SQL', () => {
     });
 
     for (const q of [secret, '%', "' OR true --"]) {
-      const seen = await mallory.as(query, { path: '/api/sql/history', query: { q, limit: '200' } });
+      const seen = await mallory.as(query, { path: '/api/sql/history', query: { q, limit: '100' } });
       expect(seen.status).toBe(200);
       expect(JSON.stringify(seen.body)).not.toContain(secret);
     }
@@ -84,6 +85,39 @@ describe('a person prying into others’ SQL', () => {
     ]);
   });
 
+  it('a token narrowed to one schema sees only that schema’s runs and snippets of its person', async () => {
+    const me = await person('developer', null);
+    const secret = uniqueName('elsewhere');
+    for (const where of [inside, outside]) {
+      await me.as(query, {
+        method: 'POST',
+        path: '/api/query',
+        body: { schema: where, sql: `SELECT '${secret} ${where}'`, history: true },
+      });
+      await me.as(query, {
+        method: 'POST',
+        path: '/api/sql/snippets',
+        body: { name: `${secret} ${where}`, sql: `SELECT '${secret}'`, schema: where },
+      });
+    }
+    const made = await me.as(people, {
+      method: 'POST',
+      path: '/api/me/tokens',
+      body: { name: uniqueName('narrow'), schemas: [inside] },
+    });
+    const token = { auth: null, headers: { authorization: `Bearer ${made.body.token}` } };
+
+    const seen = await call(query, { path: '/api/sql/history', query: { q: secret }, ...token });
+    const snippets = await call(query, { path: '/api/sql/snippets', ...token });
+    const cleared = await call(query, { method: 'DELETE', path: '/api/sql/history', ...token });
+    const left = await me.as(query, { path: '/api/sql/history', query: { q: secret } });
+
+    expect(seen.body.entries.map((e: { schema: string }) => e.schema)).toEqual([inside]);
+    expect(JSON.stringify(snippets.body)).not.toContain(outside);
+    expect(cleared.body.forgotten).toBe(1);
+    expect(left.body.entries.map((e: { schema: string }) => e.schema)).toEqual([outside]);
+  });
+
   it('an API key reaches neither history nor snippets, and keeps no history', async () => {
     const { key } = await createKey(inside, 'service_role', 'pry');
     const auth = bearer(key);
@@ -105,6 +139,6 @@ describe('a person prying into others’ SQL', () => {
       }),
     ];
 
-    expect(replies.map((r) => r.status)).toEqual([403, 403, 403, 403, 400]);
+    expect(replies.map((r) => r.status)).toEqual([403, 403, 403, 403, 403]);
   });
 });

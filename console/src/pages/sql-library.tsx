@@ -71,7 +71,8 @@ export function HistoryPanel({ generation, onLoad }: { generation: number; onLoa
           aria-label="Search history"
           placeholder="Search your history"
           value={q}
-          onInput={(e) => setQ(e.currentTarget.value)}
+          title="Enter searches"
+          onChange={(e) => setQ(e.currentTarget.value)}
         />{' '}
         <button type="button" onClick={() => clear.run()} disabled={entries.length === 0}>
           Clear history
