@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { statementBounds } from '#lib/admin/query-statements';
 import { forgetHistory, HISTORY_KEPT, readHistory } from '#lib/admin/sql-history';
 import {
   createSnippet,
@@ -66,6 +67,32 @@ const NOT_YOURS: Answer = {
 const NAME_TAKEN: Answer = { status: 409, why: 'you already have a snippet of that name' };
 
 export const libraryRoutes = [
+  defineRoute({
+    method: 'POST',
+    path: '/api/sql/split',
+    // Parses, runs nothing, changes nothing: no entry.
+    audit: false,
+    summary:
+      'Where each statement of a script starts and ends, as PostgreSQL’s parser splits it (character offsets): the console runs them one transaction each',
+    access: 'person',
+    body: z.strictObject({
+      sql: z
+        .string()
+        .min(1, 'sql must not be empty')
+        .max(1024 * 1024),
+    }),
+    response: z.object({
+      statements: z.array(
+        z.object({
+          start: z.number().meta({ description: 'characters (code points) before it' }),
+          end: z.number().meta({ description: 'characters up to its end' }),
+          query: z.boolean().meta({ description: 'a plain query (SELECT, VALUES, TABLE)' }),
+        }),
+      ),
+    }),
+    errors: [{ status: 400, why: 'the parser cannot read the script (the message says where)' }],
+    handler: async ({ body }) => ({ statements: await statementBounds(body.sql) }),
+  }),
   defineRoute({
     method: 'GET',
     path: '/api/sql/history',

@@ -6,7 +6,7 @@ import { CallerQuery } from '#lib/db/caller-query';
 import { jsonRowTypes } from '#lib/db/json-rows';
 import { isPgError } from '#lib/db/pg-errors';
 import { JsonSize, jsonBytesAtMost, ResultTooDeep } from '#lib/db/result-limits';
-import { BadRequest } from '#lib/errors';
+import { ApiError, BadRequest } from '#lib/errors';
 
 /**
  * The SQL editor's way of running a script (POST /api/query with `maxRows`): its statements one at
@@ -82,6 +82,28 @@ export async function splitScript(sql: string): Promise<ScriptStatement[] | unde
       kind: isObject(entry.stmt) ? Object.keys(entry.stmt)[0] : undefined,
     };
   });
+}
+
+/**
+ * Where each statement starts and ends in the script, in characters, or a 400 with the parser's
+ * own words and position when it cannot read it.
+ */
+export async function statementBounds(sql: string) {
+  const parser = await loadParser();
+  try {
+    parser?.parseSync(sql);
+  } catch (error) {
+    // The parser's cursor counts UTF-8 bytes from 0; PostgreSQL's positions, characters from 1.
+    const cursor = (error as { sqlDetails?: { cursorPosition?: number } }).sqlDetails?.cursorPosition;
+    const at =
+      cursor === undefined
+        ? undefined
+        : [...Buffer.from(sql).subarray(0, cursor).toString('utf8')].length + 1;
+    throw new ApiError(400, 'Invalid SQL', (error as Error).message, {
+      details: at === undefined ? {} : { position: at },
+    });
+  }
+  return ((await splitScript(sql)) ?? []).map(({ start, end, query }) => ({ start, end, query }));
 }
 
 /** What the rows shown may take: so many per statement, and QUERY_MAX_BYTES of JSON in all. */

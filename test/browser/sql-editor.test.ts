@@ -2,7 +2,7 @@ import { ConsoleHarness, describeInBrowser, expectText } from '#test/support/bro
 
 /**
  * The SQL editor's completion of the catalog's names beyond the page's tables (the schema's
- * functions, the other schemas), and its Format button (issue 39).
+ * functions, the other schemas), its Format button, and one transaction per statement (issue 39).
  */
 
 const h = new ConsoleHarness();
@@ -56,5 +56,39 @@ describeInBrowser('the SQL editor', () => {
       `  ${other}.elsewhere`,
     ]);
     expect(errors).toEqual([]);
+  }, 90_000);
+
+  it('commits each statement on its own and stops at the first that fails, showing what ran', async () => {
+    const schema = await h.schemaWith('CREATE TABLE kept (x int)');
+    const { page, errors } = await h.signedIn(`#/s/${schema}/sql`);
+    await page.getByLabel('One transaction per statement').check();
+    await page.locator('.cm-content').click();
+    await page.keyboard.type(
+      'INSERT INTO kept VALUES (1); INSERT INTO kept VALUES (2);\nSELECT nope FROM kept; INSERT INTO kept VALUES (3)',
+    );
+    await page.keyboard.press('Control+Enter');
+
+    await page.getByRole('alert').filter({ hasText: 'nope' }).waitFor();
+    await page.getByText('at line 2, column 8').waitFor();
+    const tabs = page.getByRole('tablist', { name: 'Statements' }).getByRole('tab');
+    expect(await tabs.allTextContents()).toEqual(['1. INSERT · 1 row', '2. INSERT · 1 row']);
+    await expectText(page.getByTestId('result-summary'), 'one transaction per statement');
+    const kept = await h.api<{ rows: { x: number }[] }>('POST', 'query', {
+      schema,
+      sql: 'SELECT x FROM kept ORDER BY x',
+    });
+    expect(kept.body.rows).toEqual([{ x: 1 }, { x: 2 }]);
+
+    // Unticked (kept in the browser), the same script is one transaction again: nothing kept.
+    await page.getByLabel('One transaction per statement').uncheck();
+    await page.reload();
+    expect(await page.getByLabel('One transaction per statement').isChecked()).toBe(false);
+    await page.locator('.cm-content').click();
+    await page.keyboard.press('Control+Enter');
+    await page.getByRole('alert').filter({ hasText: 'nope' }).waitFor();
+    expect(
+      (await h.api<{ rows: unknown[] }>('POST', 'query', { schema, sql: 'SELECT x FROM kept' })).body.rows,
+    ).toHaveLength(2);
+    expect(errors.filter((e) => !e.includes('400'))).toEqual([]);
   }, 90_000);
 });

@@ -1590,6 +1590,18 @@ const CASES: Record<string, Case[]> = {
       }),
     },
   ],
+  'POST /api/sql/split': [
+    {
+      status: 200,
+      why: 'the statements',
+      request: () => ({ method: 'POST', path: '/api/sql/split', body: { sql: 'SELECT 1; SELECT 2' } }),
+    },
+    {
+      status: 400,
+      why: 'a script the parser cannot read',
+      request: () => ({ method: 'POST', path: '/api/sql/split', body: { sql: 'SELEC 1' } }),
+    },
+  ],
   'GET /api/sql/history': [
     {
       status: 200,

@@ -159,6 +159,39 @@ describe('history', () => {
   });
 });
 
+describe('POST /api/sql/split', () => {
+  const split = (sql: string) => call(query, { method: 'POST', path: '/api/sql/split', body: { sql } });
+
+  it('says where each statement starts and ends, in characters, as PostgreSQL splits them', async () => {
+    const sql = "SELECT 'é;€' AS a; INSERT INTO t VALUES (1);\n-- note\nSELECT 2";
+    const reply = await split(sql);
+
+    expect(reply.status).toBe(200);
+    const characters = Array.from(sql);
+    expect(
+      reply.body.statements.map((s: { start: number; end: number; query: boolean }) => [
+        characters.slice(s.start, s.end).join(''),
+        s.query,
+      ]),
+    ).toEqual([
+      ["SELECT 'é;€' AS a", true],
+      [' INSERT INTO t VALUES (1)', false],
+      ['\n-- note\nSELECT 2', true],
+    ]);
+  });
+
+  it('answers 400 with the position PostgreSQL would give for a script it cannot read', async () => {
+    const reply = await split('SELECT 1; SELEC € 2');
+
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({
+      error: 'Invalid SQL',
+      message: 'syntax error at or near "SELEC"',
+      position: 11,
+    });
+  });
+});
+
 describe('snippets', () => {
   const save = (who: As, body: Record<string, unknown>) =>
     who({ method: 'POST', path: '/api/sql/snippets', body });

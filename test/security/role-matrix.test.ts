@@ -323,6 +323,7 @@ const SAMPLES: Record<string, (t: Target) => Call | Promise<Call>> = {
     body: { backendStart: '2020-01-01T00:00:00Z' },
   }),
   'GET /api/audit': ({ schema }) => ({ path: '/api/audit', query: { schema } }),
+  'POST /api/sql/split': () => ({ method: 'POST', path: '/api/sql/split', body: { sql: 'SELECT 1' } }),
   'GET /api/sql/history': () => ({ path: '/api/sql/history' }),
   'DELETE /api/sql/history': () => ({ method: 'DELETE', path: '/api/sql/history' }),
   'GET /api/sql/snippets': () => ({ path: '/api/sql/snippets' }),

@@ -6,6 +6,7 @@ import { TimeZoneChoice } from '../time-zone';
 import { ErrorText, useAction } from '../ui';
 import { lineAndColumn } from '../values';
 import { type Explained, PlanTree } from './plan-tree';
+import { runEach, runWhole, type Send } from './sql-each';
 import { HistoryPanel, SnippetsPanel } from './sql-library';
 import { DEFAULT_ROWS_SHOWN, ResultTabs, ROWS_SHOWN, type StatementResult } from './sql-results';
 import { newQueryId, Running, type RunningQuery } from './sql-running';
@@ -29,6 +30,8 @@ interface Result {
 type RunIn = 'page' | 'named';
 
 const ROWS_SHOWN_KEY = 'dbadmin.sql.rowsShown';
+/** A script in one transaction (the default), or each statement in its own: kept in the browser. */
+const EACH_KEY = 'dbadmin.sql.transactions';
 
 function readRowsShown(): number {
   const stored = Number(localStorage.getItem(ROWS_SHOWN_KEY));
@@ -63,7 +66,7 @@ export function SqlPage({ schema }: { schema: string }) {
   const editor = useRef<SqlEditor | undefined>(undefined);
   const text = useRef(localStorage.getItem(draftKey(schema)) ?? '');
   const [result, setResult] = useState<
-    (Result & { runAs: 'schema' | 'admin'; sql: string; serial: number }) | undefined
+    (Result & { runAs: 'schema' | 'admin'; sql: string; each: boolean; serial: number }) | undefined
   >(undefined);
   // Each answer opens on its last statement's tab.
   const runs = useRef(0);
@@ -79,6 +82,9 @@ export function SqlPage({ schema }: { schema: string }) {
   // Only a person with sql.admin is offered the choice: anyone else's SQL runs as the schema's role.
   const choosesRunAs = may('sql.admin');
   const [runIn, setRunIn] = useState<RunIn>('page');
+  const [eachOwn, setEachOwn] = useState(() => localStorage.getItem(EACH_KEY) === 'each');
+  const eachRef = useRef(eachOwn);
+  eachRef.current = eachOwn;
   const runInRef = useRef(runIn);
   runInRef.current = runIn;
   const [errorAt, setErrorAt] = useState<string | undefined>(undefined);
@@ -86,38 +92,38 @@ export function SqlPage({ schema }: { schema: string }) {
     // Sent as written: PostgreSQL's error position counts from the first character.
     const sqlText = text.current;
     if (!sqlText.trim()) return;
-    const named = runInRef.current === 'named';
     setErrorAt(undefined);
-    try {
-      const runAs = runAsRef.current;
-      // No schema: the service runs it in the one schema the SQL names, and says which.
+    const runAs = runAsRef.current;
+    const send: Send = (sql) => {
       const queryId = newQueryId();
+      setRunning({ queryId, since: performance.now() });
+      // No schema: the service runs it in the one schema the SQL names, and says which.
       const body = {
-        sql: sqlText,
-        schema: named ? undefined : schema,
+        sql,
+        schema: runInRef.current === 'named' ? undefined : schema,
         runAs,
         maxRows: rowsShownRef.current,
         queryId,
         explain,
         history: true,
       };
-      setRunning({ queryId, since: performance.now() });
-      const answer = await api<Result>('POST', 'query', { body }).finally(() => {
+      return api<Result>('POST', 'query', { body }).finally(() => {
         setRunning(undefined);
         setRan((n) => n + 1);
       });
-      runs.current++;
-      setResult({ ...answer, runAs, sql: sqlText, serial: runs.current });
-    } catch (error) {
-      setResult(undefined);
-      const position = error instanceof ApiError ? Number(error.details.position) : Number.NaN;
-      if (Number.isInteger(position) && position > 0) {
-        const { line, column } = lineAndColumn(sqlText, position);
-        setErrorAt(`at line ${line}, column ${column}`);
-        editor.current?.setPosition(position);
-      }
-      throw error;
+    };
+    const each = eachRef.current && !explain;
+    const { answer, failure } = await (each ? runEach : runWhole)(sqlText, send);
+    runs.current++;
+    setResult(answer && { ...(answer as Result), runAs, sql: sqlText, each, serial: runs.current });
+    if (failure === undefined) return;
+    const position = failure instanceof ApiError ? Number(failure.details.position) : Number.NaN;
+    if (Number.isInteger(position) && position > 0) {
+      const { line, column } = lineAndColumn(sqlText, position);
+      setErrorAt(`at line ${line}, column ${column}`);
+      editor.current?.setPosition(position);
     }
+    throw failure;
   });
   const [loadError, setLoadError] = useState<unknown>(undefined);
   const runRef = useRef(execute.run);
@@ -205,6 +211,21 @@ export function SqlPage({ schema }: { schema: string }) {
             <option value="named">the schema the SQL names (else public)</option>
           </select>
         </label>
+        <label
+          class="inline"
+          title="Each statement commits on its own; the first that fails stops the script"
+        >
+          <input
+            type="checkbox"
+            checked={eachOwn}
+            onChange={(e) => {
+              const checked = e.currentTarget.checked;
+              localStorage.setItem(EACH_KEY, checked ? 'each' : 'one');
+              setEachOwn(checked);
+            }}
+          />{' '}
+          One transaction per statement
+        </label>
         <TimeZoneChoice />
         <label class="inline">
           Rows shown
@@ -248,6 +269,7 @@ export function SqlPage({ schema }: { schema: string }) {
             {result.results.length === 1 ? '1 statement' : `${result.results.length} statements`} ·{' '}
             {result.duration} ms · in <span class="mono">{result.schema}</span>
             {result.runAs === 'admin' ? " with the admin's rights" : " as the schema's role"}
+            {result.each ? ', one transaction per statement' : ''}
           </p>
           {result.plan ? (
             <PlanTree explained={result.plan} />
