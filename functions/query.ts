@@ -20,7 +20,7 @@ import { toApiError } from '#lib/http/error-mapper';
 import { httpHandler } from '#lib/http/handler';
 import { assertGranted } from '#lib/http/person-scope';
 import { defineRoute } from '#lib/http/route';
-import { schemaRef } from '#lib/validation';
+import { schemaRef, sqlText } from '#lib/validation';
 
 /** The most of a statement's text an audit entry keeps (AUDIT_SQL_TEXT=on): 16 KiB of it. */
 const KEPT_SQL = 16 * 1024;
@@ -55,10 +55,7 @@ const queryRoute = defineRoute({
     "Run SQL in one transaction as the schema's role (admin: a statement or a script, described by its last result, in the one schema it names when no schema is sent; API keys: one statement, read-only for anon). runAs admin: the admin's own rights.",
   access: 'read',
   body: z.strictObject({
-    sql: z
-      .string()
-      .min(1, 'sql must not be empty')
-      .max(1024 * 1024),
+    sql: sqlText,
     schema: schemaRef.optional().meta({
       description:
         "Schema to run in, first on the search path. Left out: an API key's own schema; for the admin, the one schema the SQL names (read with PostgreSQL's parser; pg_catalog, information_schema and pg_toast do not count), public when it names none, 400 when it names several; with runAs admin, public.",
@@ -227,10 +224,7 @@ const exportRoute = defineRoute({
     'One query’s rows as a CSV or JSON file, as the schema’s role in a read-only transaction that is always rolled back; a page of QUERY_MAX_ROWS rows at most, offset for the next',
   access: 'read',
   body: z.strictObject({
-    sql: z
-      .string()
-      .min(1, 'sql must not be empty')
-      .max(1024 * 1024),
+    sql: sqlText,
     schema: schemaRef.optional().meta({
       description:
         'Schema to run in; left out: an API key’s own, else the one schema the SQL names, as POST /api/query',

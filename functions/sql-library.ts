@@ -13,7 +13,7 @@ import {
 import { getDatabase } from '#lib/db/pool';
 import type { Answer } from '#lib/http/answers';
 import { defineRoute } from '#lib/http/route';
-import { queryInt, schemaRef } from '#lib/validation';
+import { queryInt, schemaRef, sqlText } from '#lib/validation';
 
 /**
  * The SQL editor's library, served by the query function: each person's history of what they ran
@@ -75,12 +75,7 @@ export const libraryRoutes = [
     summary:
       'Where each statement of a script starts and ends, as PostgreSQL’s parser splits it (character offsets): the console runs them one transaction each',
     access: 'person',
-    body: z.strictObject({
-      sql: z
-        .string()
-        .min(1, 'sql must not be empty')
-        .max(1024 * 1024),
-    }),
+    body: z.strictObject({ sql: sqlText }),
     response: z.object({
       statements: z.array(
         z.object({

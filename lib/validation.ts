@@ -57,6 +57,12 @@ export const inSchema = schemaRef
   .meta({ description: 'Schema to work in; default public.' });
 
 export const tableName = identifier('table name');
+
+/** The SQL a request sends: a statement or a script, up to 1 MiB. */
+export const sqlText = z
+  .string()
+  .min(1, 'sql must not be empty')
+  .max(1024 * 1024);
 export const columnName = identifier('column name');
 
 /** A positive integer from a query string, within bounds. */
