@@ -21,7 +21,7 @@ describeInBrowser('views in the grid', () => {
       CREATE UNIQUE INDEX tally_team ON tally (team);`);
     const { page, errors } = await h.signedIn(`#/s/${schema}`);
 
-    await page.getByRole('region', { name: 'Views' }).getByRole('link', { name: 'reds' }).click();
+    await page.getByRole('region', { name: 'Views' }).getByRole('link', { name: 'Open reds' }).click();
     await expectText(page.getByTestId('pager'), '40 rows');
     await expectText(page.locator('section.page'), 'A view. Its rows are read here');
     expect(await page.getByRole('button', { name: 'Insert row' }).count()).toBe(0);

@@ -170,13 +170,17 @@ export function Views({ schema }: { schema: string }) {
       {(list.data?.views ?? []).map((view) => (
         <details key={view.name} class="card">
           <summary>
-            <a class="mono" href={href({ page: 'table', schema, table: view.name, tab: 'data' })}>
-              <strong>{view.name}</strong>
-            </a>{' '}
+            <strong class="mono">{view.name}</strong>{' '}
             <span class="muted">
               {view.materialized ? `materialized${view.populated ? '' : ', not yet refreshed'}` : 'view'}:{' '}
               {view.columns.map((c) => c.name).join(', ')}
-            </span>
+            </span>{' '}
+            <a
+              href={href({ page: 'table', schema, table: view.name, tab: 'data' })}
+              aria-label={`Open ${view.name}`}
+            >
+              open its rows
+            </a>
           </summary>
           <pre class="sql">{view.definition ?? '(definition not read: a table it reads is locked)'}</pre>
         </details>
