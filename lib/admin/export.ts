@@ -5,11 +5,12 @@ import {
   decodeCursor,
   encodeCursor,
   orderSql,
+  pageOrderSql,
   parseOrder,
   parseSelect,
   type SortKey,
 } from '#lib/admin/row-view';
-import { rowOrder, type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
+import { type TableInfo, tableInfoQuery, toTableInfo } from '#lib/db/catalog';
 import type { CatalogRead } from '#lib/db/catalog-read';
 import type { SchemaAccess } from '#lib/db/executor';
 import { qualified, quoteCatalogName, quoteLiteral } from '#lib/db/identifiers';
@@ -170,7 +171,7 @@ export async function exportTable(
   const rows = [
     `SELECT ${selected.join(', ')} FROM ${qualified(table.schema, table.table)} AS r`,
     where ? `WHERE ${where}` : '',
-    `ORDER BY ${keys.length > 0 ? orderSql(keys, 'r') : rowOrder(table.info, 'r').join(', ')}`,
+    `ORDER BY ${pageOrderSql(keys, table.info, 'r')}`,
     `LIMIT ${Math.min(Math.trunc(input.limit), limits.maxRows + 1)}`,
   ]
     .filter(Boolean)

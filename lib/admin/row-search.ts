@@ -5,13 +5,13 @@ import {
   decodeCursor,
   encodeCursor,
   MAX_CURSOR_LENGTH,
-  orderSql,
+  pageOrderSql,
   parseOrder,
   parseSelect,
   searchSql,
   totalOrder,
 } from '#lib/admin/row-view';
-import { rowOrder, type TableInfo } from '#lib/db/catalog';
+import type { TableInfo } from '#lib/db/catalog';
 import type { SchemaAccess } from '#lib/db/executor';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { boundedQuery, type ResultLimits } from '#lib/db/result-limits';
@@ -101,7 +101,7 @@ export function searchStatement(info: TableEstimate, input: SearchPageInput) {
   const text = [
     `SELECT ${[...columns, ...extra].join(', ')} FROM ${from} AS r`,
     conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '',
-    `ORDER BY ${keys.length > 0 ? orderSql(keys, 'r') : rowOrder(info, 'r').join(', ')}`,
+    `ORDER BY ${pageOrderSql(keys, info, 'r')}`,
     `LIMIT ${bind(input.limit + 1)}`,
     offset > 0 ? `OFFSET ${bind(offset)}` : '',
   ]

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Bind } from '#lib/admin/row-filter';
-import { type ColumnInfo, columnOf, type TableInfo } from '#lib/db/catalog';
+import { type ColumnInfo, columnOf, rowOrder, type TableInfo } from '#lib/db/catalog';
 import { quoteCatalogName } from '#lib/db/identifiers';
 import { BadRequest } from '#lib/errors';
 
@@ -119,6 +119,16 @@ export const orderSql = (keys: SortKey[], alias: string) =>
         `${alias}.${quoteCatalogName(column.name)} ${descending ? 'DESC' : 'ASC'} NULLS ${nullsFirst ? 'FIRST' : 'LAST'}`,
     )
     .join(', ');
+
+/**
+ * A page's ORDER BY: the keys asked for (which end on the primary key, when there is one), and,
+ * without a key to end ties, the row's own place (rowOrder), so that a row is never on two pages
+ * or on none.
+ */
+export function pageOrderSql(keys: SortKey[], info: TableInfo, alias: string): string {
+  const ends = info.primaryKey.length > 0 ? [] : rowOrder(info, alias);
+  return [...(keys.length > 0 ? [orderSql(keys, alias)] : []), ...ends].join(', ');
+}
 
 /** Types the quick search reads as text; a table with none of them is searched in every column. */
 const TEXT_LIKE = /^(text|character varying|character|citext|name)(\(\d+\))?$/;

@@ -33,6 +33,7 @@ beforeAll(async () => {
     CREATE TABLE people (id int PRIMARY KEY, name text, doc json);
     INSERT INTO people SELECT i, 'p' || i, json_build_object('i', i) FROM generate_series(1, 30) AS i;
     CREATE VIEW named AS SELECT name, doc FROM people WHERE id % 2 = 0;
+    CREATE VIEW tied AS SELECT name, id % 3 AS team FROM people ORDER BY random();
     CREATE MATERIALIZED VIEW tally AS SELECT id % 3 AS bucket, count(*) AS n FROM people GROUP BY 1;
     CREATE UNIQUE INDEX tally_bucket ON tally (bucket);
     CREATE MATERIALIZED VIEW later AS SELECT id FROM people WITH NO DATA;
@@ -51,6 +52,17 @@ describe('reading a view', () => {
     }
     expect(seen).toHaveLength(15);
     expect(new Set(seen).size).toBe(15);
+  });
+
+  it('pages a view ordered by a column full of ties with every row once, the ties ended by the row', async () => {
+    const seen: string[] = [];
+    for (let n = 1; n <= 5; n++) {
+      const reply = await page('tied', { order: 'team', page: String(n), limit: '6' });
+      expect(reply.status).toBe(200);
+      seen.push(...reply.body.data.map((row: { name: string }) => row.name));
+    }
+    expect(seen).toHaveLength(30);
+    expect(new Set(seen).size).toBe(30);
   });
 
   it('filters, orders, selects and searches a view as a table', async () => {
