@@ -173,7 +173,7 @@ const queryRoute = defineRoute({
         throw error;
       });
     const result = body.history
-      ? await keptInHistory(principal, { schema, sql: body.sql }, run, toldAs)
+      ? await keptInHistory(await getDatabase(), principal, { schema, sql: body.sql }, run, toldAs)
       : await run();
     return { ...result, schema };
   },

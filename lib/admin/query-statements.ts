@@ -6,7 +6,7 @@ import { CallerQuery } from '#lib/db/caller-query';
 import { jsonRowTypes } from '#lib/db/json-rows';
 import { isPgError } from '#lib/db/pg-errors';
 import { JsonSize, jsonBytesAtMost, ResultTooDeep } from '#lib/db/result-limits';
-import { ApiError, BadRequest } from '#lib/errors';
+import { ApiError, BadRequest, ServiceUnavailable } from '#lib/errors';
 
 /**
  * The SQL editor's way of running a script (POST /api/query with `maxRows`): its statements one at
@@ -89,9 +89,17 @@ export async function splitScript(sql: string): Promise<ScriptStatement[] | unde
  * own words and position when it cannot read it.
  */
 export async function statementBounds(sql: string) {
+  const statements = await splitScript(sql);
+  if (statements) return statements.map(({ start, end, query }) => ({ start, end, query }));
+  // Parsed again only to say why it could not be: the failure's own path.
   const parser = await loadParser();
+  if (!parser)
+    throw new ServiceUnavailable(
+      'SQL parser unavailable',
+      'the SQL parser did not load; run the script whole',
+    );
   try {
-    parser?.parseSync(sql);
+    parser.parseSync(sql);
   } catch (error) {
     // The parser's cursor counts UTF-8 bytes from 0; PostgreSQL's positions, characters from 1.
     const cursor = (error as { sqlDetails?: { cursorPosition?: number } }).sqlDetails?.cursorPosition;
@@ -103,7 +111,8 @@ export async function statementBounds(sql: string) {
       details: at === undefined ? {} : { position: at },
     });
   }
-  return ((await splitScript(sql)) ?? []).map(({ start, end, query }) => ({ start, end, query }));
+  // Parsed, yet no statement: only comments or semicolons.
+  throw new BadRequest('No statement', 'the script holds no statement to run');
 }
 
 /** What the rows shown may take: so many per statement, and QUERY_MAX_BYTES of JSON in all. */

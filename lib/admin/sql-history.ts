@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { AuditDraft } from '#lib/db/audit-log';
-import { getDatabase, withTransaction } from '#lib/db/pool';
+import { withTransaction } from '#lib/db/pool';
 import { Forbidden } from '#lib/errors';
 import { loggedError, logger } from '#lib/log';
 import type { Principal } from '#lib/principal';
@@ -64,24 +64,25 @@ const scopeOf = (principal: Principal | undefined) =>
 export async function remember(db: pg.Pool, principal: Principal | undefined, run: HistoryRun) {
   await db.query({
     name: 'dbadmin.history-add',
+    // The statement's snapshot is from before its INSERT: the HISTORY_KEPT-th newest run it sees
+    // and the older ones make room for the new one.
     text: `WITH added AS (
              INSERT INTO _dbadmin.sql_history (person_id, schema_name, sql, cut, duration_ms, ok, row_count, error)
-             VALUES ($1, $2, $3, $9, $4, $5, $6, $7) RETURNING id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8))
            DELETE FROM _dbadmin.sql_history h
             WHERE coalesce(h.person_id, 0) = coalesce($1, 0)
               AND h.id <= (SELECT o.id FROM _dbadmin.sql_history o WHERE coalesce(o.person_id, 0) = coalesce($1, 0)
-                            ORDER BY o.id DESC OFFSET $8 - 1 LIMIT 1)
-              AND h.id < (SELECT id FROM added)`,
+                            ORDER BY o.id DESC OFFSET $9 - 1 LIMIT 1)`,
     values: [
       keeper(principal),
       run.schema,
       run.sql.slice(0, HISTORY_SQL_CHARS),
+      run.sql.length > HISTORY_SQL_CHARS,
       Math.round(run.durationMs),
       run.ok,
       run.rowCount ?? null,
       run.error?.slice(0, ERROR_CHARS) ?? null,
       HISTORY_KEPT,
-      run.sql.length > HISTORY_SQL_CHARS,
     ],
   });
 }
@@ -140,6 +141,7 @@ export async function forgetHistory(
  * never the request's failure (the statement's outcome already stands).
  */
 export async function keptInHistory<T extends { rowCount: number | null }>(
+  db: pg.Pool,
   principal: Principal | undefined,
   place: { schema: string; sql: string },
   run: () => Promise<T>,
@@ -150,7 +152,7 @@ export async function keptInHistory<T extends { rowCount: number | null }>(
   const started = performance.now();
   const keep = async (outcome: Pick<HistoryRun, 'ok' | 'rowCount' | 'error'>) => {
     try {
-      await remember(await getDatabase(), principal, {
+      await remember(db, principal, {
         ...place,
         ...outcome,
         durationMs: performance.now() - started,

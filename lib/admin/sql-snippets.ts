@@ -79,11 +79,13 @@ const notFound = (id: number) =>
 export async function listSnippets(db: pg.Pool, principal: Principal | undefined): Promise<Snippet[]> {
   const { rows } = await db.query<Snippet>({
     name: 'dbadmin.snippets',
-    text: `SELECT ${COLUMNS} FROM _dbadmin.sql_snippets WHERE ${VISIBLE}
-            ORDER BY owner = $1 DESC, pg_catalog.lower(name), id LIMIT ${SNIPPETS_LISTED}`,
+    // One's own first within the cap, then all by name.
+    text: `SELECT * FROM (SELECT ${COLUMNS} FROM _dbadmin.sql_snippets WHERE ${VISIBLE}
+                           ORDER BY owner = $1 DESC, pg_catalog.lower(name), id LIMIT ${SNIPPETS_LISTED}) AS listed
+            ORDER BY pg_catalog.lower(name), id`,
     values: [ownerOf(principal), scopeOf(principal)],
   });
-  return rows.sort((a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || a.id - b.id);
+  return rows;
 }
 
 export async function createSnippet(

@@ -180,6 +180,13 @@ describe('POST /api/sql/split', () => {
     ]);
   });
 
+  it('answers 400 for a script of comments alone: nothing to run', async () => {
+    const reply = await split('-- only a note\n;');
+
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({ error: 'No statement', message: 'the script holds no statement to run' });
+  });
+
   it('answers 400 with the position PostgreSQL would give for a script it cannot read', async () => {
     const reply = await split('SELECT 1; SELEC € 2');
 
