@@ -1,4 +1,5 @@
 import { ApiError, api } from '../api';
+import type { Explained } from './plan-tree';
 import type { StatementResult } from './sql-results';
 
 /**
@@ -11,7 +12,7 @@ export interface Answer {
   /** Each statement's, in order. */
   results: StatementResult[];
   /** An explained statement's plan (sent with explain). */
-  plan?: unknown[];
+  plan?: Explained[];
   duration: number;
   /** Where it ran: the schema sent, or the one the SQL names (lib/admin/query-schema). */
   schema: string;

@@ -5,26 +5,16 @@ import { loadStructure } from '../structure';
 import { TimeZoneChoice } from '../time-zone';
 import { ErrorText, useAction } from '../ui';
 import { lineAndColumn } from '../values';
-import { type Explained, PlanTree } from './plan-tree';
-import { runEach, runWhole, type Send } from './sql-each';
+import { PlanTree } from './plan-tree';
+import { type Answer, runEach, runWhole, type Send } from './sql-each';
 import { HistoryPanel, SnippetsPanel } from './sql-library';
-import { DEFAULT_ROWS_SHOWN, ResultTabs, ROWS_SHOWN, type StatementResult } from './sql-results';
+import { DEFAULT_ROWS_SHOWN, ResultTabs, ROWS_SHOWN } from './sql-results';
 import { newQueryId, Running, type RunningQuery } from './sql-running';
 
 /**
  * The SQL page: the editor with completion of the schema's tables, running as the schema's role or
  * the admin's, the result grid, drafts, and the person's history and snippets.
  */
-
-interface Result {
-  /** Each statement's, in order (sent with maxRows). */
-  results: StatementResult[];
-  /** An explained statement's plan (sent with explain). */
-  plan?: Explained[];
-  duration: number;
-  /** Where it ran: the schema sent, or the one the SQL names (lib/admin/query-schema). */
-  schema: string;
-}
 
 /** Where the SQL runs: the open schema, or the one schema the SQL names (public if none). */
 type RunIn = 'page' | 'named';
@@ -66,7 +56,7 @@ export function SqlPage({ schema }: { schema: string }) {
   const editor = useRef<SqlEditor | undefined>(undefined);
   const text = useRef(localStorage.getItem(draftKey(schema)) ?? '');
   const [result, setResult] = useState<
-    (Result & { runAs: 'schema' | 'admin'; sql: string; each: boolean; serial: number }) | undefined
+    (Answer & { runAs: 'schema' | 'admin'; sql: string; each: boolean; serial: number }) | undefined
   >(undefined);
   // Each answer opens on its last statement's tab.
   const runs = useRef(0);
@@ -107,7 +97,7 @@ export function SqlPage({ schema }: { schema: string }) {
         explain,
         history: true,
       };
-      return api<Result>('POST', 'query', { body }).finally(() => {
+      return api<Answer>('POST', 'query', { body }).finally(() => {
         setRunning(undefined);
         setRan((n) => n + 1);
       });
@@ -115,7 +105,7 @@ export function SqlPage({ schema }: { schema: string }) {
     const each = eachRef.current && !explain;
     const { answer, failure } = await (each ? runEach : runWhole)(sqlText, send);
     runs.current++;
-    setResult(answer && { ...(answer as Result), runAs, sql: sqlText, each, serial: runs.current });
+    setResult(answer && { ...answer, runAs, sql: sqlText, each, serial: runs.current });
     if (failure === undefined) return;
     const position = failure instanceof ApiError ? Number(failure.details.position) : Number.NaN;
     if (Number.isInteger(position) && position > 0) {
